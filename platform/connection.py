@@ -1,0 +1,93 @@
+"""Which OpenSearch cluster evalctl talks to, and the client for it.
+
+Settings come from environment variables, else the user config file's `opensearch:` section, else the
+managed local node. Secrets are never printed: `ConnectionSettings` hides them from repr and
+`describe()`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from evalctl import paths
+from evalctl.specs import SpecError, build, load_yaml
+
+ENV = {
+    "url": "EVALCTL_OPENSEARCH_URL",
+    "username": "EVALCTL_OPENSEARCH_USER",
+    "password": "EVALCTL_OPENSEARCH_PASSWORD",
+    "ca_certs": "EVALCTL_OPENSEARCH_CA_CERTS",
+    "verify_certs": "EVALCTL_OPENSEARCH_VERIFY_CERTS",
+    "timeout": "EVALCTL_OPENSEARCH_TIMEOUT",
+}
+
+
+@dataclass(frozen=True)
+class ConnectionSettings:
+    url: str | None = None  # None: the managed local node
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    ca_certs: str | None = None
+    verify_certs: bool = True
+    timeout: float = 120.0
+
+    @property
+    def external(self) -> bool:
+        return self.url is not None
+
+    def describe(self) -> str:
+        auth = f" as {self.username} (password set)" if self.username else ""
+        return f"{self.url or 'managed local node'}{auth}"
+
+
+def load_settings() -> ConnectionSettings:
+    cfg_path = paths.config_file()
+    data: dict = {}
+    if cfg_path.exists():
+        doc = load_yaml(cfg_path) or {}
+        data = dict(doc.get("opensearch") or {}) if isinstance(doc, dict) else {}
+    for key, var in ENV.items():
+        if os.environ.get(var):
+            raw = os.environ[var]
+            if key == "verify_certs":
+                data[key] = raw.strip().lower() not in ("0", "false", "no")
+            elif key == "timeout":
+                try:
+                    data[key] = float(raw)
+                except ValueError:
+                    raise SpecError(f"{var}={raw!r} is not a number of seconds") from None
+            else:
+                data[key] = raw
+    return build(ConnectionSettings, data, f"{cfg_path} (opensearch:) / EVALCTL_OPENSEARCH_*")
+
+
+def resolve_url(settings: ConnectionSettings) -> str:
+    if settings.url:
+        return settings.url.rstrip("/")
+    from evalctl.node import ManagedNode  # the managed node decides its own port
+
+    node = ManagedNode()
+    st = node.read_state()
+    return st.url if st else node.url
+
+
+def make_client(settings: ConnectionSettings | None = None):
+    """An opensearch-py client with retries on 429/502/503/504 and compression for vector payloads."""
+    from opensearchpy import OpenSearch
+
+    s = settings or load_settings()
+    kwargs = dict(
+        hosts=[resolve_url(s)],
+        timeout=s.timeout,
+        max_retries=5,
+        retry_on_timeout=True,
+        retry_on_status=(429, 502, 503, 504),
+        http_compress=True,
+    )
+    if s.username:
+        kwargs["http_auth"] = (s.username, s.password or "")
+    if s.url and s.url.startswith("https"):
+        kwargs.update(use_ssl=True, verify_certs=s.verify_certs, ca_certs=s.ca_certs,
+                      ssl_show_warn=s.verify_certs)
+    return OpenSearch(**kwargs)

@@ -1,0 +1,122 @@
+"""Config files (YAML in configs/) turned into typed, frozen dataclasses.
+
+Every spec in the platform is built through `build`, so an unknown key, a missing field or a value of
+the wrong type is reported the same way everywhere: with the file and the dotted path of the setting.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+T = TypeVar("T")
+
+
+class SpecError(ValueError):
+    """A config value that cannot become a spec; the message names the file and setting."""
+
+
+def configs_dir() -> Path:
+    """The configs/ folder: EVALCTL_CONFIGS when set, else the one installed with the package."""
+    override = os.environ.get("EVALCTL_CONFIGS")
+    if override:
+        return Path(override)
+    # configs/ is a namespace package (no __init__.py); its search location is the folder.
+    return Path(next(iter(importlib.util.find_spec("evalctl.configs").submodule_search_locations)))
+
+
+def load_yaml(path: str | Path) -> Any:
+    """Parse a YAML file; a relative path is taken inside configs_dir()."""
+    p = Path(path)
+    if not p.is_absolute():
+        p = configs_dir() / p
+    try:
+        with open(p, encoding="utf-8") as f:
+            return yaml.safe_load(f)
+    except FileNotFoundError:
+        raise SpecError(f"config file not found: {p}") from None
+    except yaml.YAMLError as e:
+        raise SpecError(f"{p}: not valid YAML: {e}") from None
+
+
+def build(cls: type[T], data: Any, where: str) -> T:
+    """Build dataclass `cls` from plain data, rejecting unknown keys and wrong types.
+
+    `where` names the source (file and path) for error messages, e.g. "configs/models/x.yaml".
+    """
+    return _convert(cls, data, where)
+
+
+def _convert(tp: Any, value: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return value
+    if dataclasses.is_dataclass(tp):
+        return _build_dataclass(tp, value, where)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return _convert(arg, value, where)
+            except SpecError as e:
+                errors.append(str(e))
+        raise SpecError(errors[0] if len(errors) == 1 else f"{where}: {value!r} matches none of {args}")
+    if origin is typing.Literal:
+        if value not in args:
+            raise SpecError(f"{where}: {value!r} is not one of {', '.join(map(repr, args))}")
+        return value
+    if origin in (tuple, list):
+        if not isinstance(value, (list, tuple)):
+            raise SpecError(f"{where}: expected a list, got {type(value).__name__}")
+        item = args[0] if args else Any
+        items = [_convert(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise SpecError(f"{where}: expected a mapping, got {type(value).__name__}")
+        kt, vt = args if args else (Any, Any)
+        return {_convert(kt, k, where): _convert(vt, v, f"{where}.{k}") for k, v in value.items()}
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(tp, type):
+        if tp is not bool and isinstance(value, bool) and tp in (int, float):
+            raise SpecError(f"{where}: expected {tp.__name__}, got a boolean")
+        if not isinstance(value, tp):
+            raise SpecError(f"{where}: expected {tp.__name__}, got {type(value).__name__} {value!r}")
+        return value
+    raise SpecError(f"{where}: unsupported spec type {tp!r}")  # a bug in a spec class, not in the YAML
+
+
+def _build_dataclass(cls: Any, value: Any, where: str) -> Any:
+    if isinstance(value, cls):
+        return value
+    if not isinstance(value, dict):
+        raise SpecError(f"{where}: expected a mapping for {cls.__name__}, got {type(value).__name__}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(value) - set(fields))
+    if unknown:
+        raise SpecError(
+            f"{where}: unknown key(s) {', '.join(unknown)} for {cls.__name__}; "
+            f"allowed: {', '.join(sorted(fields))}"
+        )
+    kwargs = {}
+    for name, f in fields.items():
+        if name in value:
+            kwargs[name] = _convert(hints[name], value[name], f"{where}.{name}")
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise SpecError(f"{where}: missing required key '{name}' for {cls.__name__}")
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as e:
+        raise SpecError(f"{where}: {e}") from None

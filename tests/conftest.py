@@ -1,0 +1,54 @@
+"""Shared fixtures. Integration tests talk to a real OpenSearch node: the configured cluster when
+one answers, else the managed local node, started here (and stopped at the end) if needed."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+_used_cluster: dict = {}
+
+
+@pytest.fixture(scope="session")
+def os_client():
+    from evalctl.cluster_info import installed_plugins
+    from evalctl.connection import load_settings, make_client, resolve_url
+    from evalctl.node import ManagedNode
+
+    settings = load_settings()
+    client = make_client(settings)
+    started = None
+    if not client.ping():
+        if settings.external:
+            pytest.fail(f"the configured cluster {settings.describe()} does not answer")
+        started = ManagedNode()
+        started.start()
+        client = make_client(settings)
+    info = client.info()
+    _used_cluster.update(url=resolve_url(settings), version=info["version"]["number"],
+                         plugins=installed_plugins(client), started_here=started is not None)
+    yield client
+    if started is not None:
+        started.stop()
+
+
+@pytest.fixture
+def index_name(os_client):
+    """A fresh index name, deleted after the test."""
+    name = f"test-{uuid.uuid4().hex[:10]}"
+    yield name
+    os_client.indices.delete(index=name, ignore_unavailable=True)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _used_cluster:
+        c = _used_cluster
+        terminalreporter.write_line(
+            f"OpenSearch used by the tests: {c['version']} at {c['url']} "
+            f"(plugins: {', '.join(c['plugins']) or 'none'}; started by the test session: {c['started_here']})"
+        )

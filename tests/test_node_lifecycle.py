@@ -1,0 +1,65 @@
+"""The managed node: stop ends exactly the process start launched, a second start reuses the cache,
+and `evalctl opensearch status` lists the plugins."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from evalctl.cli import cli
+from evalctl.node import ManagedNode
+
+pytestmark = pytest.mark.opensearch
+
+
+def opensearch_pids(dist: Path) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if "org.opensearch.bootstrap.OpenSearch" in cmd and str(dist) in cmd:
+                pids.append(int(proc.name))
+    return pids
+
+
+def alive(pid: int) -> bool:
+    """Running, not merely a zombie waiting for init to reap it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] not in "ZX"
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def managed(os_client):
+    node = ManagedNode()
+    if node.running_state() is None:
+        pytest.skip("tests run against an external cluster, not the managed node")
+    return node
+
+
+def test_status_lists_plugins(managed):
+    result = CliRunner().invoke(cli, ["opensearch", "status"])
+    assert result.exit_code == 0, result.output
+    assert "opensearch-knn" in result.output
+    assert "health:   green" in result.output or "health:   yellow" in result.output
+
+
+def test_stop_then_warm_start(managed, os_client):
+    old = managed.running_state()
+    assert opensearch_pids(managed.dist) == [old.pid]
+    assert managed.stop() == old.pid
+    assert opensearch_pids(managed.dist) == []
+    assert not alive(old.pid)
+    assert CliRunner().invoke(cli, ["opensearch", "status"]).exit_code != 0
+
+    said = []
+    new = managed.start(echo=said.append)
+    assert not any("Downloading" in line for line in said), said  # the cache is reused: no network
+    assert new.pid != old.pid and opensearch_pids(managed.dist) == [new.pid]
+    assert os_client.cluster.health()["status"] in ("green", "yellow")
