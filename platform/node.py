@@ -1,7 +1,7 @@
 """A managed local OpenSearch node: provisioned from Maven Central, cached, run on 127.0.0.1.
 
 Layout under opensearch_home():
-  m2/                      Maven's local repository (the downloads; a second start needs no network)
+  m2/                      Maven's local repository: the downloads (a second start needs no network)
   dist/opensearch-<v>/     the assembled distribution (core zip + plugins), created atomically
   run/                     data/, logs/, opensearch.pid, node.json (what was started, and where)
 """
@@ -104,22 +104,22 @@ class NotServed(NodeError):
     """Maven Central answered that the artifact does not exist."""
 
 
-def maven_fetch(coordinate: str, out_dir: Path, m2: Path) -> Path:
-    """Copy one artifact (group:artifact:version:type) from Maven Central into out_dir."""
+def maven_fetch(coordinate: str, m2: Path) -> Path:
+    """Resolve one artifact (group:artifact:version:type) from Maven Central into the local repo m2."""
     group, artifact, version, kind = coordinate.split(":")
-    target = out_dir / f"{artifact}-{version}.{kind}"
+    target = m2.joinpath(*group.split("."), artifact, version, f"{artifact}-{version}.{kind}")
     if target.exists():
         return target
     if shutil.which("mvn") is None:
         raise NodeError("Maven (mvn) is needed to download OpenSearch; install it (e.g. apt-get install maven)")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    m2.mkdir(parents=True, exist_ok=True)
     cmd = [
         "mvn", "-B", "-U",
-        "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy",
-        f"-Dartifact={coordinate}", f"-DoutputDirectory={out_dir}", f"-Dmaven.repo.local={m2}",
+        "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:get",
+        f"-Dartifact={coordinate}", "-Dtransitive=false", f"-Dmaven.repo.local={m2}",
     ]
-    # Maven needs a project-less working directory; run it in the download folder.
-    proc = subprocess.run(cmd, cwd=out_dir, capture_output=True, text=True)
+    # Maven needs a project-less working directory; run it inside its own repository folder.
+    proc = subprocess.run(cmd, cwd=m2, capture_output=True, text=True)
     if proc.returncode != 0 or not target.exists():
         text = proc.stdout + proc.stderr
         if "Could not find artifact" in text or "was not found in" in text:
@@ -188,11 +188,10 @@ class ManagedNode:
         if manifest.exists():
             return self.dist
         java = find_java(self.spec.min_java)
-        downloads = self.home / "downloads"
         m2 = self.home / "m2"
         version = self.spec.version
-        echo(f"Downloading OpenSearch {version} from Maven Central (cached in {downloads}) ...")
-        core_zip = maven_fetch(self.spec.distribution.format(version=version), downloads, m2)
+        echo(f"Downloading OpenSearch {version} from Maven Central (cached in {m2}) ...")
+        core_zip = maven_fetch(self.spec.distribution.format(version=version), m2)
         plugin_zips: dict[str, Path] = {}
         missing: dict[str, str] = {}
         local = {self._plugin_name(z): z for z in self.plugin_zips}
@@ -201,7 +200,7 @@ class ManagedNode:
                 plugin_zips[p.name] = local.pop(p.name)
                 continue
             try:
-                plugin_zips[p.name] = maven_fetch(p.artifact.format(version=version), downloads, m2)
+                plugin_zips[p.name] = maven_fetch(p.artifact.format(version=version), m2)
             except NotServed as e:
                 if p.required:
                     raise
