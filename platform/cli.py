@@ -88,3 +88,12 @@ def logs(lines) -> None:
     node = ManagedNode()
     click.echo(f"# {node.log_file}")
     click.echo(node.tail_log(lines))
+
+
+# Each command group lives in its own module; registered here so `evalctl --help` lists them all.
+from evalctl.cli_corpus import corpus  # noqa: E402
+from evalctl.cli_index import index  # noqa: E402
+from evalctl.cli_models import encode, models  # noqa: E402
+
+for _command in (corpus, models, encode, index):
+    cli.add_command(_command)

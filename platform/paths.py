@@ -17,14 +17,15 @@ def cache_root() -> Path:
 def opensearch_home() -> Path:
     """Downloads, assembled distribution and run directory of the managed node.
 
-    As root the node runs as an unprivileged user that cannot enter /root, so its home then
-    defaults to /var/cache/evalctl/opensearch.
+    Not under EVALCTL_CACHE, so pointing the data caches elsewhere (as tests do) never loses the node.
+    As root the node runs as an unprivileged user that cannot enter /root, so its home then defaults
+    to /var/cache/evalctl/opensearch.
     """
     if os.environ.get("EVALCTL_OPENSEARCH_HOME"):
         return Path(os.environ["EVALCTL_OPENSEARCH_HOME"])
-    if os.geteuid() == 0 and not os.environ.get("EVALCTL_CACHE"):
+    if os.geteuid() == 0:
         return Path("/var/cache/evalctl/opensearch")
-    return cache_root() / "opensearch"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "evalctl" / "opensearch"
 
 
 def config_file() -> Path:

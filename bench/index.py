@@ -1,0 +1,140 @@
+"""Load throughput: `evalctl index` vs posting the same pre-serialised NDJSON to `_bulk` with a bare
+HTTP client, on the same node, side by side. Prints a small table.
+
+    python bench/index.py [--docs 4000] [--model all-minilm-l6-v2] [--view TAC]
+
+The corpus is the real USPTO grant sample (../shared/data/uspto-grants-2019), repeated with suffixed
+ids up to --docs documents; vectors come from the embedding cache, warmed before timing, so both sides
+send identical documents and only the loading path is measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+import resource
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+USPTO = REPO.parent / "shared" / "data" / "uspto-grants-2019" / "patent_grants.csv"
+
+
+def build_corpus(workdir: Path, n_docs: int):
+    from evalctl.corpus_import import import_corpus
+
+    base = import_corpus("uspto", [USPTO], out=workdir / "base").corpus
+    records = list(base.records())
+    lines = []
+    for i in range(n_docs):
+        r = records[i % len(records)]
+        lines.append(json.dumps(dataclasses.replace(r, id=f"{r.id}-r{i // len(records)}").to_dict()))
+    (workdir / "bench.jsonl").write_text("\n".join(lines) + "\n")
+    return import_corpus("native", [workdir / "bench.jsonl"], name=f"bench-index-{os.getpid()}").corpus
+
+
+def bare_bulk(url: str, index: str, ndjson_chunks: list[bytes]) -> float:
+    t0 = time.perf_counter()
+    for body in ndjson_chunks:
+        req = urllib.request.Request(f"{url}/{index}/_bulk", data=body, method="POST",
+                                     headers={"Content-Type": "application/x-ndjson"})
+        with urllib.request.urlopen(req) as r:
+            if json.loads(r.read())["errors"]:
+                raise RuntimeError("bare _bulk reported errors")
+    return time.perf_counter() - t0
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_side(side: str, corpus_dir: str, model_id: str, view_name: str) -> dict:
+    """One loading path, in its own process so its peak memory is its own."""
+    from evalctl.connection import load_settings, make_client, resolve_url
+    from evalctl.corpus_store import load_corpus
+    from evalctl.indexers.encoder import get_or_encode
+    from evalctl.indexers.index_layout import index_body, index_name, load_index_settings
+    from evalctl.indexers.index_loader import _relax, _restore, document, index_corpus, index_manifest
+    from evalctl.models import get_model
+    from evalctl.views import load_views
+
+    client, url = make_client(), resolve_url(load_settings())
+    corpus, model, view = load_corpus(corpus_dir), get_model(model_id), load_views()[view_name]
+    settings = load_index_settings()
+    if side == "evalctl":  # the whole command path: cache lookup, documents, JSON, bulk with retries
+        t0 = time.perf_counter()
+        rep = index_corpus(client, corpus, [view], model, progress=False)
+        seconds = time.perf_counter() - t0
+        client.indices.delete(index=rep.index)
+        return {"seconds": seconds, "docs": rep.n_loaded, "peak_mb": peak_rss_mb(), "url": url}
+    # bare: identical documents, serialised before the clock starts, posted in the same chunk size
+    records = [r for r in corpus.records() if view.render(r)]
+    texts = [view.render(r) for r in records]
+    vectors = get_or_encode(model, "document", view.name, [r.id for r in records], texts, progress=False)
+    bare = f"{index_name(corpus.name, model.id)}-bare"
+    meta = index_manifest(corpus, model, None, model.prompt_for("document", task_type="retrieval"),
+                          [view.name], settings)
+    client.indices.create(index=bare, body=index_body([view.name], model.dim, model.similarity, settings, meta))
+    dumps = client.transport.serializer.dumps  # the same bytes evalctl sends
+    lines = []
+    for r, t, v in zip(records, texts, vectors):
+        lines.append(dumps({"index": {"_id": r.id}}))
+        lines.append(dumps(document(r, {view.name: t}, {view.name: v}, [view.name])))
+    step = settings.bulk.max_docs * 2
+    chunks = [("\n".join(lines[i:i + step]) + "\n").encode() for i in range(0, len(lines), step)]
+    del lines
+    _relax(client, bare)
+    seconds = bare_bulk(url, bare, chunks)
+    _restore(client, bare, settings)
+    docs = client.count(index=bare)["count"]
+    client.indices.delete(index=bare)
+    return {"seconds": seconds, "docs": docs, "peak_mb": peak_rss_mb(), "url": url}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--docs", type=int, default=4000)
+    ap.add_argument("--model", default="all-minilm-l6-v2")
+    ap.add_argument("--view", default="TAC")
+    ap.add_argument("--side", choices=["evalctl", "bare"], help=argparse.SUPPRESS)
+    ap.add_argument("--corpus", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.side:
+        print(json.dumps(run_side(args.side, args.corpus, args.model, args.view)))
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="evalctl-bench-"))
+    os.environ["EVALCTL_CACHE"] = str(tmp / "cache")
+
+    from evalctl.indexers.encoder import get_or_encode
+    from evalctl.models import get_model
+    from evalctl.views import load_views
+
+    model, view = get_model(args.model), load_views()[args.view]
+    corpus = build_corpus(tmp, args.docs)
+    records = [r for r in corpus.records() if view.render(r)]
+    get_or_encode(model, "document", view.name, [r.id for r in records], [view.render(r) for r in records],
+                  progress=False)  # warm the cache: only loading is timed
+    results = {}
+    for side in ("evalctl", "bare"):
+        out = subprocess.run([sys.executable, __file__, "--side", side, "--corpus", str(corpus.path),
+                              "--model", args.model, "--view", args.view], capture_output=True, text=True,
+                             check=True).stdout
+        results[side] = json.loads(out.strip().splitlines()[-1])
+    ev, bare = results["evalctl"], results["bare"]
+    print(f"\nindex load, {ev['docs']} docs x 1 view ({args.view}, {model.id}, {model.dim}-d), node {ev['url']}")
+    print(f"{'path':<36}{'seconds':>9}{'docs/s':>10}{'peak client RSS MB':>20}")
+    for label, r in (("evalctl index (cache warm)", ev), ("bare _bulk, pre-serialised NDJSON", bare)):
+        print(f"{label:<36}{r['seconds']:>9.2f}{r['docs'] / r['seconds']:>10.0f}{r['peak_mb']:>20.0f}")
+    print(f"ratio evalctl / bare throughput: {bare['seconds'] / ev['seconds']:.2f} (target >= 0.80)")
+    print("(peak RSS of each process includes its imports: torch for evalctl, which can encode)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,195 @@
+"""Embedding cache: float32 vectors on disk, keyed by everything that changes a vector.
+
+Layout: cache_root()/embeddings/<model id>/<key digest>/
+  meta.json                         the key in clear text (model, revision, prompt variant and string,
+                                    role, view, dim); checked on every open
+  <digest8>-<uid>.vectors.npy       float32 [n, dim]
+  <digest8>-<uid>.<sum>.hashes.npy  uint8 [n, 32]: sha256 of each text, row-aligned with the vectors;
+                                    <sum> is a checksum of the vectors, verified before first use
+
+A shard is committed by renaming its hashes file into place after its vectors file: a run killed at
+any point leaves either a whole shard or nothing that counts, so a rerun resumes after the last
+committed batch. Role and prompt string are part of the key, so query and document vectors of the
+same text never share an entry (the collision of mteb#5383).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from evalctl.paths import cache_root
+
+FORMAT = 1
+_HASH_BYTES = 32
+
+
+class EmbeddingCacheError(RuntimeError):
+    """A cache entry that must not be used (corrupt, wrong model, wrong dimension); names the file."""
+
+
+@dataclass(frozen=True)
+class CacheKey:
+    """Everything besides the text itself that determines a vector."""
+
+    model_id: str
+    hf_id: str
+    revision: str
+    prompt_variant: str
+    prompt: str
+    role: str
+    view: str
+    dim: int
+
+    def digest(self) -> str:
+        blob = json.dumps({"format": FORMAT, **asdict(self)}, sort_keys=True).encode("utf-8")
+        return hashlib.sha256(blob).hexdigest()[:24]
+
+
+def text_hash(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+def _checksum(vectors: np.ndarray) -> str:
+    return hashlib.blake2b(np.ascontiguousarray(vectors).data, digest_size=8).hexdigest()
+
+
+def _atomic_save(path: Path, array: np.ndarray) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npy", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.save(f, array, allow_pickle=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class EmbeddingCache:
+    """The committed vectors of one CacheKey; look up by text hash, append whole shards."""
+
+    def __init__(self, key: CacheKey, root: Path | None = None):
+        self.key = key
+        self.dir = (root or cache_root() / "embeddings") / key.model_id / key.digest()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._prefix = key.digest()[:8]
+        self._check_meta()
+        self._shards: list[tuple[Path, str]] = []  # (vectors file, checksum) of each shard, in index order
+        self._verified: set[int] = set()  # shards whose checksum was checked in this process
+        self._index: dict[bytes, tuple[int, int]] = {}  # text hash -> (shard number, row)
+        for hashes_file in sorted(self.dir.glob("*.hashes.npy")):
+            self._add_shard(hashes_file)
+
+    def _check_meta(self) -> None:
+        meta_file = self.dir / "meta.json"
+        expected = {"format": FORMAT, **asdict(self.key)}
+        if not meta_file.exists():
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.dir)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(expected, f, indent=1, sort_keys=True)
+            os.replace(tmp, meta_file)
+            return
+        try:
+            found = json.loads(meta_file.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as e:
+            raise EmbeddingCacheError(f"{meta_file}: unreadable ({e}); delete {self.dir} to rebuild it") from None
+        if found != expected:
+            diff = {k: (found.get(k), v) for k, v in expected.items() if found.get(k) != v}
+            raise EmbeddingCacheError(
+                f"{meta_file}: cache belongs to another key (found vs expected: {diff}); delete {self.dir}"
+            )
+
+    def _add_shard(self, hashes_file: Path) -> None:
+        stem, checksum, _ = hashes_file.name.split(".", 2)
+        vectors_file = hashes_file.with_name(f"{stem}.vectors.npy")
+        if not stem.startswith(self._prefix + "-"):
+            raise EmbeddingCacheError(f"{hashes_file}: shard of another cache key in {self.dir}; remove it")
+        try:
+            hashes = np.load(hashes_file, mmap_mode="r", allow_pickle=False)
+            vectors = np.load(vectors_file, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise EmbeddingCacheError(f"{hashes_file}: corrupt shard ({e}); remove it and its vectors file") from None
+        problem = None
+        if hashes.dtype != np.uint8 or hashes.ndim != 2 or hashes.shape[1] != _HASH_BYTES:
+            problem = f"hashes have shape {hashes.shape} and dtype {hashes.dtype}"
+        elif vectors.dtype != np.float32 or vectors.ndim != 2:
+            problem = f"vectors have shape {vectors.shape} and dtype {vectors.dtype}, expected float32 [n, dim]"
+        elif vectors.shape[1] != self.key.dim:
+            problem = f"vectors are {vectors.shape[1]}-dim, model {self.key.model_id} gives {self.key.dim}"
+        elif vectors.shape[0] != hashes.shape[0]:
+            problem = f"{hashes.shape[0]} hashes but {vectors.shape[0]} vectors"
+        if problem:
+            raise EmbeddingCacheError(f"{vectors_file}: {problem}; remove this shard to re-encode its texts")
+        number = len(self._shards)
+        self._shards.append((vectors_file, checksum))
+        for row, h in enumerate(hashes):
+            self._index.setdefault(h.tobytes(), (number, row))
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __contains__(self, h: bytes) -> bool:
+        return h in self._index
+
+    def commit(self, hashes: list[bytes], vectors: np.ndarray) -> None:
+        """Store one batch as a new shard; visible (and resumable) only once complete."""
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if vectors.shape != (len(hashes), self.key.dim):
+            raise EmbeddingCacheError(
+                f"refusing to store vectors of shape {vectors.shape} for {len(hashes)} texts of a "
+                f"{self.key.dim}-dim model in {self.dir}"
+            )
+        if not np.isfinite(vectors).all():
+            raise EmbeddingCacheError(f"refusing to store non-finite vectors from model {self.key.model_id}")
+        stem = f"{self._prefix}-{time.time_ns():020d}-{os.getpid()}"
+        hash_array = np.frombuffer(b"".join(hashes), dtype=np.uint8).reshape(len(hashes), _HASH_BYTES)
+        hashes_file = self.dir / f"{stem}.{_checksum(vectors)}.hashes.npy"
+        _atomic_save(self.dir / f"{stem}.vectors.npy", vectors)
+        _atomic_save(hashes_file, hash_array)  # the commit point
+        self._add_shard(hashes_file)
+        self._verified.add(len(self._shards) - 1)  # written from memory just now
+
+    def _shard_vectors(self, number: int) -> np.ndarray:
+        vectors_file, checksum = self._shards[number]
+        vectors = np.load(vectors_file, mmap_mode="r", allow_pickle=False)
+        if number not in self._verified:
+            if _checksum(vectors) != checksum:
+                raise EmbeddingCacheError(
+                    f"{vectors_file}: contents do not match their checksum (corrupt); remove this shard "
+                    "and its hashes file to re-encode its texts"
+                )
+            self._verified.add(number)
+        return vectors
+
+    def get(self, hashes: list[bytes]) -> np.ndarray:
+        """Vectors for these text hashes, in order; every hash must be committed."""
+        out = np.empty((len(hashes), self.key.dim), dtype=np.float32)
+        by_shard: dict[int, tuple[list[int], list[int]]] = {}
+        for i, h in enumerate(hashes):
+            shard, row = self._index[h]
+            positions, rows = by_shard.setdefault(shard, ([], []))
+            positions.append(i)
+            rows.append(row)
+        for shard, (positions, rows) in by_shard.items():
+            out[positions] = self._shard_vectors(shard)[rows]
+        if not np.isfinite(out).all():
+            raise EmbeddingCacheError(f"non-finite vectors read from {self.dir}; remove its shards to re-encode")
+        return out
+
+    def lookup(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(vectors, found): cached vectors by text, for verification; rows not found are NaN."""
+        hashes = [text_hash(t) for t in texts]
+        found = np.array([h in self._index for h in hashes], dtype=bool)
+        out = np.full((len(texts), self.key.dim), np.nan, dtype=np.float32)
+        if found.any():
+            out[found] = self.get([h for h, ok in zip(hashes, found) if ok])
+        return out, found

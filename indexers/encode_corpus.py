@@ -1,0 +1,73 @@
+"""`evalctl encode`: render one view of a stored corpus and encode it (or this machine's shard of it)."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from evalctl.indexers.encoder import EncodeReport, encode_texts, in_shard
+from evalctl.indexers.model_loader import Source
+from evalctl.models import Role, TaskType, get_model
+
+
+@dataclass(frozen=True)
+class CorpusEncodeReport:
+    corpus: str
+    corpus_hash: str
+    view: str
+    shard: tuple[int, int]
+    n_records: int  # records of this shard
+    n_without_text: int  # records the view renders to nothing (e.g. no claims); not encoded
+    report: EncodeReport
+
+
+def encode_corpus(
+    corpus: str,
+    model_id: str,
+    view: str,
+    *,
+    role: Role = "document",
+    variant: str | None = None,
+    task_type: TaskType = "retrieval",
+    shard: tuple[int, int] = (0, 1),
+    batch_size: int = 32,
+    device: str | None = None,
+    source: Source = "auto",
+    progress: bool = True,
+) -> CorpusEncodeReport:
+    """Encode `view` of every record in this shard; role `query` takes the corpus's own query records
+    when it ships them (BEIR, DAPFAM), else its records (citation corpora query with their patents)."""
+    from evalctl.corpus_store import load_corpus
+    from evalctl.views import load_views
+
+    spec = get_model(model_id)
+    views = load_views()
+    if view not in views:
+        raise KeyError(f"unknown view {view!r}; known views: {', '.join(sorted(views))}")
+    view_spec = views[view]
+    store = load_corpus(corpus)
+    records = store.records()
+    if role == "query":
+        queries = store.queries()
+        first = next(queries, None)
+        if first is not None:
+            records = itertools.chain([first], queries)
+    ids: list[str] = []
+    texts: list[str] = []
+    n_records = n_without_text = 0
+    for record in records:
+        if not in_shard(record.id, shard):
+            continue
+        n_records += 1
+        text = view_spec.render(record)
+        if text is None or not text.strip():
+            n_without_text += 1
+            continue
+        ids.append(record.id)
+        texts.append(text)
+    report = encode_texts(spec, role, view, ids, texts, variant=variant, task_type=task_type,
+                          batch_size=batch_size, device=device, source=source, progress=progress)
+    return CorpusEncodeReport(
+        corpus=store.name, corpus_hash=store.manifest["content_hash"], view=view, shard=shard,
+        n_records=n_records, n_without_text=n_without_text, report=report,
+    )

@@ -1,0 +1,137 @@
+"""Index names, mappings and settings for a corpus x model index (configs/index.yaml).
+
+One index per corpus x model: text fields for every view (BM25, `english` analyzer) plus one
+`knn_vector` field per view for that model, so hybrid queries see text and vectors in one index and a
+second model never touches the first model's index. An alias per corpus (`evalctl-<corpus>`) groups
+them for Dashboards.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from evalctl.specs import build, load_yaml
+
+PREFIX = "evalctl"
+BM25_ONLY = "bm25"
+SPACE_TYPES = {"cosine": "cosinesimil", "dot": "innerproduct"}
+# Metadata fields every index carries (keywords, so they filter and aggregate).
+META_FIELDS = ("doc_id", "family_id", "jurisdiction", "kind", "cpc", "ipc", "labels")
+
+
+@dataclass(frozen=True)
+class HnswSettings:
+    m: int = 16
+    ef_construction: int = 100
+    ef_search: int = 100
+
+
+@dataclass(frozen=True)
+class Bm25Settings:
+    k1: float = 1.2
+    b: float = 0.75
+
+
+@dataclass(frozen=True)
+class BulkSettings:
+    max_docs: int = 500
+    max_bytes: int = 10_000_000
+    max_retries: int = 5
+    initial_backoff: float = 2.0
+    max_backoff: float = 60.0
+
+
+@dataclass(frozen=True)
+class IndexSettings:
+    engine: Literal["lucene", "faiss"] = "lucene"
+    encoder: Literal["flat", "sq_fp16"] = "flat"
+    hnsw: HnswSettings = field(default_factory=HnswSettings)
+    bm25: Bm25Settings = field(default_factory=Bm25Settings)
+    shards: int = 1
+    replicas: int = 0
+    bulk: BulkSettings = field(default_factory=BulkSettings)
+
+    def __post_init__(self):
+        if self.encoder != "flat" and self.engine != "faiss":
+            raise ValueError(f"encoder {self.encoder} needs engine faiss, not {self.engine}")
+
+    @property
+    def exact_readback(self) -> bool:
+        """lucene and faiss-flat return the stored floats; sq_fp16 rounds them."""
+        return self.encoder == "flat"
+
+
+def load_index_settings(path: str = "index.yaml") -> IndexSettings:
+    return build(IndexSettings, load_yaml(path), f"configs/{path}")
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^a-z0-9_.+-]+", "-", s.lower()).strip("-")
+
+
+def index_name(corpus: str, model_id: str | None) -> str:
+    """evalctl-<corpus>--<model>, e.g. evalctl-pizza--minilm-l6 (lowercase, as OpenSearch requires)."""
+    return f"{PREFIX}-{_slug(corpus)}--{_slug(model_id or BM25_ONLY).replace('+', '.')}"
+
+
+def corpus_alias(corpus: str) -> str:
+    return f"{PREFIX}-{_slug(corpus)}"
+
+
+def text_field(view: str) -> str:
+    return f"text_{view}"
+
+
+def vector_field(view: str) -> str:
+    return f"vec_{view}"
+
+
+def knn_method(similarity: str, settings: IndexSettings) -> dict:
+    method = {
+        "name": "hnsw",
+        "engine": settings.engine,
+        "space_type": SPACE_TYPES[similarity],
+        "parameters": {"m": settings.hnsw.m, "ef_construction": settings.hnsw.ef_construction},
+    }
+    if settings.encoder == "sq_fp16":
+        method["parameters"]["encoder"] = {"name": "sq", "parameters": {"type": "fp16"}}
+    return method
+
+
+def view_properties(views: list[str], dim: int | None, similarity: str | None, settings: IndexSettings) -> dict:
+    """Mapping properties for the given views (text always; a vector when the index has a model)."""
+    props = {}
+    for v in views:
+        props[text_field(v)] = {"type": "text", "analyzer": "english", "similarity": "patent_bm25"}
+        if dim is not None:
+            props[vector_field(v)] = {"type": "knn_vector", "dimension": dim,
+                                      "method": knn_method(similarity, settings)}
+    return props
+
+
+def index_body(views: list[str], dim: int | None, similarity: str | None, settings: IndexSettings,
+               meta: dict) -> dict:
+    properties = {f: {"type": "keyword"} for f in META_FIELDS}
+    properties["pub_date"] = {"type": "date", "format": "strict_date_optional_time||yyyy-MM-dd||yyyyMMdd"}
+    properties["title"] = {"type": "text", "analyzer": "english"}  # for people searching in Dashboards
+    properties["loaded_views"] = {"type": "keyword"}  # which views this document carries: resume marker
+    properties.update(view_properties(views, dim, similarity, settings))
+    return {
+        "settings": {
+            "index": {
+                "number_of_shards": settings.shards,
+                "number_of_replicas": settings.replicas,
+                "knn": dim is not None,
+                **({
+                    "knn.algo_param.ef_search": settings.hnsw.ef_search,
+                    # Vectors kept verbatim in _source: k-NN 3.5's derived source failed reads after a
+                    # node restart ("already_closed_exception" on the .vec slice); read-back must be exact.
+                    "knn.derived_source.enabled": False,
+                } if dim is not None else {}),
+            },
+            "similarity": {"patent_bm25": {"type": "BM25", "k1": settings.bm25.k1, "b": settings.bm25.b}},
+        },
+        "mappings": {"dynamic": "strict", "_meta": meta, "properties": properties},
+    }

@@ -1,0 +1,259 @@
+"""`evalctl index`: put a corpus's view texts and one model's vectors into OpenSearch.
+
+Idempotent and resumable: document ids are patent ids, every document records the views it carries
+(`loaded_views`), and a rerun loads only documents that lack one of the index's views. Vectors come
+through the embedding cache, so a rerun after a crash or a dead node encodes nothing twice.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+from opensearchpy import helpers
+from tqdm import tqdm
+
+from evalctl.indexers.index_layout import (
+    BM25_ONLY, IndexSettings, corpus_alias, index_body, index_name, load_index_settings, text_field,
+    vector_field, view_properties,
+)
+from evalctl.provenance import code_version
+
+# Manifest keys that must match for new documents to join an existing index.
+IDENTITY = ("corpus_hash", "model", "hf_id", "revision", "prompt_variant", "document_prompt", "dim",
+            "similarity", "engine", "encoder", "hnsw", "bm25")
+
+
+class IndexMismatch(ValueError):
+    """The target index was built from another corpus, model or setting: refuse, never merge."""
+
+
+@dataclass
+class IndexReport:
+    index: str
+    n_corpus: int
+    n_loaded: int = 0
+    n_already: int = 0
+    missing_view: dict[str, int] = field(default_factory=dict)  # view -> records lacking its fields
+    failed: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def docs_per_s(self) -> float:
+        return self.n_loaded / self.seconds if self.seconds else 0.0
+
+
+def index_manifest(corpus, model, variant: str | None, prompt: str | None, views: list[str],
+                   settings: IndexSettings) -> dict:
+    return {
+        "evalctl_index": 1,
+        "corpus": corpus.name,
+        "corpus_hash": corpus.manifest["content_hash"],
+        "model": model.id if model else BM25_ONLY,
+        "hf_id": model.hf_id if model else None,
+        "revision": model.revision if model else None,
+        "prompt_variant": (variant or model.default_variant) if model else None,
+        "document_prompt": prompt,
+        "dim": model.dim if model else None,
+        "similarity": model.similarity if model else None,
+        "views": sorted(views),
+        "engine": settings.engine if model else None,
+        "encoder": settings.encoder if model else None,
+        "hnsw": vars(settings.hnsw) if model else None,
+        "bm25": vars(settings.bm25),
+        "code_version": code_version(),
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def read_manifest(client, index: str) -> dict | None:
+    if not client.indices.exists(index=index):
+        return None
+    return client.indices.get_mapping(index=index)[index]["mappings"].get("_meta", {})
+
+
+def ensure_index(client, index: str, meta: dict, settings: IndexSettings, alias: str) -> list[str]:
+    """Create the index, or check that it holds the same corpus/model/settings and add new views.
+    Returns the index's full view list."""
+    existing = read_manifest(client, index)
+    if existing is None:
+        client.indices.create(index=index, body=index_body(meta["views"], meta["dim"], meta["similarity"],
+                                                           settings, meta))
+        client.indices.put_alias(index=index, name=alias)
+        return meta["views"]
+    diff = [k for k in IDENTITY if existing.get(k) != meta.get(k)]
+    if diff:
+        lines = "\n".join(f"  {k}: index has {existing.get(k)!r}, this load has {meta.get(k)!r}" for k in diff)
+        raise IndexMismatch(
+            f"index {index} was built from different data or settings; refusing to merge:\n{lines}\n"
+            f"Delete it (evalctl index delete {index}) or load under another corpus name."
+        )
+    new_views = sorted(set(meta["views"]) - set(existing["views"]))
+    views = sorted(set(existing["views"]) | set(meta["views"]))
+    if new_views:
+        props = view_properties(new_views, meta["dim"], meta["similarity"], settings)
+        client.indices.put_mapping(index=index, body={"properties": props, "_meta": {**existing, "views": views}})
+    return views
+
+
+def loaded_ids(client, index: str, views: list[str]) -> set[str]:
+    """Ids of documents that already carry every one of `views`."""
+    client.indices.refresh(index=index)  # a load killed mid-way left refresh off: make its documents visible
+    query = {"query": {"bool": {"filter": [{"term": {"loaded_views": v}} for v in views]}}, "_source": False}
+    return {hit["_id"] for hit in helpers.scan(client, index=index, query=query, size=5000)}
+
+
+def _relax(client, index: str) -> None:
+    """Refresh off and no replicas while loading (restored by _restore, even after a failed load)."""
+    client.indices.put_settings(index=index, body={"index": {"refresh_interval": "-1", "number_of_replicas": 0}})
+
+
+def _restore(client, index: str, settings: IndexSettings) -> None:
+    # Restored from the config, not from the index: a load killed mid-way left "-1" behind.
+    client.indices.put_settings(index=index, body={"index": {"refresh_interval": None,
+                                                             "number_of_replicas": settings.replicas}})
+    client.indices.refresh(index=index)
+
+
+def document(record, texts: dict[str, str], vectors: dict, views: list[str]) -> dict:
+    doc = {
+        "doc_id": record.id,
+        "family_id": record.family,
+        "jurisdiction": record.jurisdiction,
+        "kind": record.kind,
+        "cpc": [c.code for c in record.cpc],
+        "ipc": [c.code for c in record.ipc],
+        "labels": list(record.labels),
+        "title": record.title,
+        "loaded_views": views,
+    }
+    if record.publication_date:
+        doc["pub_date"] = record.publication_date.isoformat()
+    for v, text in texts.items():
+        doc[text_field(v)] = text
+    for v, vec in vectors.items():
+        doc[vector_field(v)] = vec
+    return {k: val for k, val in doc.items() if val is not None}
+
+
+def _chunks(items: Iterable, n: int) -> Iterator[list]:
+    chunk = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == n:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _in_background(chunks: Iterator[list], depth: int = 2) -> Iterator:
+    """Run a producer of chunks in a thread, so preparing documents overlaps with the server indexing
+    the previous chunk; yields their items in order and re-raises the producer's errors."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    done = object()
+    stop = threading.Event()
+
+    def produce():
+        try:
+            for chunk in chunks:
+                while not stop.is_set():
+                    try:
+                        q.put(chunk, timeout=0.5)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(done)
+        except BaseException as e:  # handed to the consumer
+            q.put(e)
+
+    worker = threading.Thread(target=produce, daemon=True)
+    worker.start()
+    try:
+        while (item := q.get()) is not done:
+            if isinstance(item, BaseException):
+                raise item
+            yield from item
+    finally:
+        stop.set()
+        worker.join(timeout=30)
+
+
+def index_corpus(client, corpus, views, model=None, *, variant: str | None = None,
+                 settings: IndexSettings | None = None, chunk_docs: int = 2000, device: str | None = None,
+                 encode_batch_size: int = 32, progress: bool = True) -> IndexReport:
+    """Load `corpus` (text of every view, and `model`'s vectors when given) into its index."""
+    from evalctl.indexers.encoder import LazyEncoder, get_or_encode
+
+    settings = settings or load_index_settings()
+    name = index_name(corpus.name, model.id if model else None)
+    prompt = model.prompt_for("document", task_type="retrieval", variant=variant) if model else None
+    meta = index_manifest(corpus, model, variant, prompt, [v.name for v in views], settings)
+    all_views = ensure_index(client, name, meta, settings, corpus_alias(corpus.name))
+    by_name = {v.name: v for v in views}
+    if set(all_views) - set(by_name):
+        from evalctl.views import load_views
+
+        by_name.update({n: v for n, v in load_views().items() if n in all_views})
+    done = loaded_ids(client, name, all_views)
+    report = IndexReport(index=name, n_corpus=len(corpus), n_already=len(done),
+                         missing_view={v: 0 for v in all_views})
+    encoder = LazyEncoder(model, device=device, batch_size=encode_batch_size) if model else None
+    dumps = client.transport.serializer.dumps
+
+    def prepared() -> Iterator[list[dict]]:
+        """Bulk actions per chunk, with each _source already serialised (off the sending thread)."""
+        for chunk in _chunks((r for r in corpus.records() if r.id not in done), chunk_docs):
+            texts = {v: {} for v in all_views}
+            for r in chunk:
+                for v in all_views:
+                    t = by_name[v].render(r)
+                    if t:
+                        texts[v][r.id] = t
+                    else:
+                        report.missing_view[v] += 1
+            vectors: dict[str, dict] = {v: {} for v in all_views}
+            for v in all_views if model is not None else ():
+                ids = list(texts[v])
+                if ids:
+                    arr = get_or_encode(model, "document", v, ids, [texts[v][i] for i in ids], variant=variant,
+                                        encoder=encoder, progress=False)
+                    vectors[v] = dict(zip(ids, arr))  # numpy rows: the serializer writes them directly
+            yield [
+                {"_index": name, "_id": r.id,
+                 "_source": dumps(document(r, {v: texts[v][r.id] for v in all_views if r.id in texts[v]},
+                                           {v: vectors[v][r.id] for v in all_views if r.id in vectors[v]},
+                                           all_views))}
+                for r in chunk
+            ]
+
+    _relax(client, name)
+    t0 = time.perf_counter()
+    bar = tqdm(total=report.n_corpus - report.n_already, unit="doc", desc=f"index {name}", disable=not progress)
+    try:
+        for ok, item in helpers.streaming_bulk(
+            client, _in_background(prepared()), chunk_size=settings.bulk.max_docs,
+            max_chunk_bytes=settings.bulk.max_bytes, max_retries=settings.bulk.max_retries,
+            initial_backoff=settings.bulk.initial_backoff, max_backoff=settings.bulk.max_backoff,
+            raise_on_error=False,
+        ):
+            if ok:
+                report.n_loaded += 1
+            else:
+                op = item.get("index", item)
+                report.failed.append(f"{op.get('_id')}: {op.get('error')}")
+            bar.update(1)
+            if bar.n % settings.bulk.max_docs == 0:
+                bar.set_postfix(docs_per_s=f"{report.n_loaded / (time.perf_counter() - t0):.0f}")
+    finally:
+        bar.close()
+        if encoder is not None:
+            encoder.close()
+        _restore(client, name, settings)
+    report.seconds = time.perf_counter() - t0
+    return report

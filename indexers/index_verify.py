@@ -1,0 +1,89 @@
+"""`evalctl index verify` and `evalctl index status`: is an index exactly what its manifest says?"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from evalctl.indexers.index_layout import PREFIX, index_name, text_field, vector_field
+from evalctl.indexers.index_loader import read_manifest
+
+# sq_fp16 rounds each component to half precision (|x| <= 1 for normalised vectors).
+FP16_TOLERANCE = 1e-3
+
+
+@dataclass
+class VerifyReport:
+    index: str
+    checks: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _count(client, index: str, query: dict | None = None) -> int:
+    return client.count(index=index, body={"query": query or {"match_all": {}}})["count"]
+
+
+def verify_index(client, corpus, views: dict, model=None, *, sample: int = 50, seed: int = 0) -> VerifyReport:
+    """Counts per field, vector dimension, and a sample of vectors read back against the cache."""
+    from evalctl.indexers.embedding_cache import EmbeddingCache
+    from evalctl.indexers.encoder import cache_key
+
+    name = index_name(corpus.name, model.id if model else None)
+    rep = VerifyReport(index=name)
+    meta = read_manifest(client, name)
+    if meta is None:
+        rep.problems.append(f"index {name} does not exist")
+        return rep
+    if meta.get("corpus_hash") != corpus.manifest["content_hash"]:
+        rep.problems.append(f"index was built from corpus hash {meta.get('corpus_hash')}, "
+                            f"corpus {corpus.name} now has {corpus.manifest['content_hash']}")
+    client.indices.refresh(index=name)
+    n_docs = _count(client, name)
+    records = list(corpus.records())
+    ids = {r.id for r in records}
+    (rep.checks if n_docs == len(ids) else rep.problems).append(
+        f"documents: index {n_docs}, corpus {len(ids)}")
+    mapping = client.indices.get_mapping(index=name)[name]["mappings"]["properties"]
+    for v in meta["views"]:
+        expected = [r for r in records if views[v].render(r)]
+        fields = [text_field(v)] + ([vector_field(v)] if model else [])
+        for f in fields:
+            got = _count(client, name, {"exists": {"field": f}})
+            (rep.checks if got == len(expected) else rep.problems).append(
+                f"{f}: {got} documents, {len(expected)} records render view {v}")
+        if not model:
+            continue
+        dim = mapping[vector_field(v)]["dimension"]
+        (rep.checks if dim == model.dim else rep.problems).append(f"{vector_field(v)} dimension {dim}, model {model.dim}")
+        picked = random.Random(seed).sample(expected, min(sample, len(expected)))
+        if not picked:
+            continue
+        texts = [views[v].render(r) for r in picked]
+        cache = EmbeddingCache(cache_key(model, "document", v, meta["prompt_variant"], meta["document_prompt"]))
+        cached, found = cache.lookup(texts)
+        resp = client.mget(index=name, body={"ids": [r.id for r in picked]}, _source_includes=[vector_field(v)])
+        stored = np.array([d["_source"][vector_field(v)] for d in resp["docs"]], dtype=np.float32)
+        found = np.asarray(found, dtype=bool)
+        if not found.all():
+            rep.problems.append(f"{vector_field(v)}: {int((~found).sum())} sampled texts are not in the embedding cache")
+        tol = 0.0 if meta.get("encoder", "flat") == "flat" else FP16_TOLERANCE
+        err = float(np.abs(stored[found] - cached[found]).max()) if found.any() else 0.0
+        (rep.checks if err <= tol else rep.problems).append(
+            f"{vector_field(v)}: {int(found.sum())} sampled vectors read back, max |diff| {err:.3g} (tolerance {tol})")
+    return rep
+
+
+def index_status(client) -> list[dict]:
+    """Every evalctl index with its manifest, document count and size."""
+    rows = []
+    for row in client.cat.indices(index=f"{PREFIX}-*", format="json", bytes="b"):
+        meta = read_manifest(client, row["index"]) or {}
+        rows.append({"index": row["index"], "docs": int(row["docs.count"] or 0),
+                     "size_mb": round(int(row["store.size"] or 0) / 1e6, 1), "health": row["health"], **meta})
+    return sorted(rows, key=lambda r: r["index"])

@@ -1,0 +1,108 @@
+"""`evalctl corpus ...`: import, qrels, stats. Each command calls one library function."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from evalctl.errors import UserError
+from evalctl.specs import SpecError
+
+
+def _load(name_or_path: str):
+    from evalctl.corpus_store import CorpusNotFound, load_corpus
+
+    try:
+        return load_corpus(name_or_path)
+    except CorpusNotFound as e:
+        raise UserError(str(e)) from None
+
+
+@click.group()
+def corpus() -> None:
+    """Import patent corpora, build citation qrels, print statistics."""
+
+
+@corpus.command("import")
+@click.argument("sources", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--format", "fmt", required=True,
+              type=click.Choice(["native", "lens", "espacenet", "uspto", "wipo", "beir", "dapfam"]),
+              help="Source layout (docs/corpus-format.md). beir/dapfam take one folder.")
+@click.option("--name", default=None, help="Corpus name: stored under <cache>/corpora/<name>/.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Store here instead.")
+@click.option("--strict", is_flag=True, help="Any problem (bad row, code, date, encoding ...) aborts the import.")
+@click.option("--label", "labels", multiple=True, help="Landscape label added to every record (repeatable).")
+@click.option("--overwrite", is_flag=True, help="Replace a different corpus already stored under that name.")
+@click.option("--show", type=int, default=100, show_default=True, help="Problems to print (all are in problems.jsonl).")
+def import_cmd(sources, fmt, name, out, strict, labels, overwrite, show) -> None:
+    """Import SOURCES (files, or one folder for beir/dapfam) into a corpus."""
+    from evalctl.corpus_import import import_corpus
+    from evalctl.import_problems import CorpusImportError
+
+    try:
+        res = import_corpus(fmt, list(sources), name=name, out=out, strict=strict, labels=labels, overwrite=overwrite)
+    except CorpusImportError as e:
+        raise UserError(str(e)) from None
+    for p in res.problems[:show]:
+        click.echo(f"  {p}", err=True)
+    if len(res.problems) > show:
+        click.echo(f"  ... {len(res.problems) - show} more in {res.corpus.path / 'problems.jsonl'}", err=True)
+    m = res.corpus.manifest
+    state = "unchanged (same content hash already stored)" if res.unchanged else "imported"
+    click.echo(f"{state}: {res.corpus.name} at {res.corpus.path}")
+    click.echo(f"  rows read {res.rows_read}, records {m['record_count']}, queries {m['queries_count']}")
+    click.echo("  problems: " + (", ".join(f"{k} {v}" for k, v in res.problem_counts.items()) or "none"))
+    click.echo(f"  content hash {m['content_hash']}")
+
+
+@corpus.command("qrels")
+@click.argument("corpus_name")
+@click.option("--name", default="citations", show_default=True, help="Name of the qrels set.")
+@click.option("--direction", type=click.Choice(["cited", "citing", "both"]), default="cited", show_default=True,
+              help="cited: documents the query cites; citing: documents citing it.")
+@click.option("--level", type=click.Choice(["publication", "family"]), default="publication", show_default=True)
+@click.option("--citation-type", "citation_types", multiple=True,
+              help="Only these citation types (repeatable; default all).")
+@click.option("--domain-scheme", type=click.Choice(["ipc", "cpc"]), default="ipc", show_default=True)
+@click.option("--domain-chars", type=click.Choice(["3", "4"]), default="3", show_default=True,
+              help="Code prefix length for IN/OUT: 3 = class (A61), 4 = subclass (A61K).")
+@click.option("--dev-fraction", type=float, default=0.2, show_default=True)
+@click.option("--train-fraction", type=float, default=0.0, show_default=True,
+              help="Queries held out for fine-tuning; their citation pairs go to train_pairs.tsv.")
+@click.option("--seed", default="evalctl", show_default=True)
+@click.option("--overwrite", is_flag=True)
+def qrels_cmd(corpus_name, name, direction, level, citation_types, domain_scheme, domain_chars,
+              dev_fraction, train_fraction, seed, overwrite) -> None:
+    """Build retrieval qrels from CORPUS_NAME's citation graph."""
+    from evalctl.patent_record import CITATION_TYPES
+    from evalctl.qrels import QrelsSpec, build_citation_qrels
+    from evalctl.specs import build
+
+    try:
+        spec = build(QrelsSpec, dict(name=name, direction=direction, level=level,
+                                     citation_types=list(citation_types or CITATION_TYPES),
+                                     domain_scheme=domain_scheme, domain_chars=int(domain_chars),
+                                     dev_fraction=dev_fraction, train_fraction=train_fraction, seed=seed),
+                     "evalctl corpus qrels options")
+        q = build_citation_qrels(_load(corpus_name), spec, overwrite=overwrite)
+    except (SpecError, FileExistsError) as e:
+        raise UserError(str(e)) from None
+    m = q.manifest
+    click.echo(f"qrels {q.name} at {q.path}")
+    click.echo(f"  citations {m['citations']}, resolved inside the corpus {m['citations_resolved']}, "
+               f"edges {m['citation_edges']}")
+    click.echo(f"  queries {', '.join(f'{k} {v}' for k, v in sorted(m['queries'].items())) or 'none'}; pairs {m['pairs']}; "
+               f"domains {m['domains']}; train pairs {m['train_pairs']}")
+
+
+@corpus.command("stats")
+@click.argument("corpus_name")
+def stats_cmd(corpus_name) -> None:
+    """Sizes, view coverage, label cardinality, queries, IN/OUT and jurisdiction shares."""
+    from evalctl.corpus_stats import corpus_stats, format_stats
+
+    try:
+        click.echo(format_stats(corpus_stats(_load(corpus_name))))
+    except SpecError as e:
+        raise UserError(str(e)) from None

@@ -1,0 +1,81 @@
+"""`evalctl models list` and `evalctl encode`: thin commands over evalctl.models and indexers.encode_corpus."""
+
+from __future__ import annotations
+
+import click
+
+from evalctl.errors import UserError
+from evalctl.models import ROLES, TASK_TYPES, load_models
+from evalctl.specs import SpecError
+
+
+def _size(params_m: float) -> str:
+    return f"{params_m / 1000:.1f}B" if params_m >= 1000 else f"{params_m:.0f}M"
+
+
+@click.group()
+def models() -> None:
+    """Embedding model specs (configs/models/)."""
+
+
+@models.command("list")
+def list_models() -> None:
+    """Every model spec with size, dimension, revision pin, prompt variants and offline source."""
+    try:
+        specs = load_models()
+    except SpecError as e:
+        raise UserError(str(e)) from None
+    rows = []
+    for s in sorted(specs.values(), key=lambda s: (s.family, s.params_m)):
+        if s.offline is None:
+            offline = "-"
+        else:
+            offline = s.offline.packages[0] + ("" if len(s.offline.packages) == 1 else f" (+{len(s.offline.packages) - 1})")
+            offline += " [installed]" if not s.offline.missing_packages() else " [not installed]"
+        rows.append((s.id, s.family, _size(s.params_m), str(s.dim), str(s.max_seq_length),
+                     s.revision[:10] if s.pinned else "main (unpinned)", "yes" if s.named_by_study else "",
+                     ",".join(sorted(s.prompt_variants)), offline))
+    header = ("id", "family", "size", "dim", "max_len", "revision", "study", "prompt variants", "offline source")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for r in [header, *rows]:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    named = sum(s.named_by_study for s in specs.values())
+    with_offline = sum(s.offline is not None for s in specs.values())
+    click.echo(f"{len(specs)} models ({named} named by the study, {with_offline} with an offline source)")
+
+
+@click.command()
+@click.option("--corpus", required=True, help="Corpus name (or folder) in the corpus store.")
+@click.option("--model", "model_id", required=True, help="Model id from `evalctl models list`.")
+@click.option("--view", required=True, help="Text view to encode (configs/views.yaml).")
+@click.option("--role", type=click.Choice(ROLES), default="document", show_default=True)
+@click.option("--task-type", type=click.Choice(TASK_TYPES), default="retrieval", show_default=True,
+              help="Selects the prompt together with role and variant.")
+@click.option("--prompt-variant", default=None, help="Named prompt set of the model (default: its default_variant).")
+@click.option("--shard", default="0/1", show_default=True, help="i/n: encode part i (0-based) of n, split by id hash.")
+@click.option("--batch-size", type=int, default=32, show_default=True)
+@click.option("--device", default=None, help="cpu, cuda, cuda:N, or 'all' for every local GPU (default: auto).")
+@click.option("--source", type=click.Choice(["auto", "offline", "hub"]), default="auto", show_default=True,
+              help="Where weights come from; auto prefers an installed offline package.")
+def encode(corpus, model_id, view, role, task_type, prompt_variant, shard, batch_size, device, source) -> None:
+    """Encode one view of a corpus into the embedding cache (resumable; cached texts are skipped)."""
+    from evalctl.indexers.embedding_cache import EmbeddingCacheError
+    from evalctl.indexers.encode_corpus import encode_corpus
+    from evalctl.indexers.encoder import parse_shard
+    from evalctl.indexers.model_loader import ModelLoadError
+
+    try:
+        result = encode_corpus(corpus, model_id, view, role=role, variant=prompt_variant, task_type=task_type,
+                               shard=parse_shard(shard), batch_size=batch_size, device=device, source=source)
+    except (SpecError, ModelLoadError, EmbeddingCacheError, KeyError, ValueError, FileNotFoundError) as e:
+        raise UserError(str(e).strip("'\"")) from None
+    r = result.report
+    click.echo(f"corpus {result.corpus} ({result.corpus_hash[:12]}), view {result.view}, "
+               f"shard {result.shard[0]}/{result.shard[1]}: {result.n_records} records, "
+               f"{result.n_without_text} without text for this view")
+    click.echo(f"model {model_id}, role {role}, prompt {r.prompt!r}")
+    click.echo(f"texts {r.n_texts} ({r.n_unique} distinct): {r.n_cached} cached, {r.n_encoded} encoded "
+               f"in {r.seconds:.1f}s ({r.docs_per_s:.1f} docs/s)")
+    click.echo(f"truncated (longer than the model's token limit): {r.n_truncated} of {r.n_encoded} encoded "
+               f"({100 * r.truncated_share:.1f}%)")
+    click.echo(f"cache: {r.cache_dir}")

@@ -1,0 +1,163 @@
+"""`evalctl corpus import`: source files -> validated records -> a corpus folder with a manifest.
+
+Written to a temporary folder and renamed into place, so a failed import leaves nothing half-made.
+Re-importing a source whose records hash the same is a no-op; a different corpus under the same name
+is an error unless `overwrite`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from evalctl.corpus_store import (CORPUS_FILE, FORMAT_VERSION, MANIFEST_FILE, PROBLEMS_FILE, QUERIES_FILE, Corpus,
+                                  RecordWriter, corpora_root, load_corpus, write_json)
+from evalctl.import_beir import open_beir
+from evalctl.import_csv import open_espacenet, open_lens, open_uspto, open_wipo
+from evalctl.import_dapfam import open_dapfam
+from evalctl.import_native import open_native
+from evalctl.import_problems import CorpusImportError, Problem, ProblemLog, Where
+from evalctl.import_source import RecordStream, Source
+from evalctl.qrels import QrelsSpec, build_given_qrels
+
+FORMATS: dict[str, Callable[[list[Path], ProblemLog], Source]] = {
+    "native": open_native, "lens": open_lens, "espacenet": open_espacenet, "uspto": open_uspto,
+    "wipo": open_wipo, "beir": open_beir, "dapfam": open_dapfam,
+}
+COUNTED_FIELDS = ("title", "abstract", "claims", "description", "cpc", "ipc", "citations", "family_id",
+                  "publication_date", "priority_date", "labels", "aliases")
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    corpus: Corpus
+    problems: tuple[Problem, ...]
+    rows_read: int
+    unchanged: bool  # the same corpus was already there; nothing was written
+
+    @property
+    def problem_counts(self) -> dict[str, int]:
+        return self.corpus.manifest["problems"]
+
+
+@dataclass
+class _Written:
+    count: int
+    content_hash: str
+    rows_read: int
+    fields: Counter
+
+
+def _write(stream: RecordStream, path: Path, log: ProblemLog, labels: tuple[str, ...]) -> _Written:
+    writer = RecordWriter(path)
+    seen: dict[str, Where] = {}
+    rows, fields = 0, Counter()
+    try:
+        for where, rec in stream:
+            rows += 1
+            if rec is None:
+                continue
+            if not rec.has_text():
+                log.add("missing_field", where, "title/abstract/claims/description", f"{rec.id}: no text at all; skipped")
+                continue
+            if rec.id in seen:
+                log.add("duplicate_id", where, "id", f"{rec.id} already imported from {seen[rec.id]}; this one skipped")
+                continue
+            seen[rec.id] = where
+            if labels:
+                rec = replace(rec, labels=tuple(dict.fromkeys(rec.labels + labels)))
+            fields.update(f for f in COUNTED_FIELDS if getattr(rec, f))
+            writer.add(rec)
+    finally:
+        content_hash = writer.close()
+    return _Written(writer.count, content_hash, rows, fields)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return "sha256:" + h.hexdigest()
+
+
+def import_corpus(fmt: str, sources: list[Path], name: str | None = None, out: Path | None = None,
+                  strict: bool = False, labels: tuple[str, ...] = (), overwrite: bool = False) -> ImportResult:
+    if fmt not in FORMATS:
+        raise CorpusImportError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+    if not sources:
+        raise CorpusImportError("no source given")
+    dest = Path(out) if out else corpora_root() / (name or "")
+    if not name and not out:
+        raise CorpusImportError("give the corpus a --name (or an --out folder)")
+    name = name or dest.name
+    log = ProblemLog(strict=strict)
+    source = FORMATS[fmt]([Path(s) for s in sources], log)
+    tmp = dest.with_name(f".{dest.name}.importing-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        written = _write(source.records(), tmp / CORPUS_FILE, log, labels)
+        if written.count == 0:
+            raise CorpusImportError(f"no valid records in {', '.join(map(str, sources))}; "
+                                    f"problems: {log.counts() or 'none'}" + _first_problems(log))
+        queries = _write(source.queries(), tmp / QUERIES_FILE, log, ()) if source.queries else None
+        manifest = {
+            "format_version": FORMAT_VERSION, "name": name, "content_hash": written.content_hash,
+            "record_count": written.count, "rows_read": written.rows_read,
+            "fields": dict(sorted(written.fields.items())),
+            "queries_count": queries.count if queries else 0,
+            "queries_hash": queries.content_hash if queries else None,
+            "source": {"format": fmt, "files": [{"path": str(p.resolve()), "bytes": p.stat().st_size,
+                                                   "sha256": _sha256(p)} for p in source.files]},
+            "labels": list(labels), "strict": strict,
+        }
+        corpus = Corpus(name, tmp, manifest)
+        if source.qrels:
+            build_given_qrels(corpus, source.qrels(), log, QrelsSpec(name="given"))
+        manifest["problems"] = log.counts()
+        with open(tmp / PROBLEMS_FILE, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(p.to_dict(), ensure_ascii=False) + "\n" for p in log.problems)
+        write_json(tmp / MANIFEST_FILE, manifest)
+        if dest.exists():
+            if _same(dest, manifest):
+                shutil.rmtree(tmp)
+                return ImportResult(load_corpus(dest), tuple(log.problems), written.rows_read, unchanged=True)
+            if not overwrite:
+                raise CorpusImportError(_clash(dest, manifest))
+            shutil.rmtree(dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp.replace(dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return ImportResult(load_corpus(dest), tuple(log.problems), written.rows_read, unchanged=False)
+
+
+def _identity(m: dict) -> tuple:
+    return m.get("content_hash"), m.get("queries_hash"), [f["sha256"] for f in m.get("source", {}).get("files", [])]
+
+
+def _same(dest: Path, manifest: dict) -> bool:
+    try:
+        return _identity(json.loads((dest / MANIFEST_FILE).read_text())) == _identity(manifest)
+    except (OSError, json.JSONDecodeError):
+        return False
+
+
+def _clash(dest: Path, manifest: dict) -> str:
+    try:
+        old = json.loads((dest / MANIFEST_FILE).read_text()).get("content_hash")
+    except (OSError, json.JSONDecodeError):
+        old = "unreadable manifest"
+    return (f"{dest} already holds a different corpus ({old}); this import gives {manifest['content_hash']}. "
+            "Use another --name, or --overwrite to replace it.")
+
+
+def _first_problems(log: ProblemLog, n: int = 5) -> str:
+    return "".join(f"\n  {p}" for p in log.problems[:n])

