@@ -94,6 +94,7 @@ def logs(lines) -> None:
 from evalctl.cli_corpus import corpus  # noqa: E402
 from evalctl.cli_index import index  # noqa: E402
 from evalctl.cli_models import encode, models  # noqa: E402
+from evalctl.cli_run import run  # noqa: E402
 
-for _command in (corpus, models, encode, index):
+for _command in (corpus, models, encode, index, run):
     cli.add_command(_command)

@@ -1,0 +1,36 @@
+"""`evalctl run SPEC`: run an experiment spec end to end (resumable)."""
+
+from __future__ import annotations
+
+import click
+
+from evalctl.errors import UserError
+from evalctl.specs import SpecError
+
+
+@click.command()
+@click.argument("spec_name")
+@click.option("--dry-run", is_flag=True, help="Print the plan (what is done, what would run) and stop.")
+def run(spec_name, dry_run) -> None:
+    """Plan and run every step of SPEC (a name in configs/experiments/ or a YAML path)."""
+    from evalctl.evaluators.study import execute, plan
+    from evalctl.experiments import load_experiment
+
+    try:
+        spec = load_experiment(spec_name)
+        steps = plan(spec)
+    except SpecError as e:
+        raise UserError(str(e)) from None
+    click.echo(f"experiment {spec.name}: {len(steps)} steps")
+    report = execute(steps, echo=click.echo, dry_run=dry_run)
+    for line in report.checks:
+        click.echo(line)
+    if dry_run:
+        return
+    counts = {s: sum(o.status == s for o in report.outcomes) for s in ("done", "ok", "failed", "skipped")}
+    click.echo(f"summary: {counts['ok']} ran, {counts['done']} already done, {counts['failed']} failed, "
+               f"{counts['skipped']} skipped")
+    for o in report.failed:
+        click.echo(f"  {o.status}: {o.key}: {o.detail.splitlines()[0]}")
+    if not report.ok:
+        raise SystemExit(1)

@@ -1,0 +1,171 @@
+"""Experiment specs (configs/experiments/*.yaml): a whole study as data.
+
+A spec names corpora (with their sources, qrels and label sets), models (with prompt variants),
+retrieval runs, classification and clustering label sets, fine-tuning recipes and, like IR
+reproduction files, expected scores with tolerances. `load_experiment` validates every reference
+(corpus names, model ids, views, label sets, recipes) and names the offending key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from evalctl.qrels import QrelsSpec
+from evalctl.specs import SpecError, build, configs_dir, load_yaml
+
+Method = Literal["bm25", "dense", "exact", "hybrid", "rrf", "fused", "fused-rrf"]
+
+
+@dataclass(frozen=True)
+class CorpusEntry:
+    name: str
+    format: str
+    sources: tuple[str, ...]
+    qrels: QrelsSpec | None = None
+    labels: tuple[str, ...] = ()  # free landscape labels given to every record at import
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    id: str
+    prompt_variant: str | None = None
+
+
+@dataclass(frozen=True)
+class RetrievalEntry:
+    corpus: str
+    views: tuple[str, ...] = ("TAC",)
+    methods: tuple[Method, ...] = ("bm25", "dense")
+    qrels: str = "citations"
+    split: str = "test"
+    k: int = 100
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """An index to build even when no task of the spec reads it (e.g. for ad-hoc search)."""
+
+    corpus: str
+    views: tuple[str, ...] = ("TAC",)
+
+
+@dataclass(frozen=True)
+class LabelTaskEntry:
+    """Classification or clustering of one corpus's vectors against label sets."""
+
+    corpus: str
+    views: tuple[str, ...] = ("TAC",)
+    label_sets: tuple[str, ...] = ("cpc_subclass",)
+
+
+@dataclass(frozen=True)
+class FinetuneEntry:
+    corpus: str
+    recipes: tuple[str, ...]
+    models: tuple[str, ...] = ()  # default: every model of the spec
+    match_size: int | None = None
+    max_steps: int | None = None
+
+
+@dataclass(frozen=True)
+class Expected:
+    """An expected score, checked after the run (OK/FAIL), as in Pyserini's reproduction files."""
+
+    task: Literal["retrieval", "classification", "clustering"]
+    corpus: str
+    model: str
+    view: str
+    metric: str
+    value: float
+    tolerance: float = 0.005
+    method: str | None = None  # retrieval
+    label_set: str | None = None  # classification / clustering
+
+
+@dataclass(frozen=True)
+class ExperimentSpec:
+    name: str
+    corpora: tuple[CorpusEntry, ...]
+    models: tuple[ModelEntry, ...] = ()
+    description: str = ""
+    indexes: tuple[IndexEntry, ...] = ()
+    retrieval: tuple[RetrievalEntry, ...] = ()
+    classification: tuple[LabelTaskEntry, ...] = ()
+    clustering: tuple[LabelTaskEntry, ...] = ()
+    finetune: tuple[FinetuneEntry, ...] = ()
+    expected: tuple[Expected, ...] = ()
+    source_path: str = field(default="", compare=False)
+
+    def corpus(self, name: str) -> CorpusEntry:
+        return next(c for c in self.corpora if c.name == name)
+
+    def resolve_source(self, source: str) -> Path:
+        """A source path as written, else relative to the spec file, else to the project root."""
+        for base in (Path.cwd(), Path(self.source_path).parent, configs_dir().parent):
+            p = (base / source).resolve()
+            if p.exists():
+                return p
+        raise SpecError(f"{self.source_path}: source {source!r} not found (relative to the working "
+                        f"directory, the spec file or {configs_dir().parent})")
+
+
+def experiment_path(name_or_path: str) -> Path:
+    p = Path(name_or_path)
+    if p.exists():
+        return p
+    named = configs_dir() / "experiments" / (name_or_path if name_or_path.endswith(".yaml") else f"{name_or_path}.yaml")
+    if named.exists():
+        return named
+    known = sorted(f.stem for f in (configs_dir() / "experiments").glob("*.yaml"))
+    raise SpecError(f"no experiment spec {name_or_path!r}; shipped specs: {', '.join(known)}")
+
+
+def load_experiment(name_or_path: str) -> ExperimentSpec:
+    path = experiment_path(name_or_path)
+    data = load_yaml(path.resolve())
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: expected a mapping at the top level")
+    spec = build(ExperimentSpec, {**data, "source_path": str(path)}, str(path))
+    validate(spec)
+    return spec
+
+
+def validate(spec: ExperimentSpec) -> None:
+    """Check cross-references; every message names the file and the offending entry."""
+    from evalctl.label_sets import load_label_sets
+    from evalctl.models import get_model
+    from evalctl.views import load_views
+
+    where = spec.source_path
+    names = [c.name for c in spec.corpora]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise SpecError(f"{where}: corpus name(s) {', '.join(sorted(dup))} given twice")
+    for m in spec.models:
+        try:
+            model = get_model(m.id)
+        except (KeyError, SpecError) as e:
+            raise SpecError(f"{where}: models: {e}") from None
+        if m.prompt_variant and m.prompt_variant not in model.prompt_variants:
+            raise SpecError(f"{where}: model {m.id} has no prompt variant {m.prompt_variant!r}; "
+                            f"it has {', '.join(model.prompt_variants)}")
+    views, label_sets = load_views(), load_label_sets()
+    for section in ("indexes", "retrieval", "classification", "clustering", "finetune"):
+        for i, entry in enumerate(getattr(spec, section)):
+            at = f"{where}: {section}[{i}]"
+            if entry.corpus not in names:
+                raise SpecError(f"{at}: corpus {entry.corpus!r} is not among corpora ({', '.join(names)})")
+            for v in getattr(entry, "views", ()):
+                if v not in views:
+                    raise SpecError(f"{at}: unknown view {v!r} (configs/views.yaml has {', '.join(views)})")
+            for ls in getattr(entry, "label_sets", ()):
+                if ls not in label_sets:
+                    raise SpecError(f"{at}: unknown label set {ls!r} ({', '.join(label_sets)})")
+    model_ids = {m.id for m in spec.models}
+    for i, e in enumerate(spec.expected):
+        if e.corpus not in names:
+            raise SpecError(f"{where}: expected[{i}]: corpus {e.corpus!r} is not among corpora")
+        if e.model not in model_ids | {"bm25"} and "+" not in e.model:
+            raise SpecError(f"{where}: expected[{i}]: model {e.model!r} is not among models")

@@ -1,0 +1,85 @@
+"""`evalctl run`: a spec is planned, an interrupted run is finished by the rerun (only the missing
+steps run), and bad specs are refused with the offending key named."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from conftest import REPO
+
+pytestmark = [pytest.mark.opensearch, pytest.mark.models]
+
+
+def spec_file(tmp_path, tag):
+    spec = {
+        "name": "runner-test",
+        "corpora": [
+            {"name": f"rt-{tag}-pizza", "format": "espacenet",
+             "sources": [str(REPO / "samples/espacenet-pizza-2013-2014/pizza_sliced_20132014_274.csv")],
+             "qrels": {"name": "citations", "direction": "both", "dev_fraction": 0.0}},
+            {"name": f"rt-{tag}-grants", "format": "uspto",
+             "sources": [str(REPO / "samples/uspto-grants-2019/patent_grants_60.csv")]},
+        ],
+        "models": [{"id": "all-minilm-l6-v2"}],
+        "indexes": [{"corpus": f"rt-{tag}-grants", "views": ["TA"]}, {"corpus": f"rt-{tag}-pizza", "views": ["T"]}],
+    }
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def evalctl_run(path, env, kill_after=None):
+    """Run `evalctl run` in a child process; with kill_after, kill it once that many steps finished."""
+    proc = subprocess.Popen([sys.executable, "-c", "from evalctl.cli import main; main()", "run", str(path)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:
+        lines.append(line.rstrip())
+        if kill_after and sum(": ok" in l for l in lines) == kill_after:
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait()
+    return proc.returncode, [l for l in lines if l.startswith("[")]
+
+
+def test_interrupted_run_finishes_only_missing_steps(os_client, tmp_path):
+    tag = uuid.uuid4().hex[:6]
+    env = {**os.environ, "EVALCTL_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
+    path = spec_file(tmp_path, tag)
+    try:
+        code, first = evalctl_run(path, env, kill_after=3)
+        assert code == -signal.SIGKILL and len(first) == 3, first
+        code, second = evalctl_run(path, env)
+        assert code == 0, second
+        finished = [l.split("] ", 1)[1].split(":")[0] for l in first]
+        for line in second:
+            key, status = line.split("] ", 1)[1].split(": ", 1)
+            assert status.startswith("done" if key in finished else "ok"), (key, status)
+        assert sum(": ok" in l for l in second) == len(second) - 3
+        code, third = evalctl_run(path, env)
+        assert code == 0 and all(l.endswith(": done") for l in third), third
+    finally:
+        os_client.indices.delete(index=f"evalctl-rt-{tag}-*", ignore_unavailable=True)
+
+
+def test_bad_spec_names_the_key(tmp_path):
+    from evalctl.cli import cli
+
+    path = spec_file(tmp_path, "x")
+    doc = yaml.safe_load(path.read_text())
+    doc["indexes"][0]["views"] = ["TACX"]
+    path.write_text(yaml.safe_dump(doc))
+    r = CliRunner().invoke(cli, ["run", str(path), "--dry-run"])
+    assert r.exit_code != 0 and "indexes[0]: unknown view 'TACX'" in r.output and "Traceback" not in r.output
+    doc["indexes"][0] = {"corpus": "rt-x-grants", "viewz": ["T"]}
+    path.write_text(yaml.safe_dump(doc))
+    r = CliRunner().invoke(cli, ["run", str(path), "--dry-run"])
+    assert r.exit_code != 0 and "unknown key(s) viewz" in r.output
