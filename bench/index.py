@@ -109,26 +109,35 @@ def main() -> None:
     if args.side:
         print(json.dumps(run_side(args.side, args.corpus, args.model, args.view)))
         return
-    tmp = Path(tempfile.mkdtemp(prefix="evalctl-bench-"))
-    os.environ["EVALCTL_CACHE"] = str(tmp / "cache")
+    if args.corpus is None:
+        # Linux carries a parent's peak RSS into its children: keep the parent light and prepare the
+        # corpus and the warm cache in a child of their own.
+        tmp = Path(tempfile.mkdtemp(prefix="evalctl-bench-"))
+        os.environ["EVALCTL_CACHE"] = str(tmp / "cache")
+        out = subprocess.run([sys.executable, __file__, "--corpus", f"prepare:{tmp}", "--docs", str(args.docs),
+                              "--model", args.model, "--view", args.view], capture_output=True, text=True,
+                             check=True).stdout
+        corpus_path = out.strip().splitlines()[-1]
+    else:  # the preparing child
+        from evalctl.indexers.encoder import get_or_encode
+        from evalctl.models import get_model
+        from evalctl.views import load_views
 
-    from evalctl.indexers.encoder import get_or_encode
-    from evalctl.models import get_model
-    from evalctl.views import load_views
-
-    model, view = get_model(args.model), load_views()[args.view]
-    corpus = build_corpus(tmp, args.docs)
-    records = [r for r in corpus.records() if view.render(r)]
-    get_or_encode(model, "document", view.name, [r.id for r in records], [view.render(r) for r in records],
-                  progress=False)  # warm the cache: only loading is timed
+        model, view = get_model(args.model), load_views()[args.view]
+        corpus = build_corpus(Path(args.corpus.split(":", 1)[1]), args.docs)
+        records = [r for r in corpus.records() if view.render(r)]
+        get_or_encode(model, "document", view.name, [r.id for r in records], [view.render(r) for r in records],
+                      progress=False)  # warm the cache: only loading is timed
+        print(corpus.path)
+        return
     results = {}
     for side in ("evalctl", "bare"):
-        out = subprocess.run([sys.executable, __file__, "--side", side, "--corpus", str(corpus.path),
+        out = subprocess.run([sys.executable, __file__, "--side", side, "--corpus", corpus_path,
                               "--model", args.model, "--view", args.view], capture_output=True, text=True,
                              check=True).stdout
         results[side] = json.loads(out.strip().splitlines()[-1])
     ev, bare = results["evalctl"], results["bare"]
-    print(f"\nindex load, {ev['docs']} docs x 1 view ({args.view}, {model.id}, {model.dim}-d), node {ev['url']}")
+    print(f"\nindex load, {ev['docs']} docs x 1 view ({args.view}, {args.model}), node {ev['url']}")
     print(f"{'path':<36}{'seconds':>9}{'docs/s':>10}{'peak client RSS MB':>20}")
     for label, r in (("evalctl index (cache warm)", ev), ("bare _bulk, pre-serialised NDJSON", bare)):
         print(f"{label:<36}{r['seconds']:>9.2f}{r['docs'] / r['seconds']:>10.0f}{r['peak_mb']:>20.0f}")

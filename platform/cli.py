@@ -92,9 +92,11 @@ def logs(lines) -> None:
 
 # Each command group lives in its own module; registered here so `evalctl --help` lists them all.
 from evalctl.cli_corpus import corpus  # noqa: E402
+from evalctl.cli_dashboards import dashboards  # noqa: E402
 from evalctl.cli_index import index  # noqa: E402
 from evalctl.cli_models import encode, models  # noqa: E402
 from evalctl.cli_run import run  # noqa: E402
+from evalctl.cli_tasks import classify, cluster_cmd, tables, vectors  # noqa: E402
 
-for _command in (corpus, models, encode, index, run):
+for _command in (corpus, models, encode, index, run, dashboards, vectors, classify, cluster_cmd, tables):
     cli.add_command(_command)

@@ -1,0 +1,114 @@
+"""`evalctl cluster`: MiniBatchKMeans on frozen vectors read back from the index, scored against codes.
+
+Gold labels come from a label set (configs/label_sets.yaml), which is multi-label; each record gets
+one gold class by a stated rule, recorded in the result:
+
+- `first`: the record's first kept label, in the order the source lists its codes (Lens, Espacenet
+  and WIPO exports put the main or first-assigned code first);
+- `most_frequent`: the record's kept label with the highest support in the corpus (ties: first).
+
+k is the number of gold classes. Vectors are L2-normalised (k-means on the unit sphere, i.e. cosine).
+Each seed runs MiniBatchKMeans(n_init=10); V-measure, ARI, NMI and AMI (scikit-learn) are reported
+per seed and as mean and sample standard deviation (ddof=1). `levels` (cpc/ipc label sets only)
+re-runs the whole thing with the label set moved to each code level (section, class, subclass, ...),
+the hierarchy-aware view: how well the same vectors separate coarse and fine technology areas.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+import numpy as np
+
+from evalctl.evaluators.classification import labelled_rows, result_identity, summarise
+from evalctl.label_sets import LabelSetSpec
+
+RULES = ("first", "most_frequent")
+METRICS = ("v_measure", "ari", "nmi", "ami")
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    rule: Literal["first", "most_frequent"] = "first"
+    n_init: int = 10
+    batch_size: int = 1024
+    levels: tuple[str, ...] = ()  # empty: the label set's own level only
+
+    def __post_init__(self):
+        if self.rule not in RULES:
+            raise ValueError(f"unknown rule {self.rule!r}; known: {', '.join(RULES)}")
+        if not self.seeds:
+            raise ValueError("at least one seed is needed")
+
+
+def single_labels(labels: list[list[str]], support: dict[str, int], rule: str) -> list[str]:
+    """One gold class per record by `rule` (see the module docstring)."""
+    if rule == "first":
+        return [labs[0] for labs in labels]
+    return [max(labs, key=lambda lab: support[lab]) for labs in labels]  # max keeps the first of ties
+
+
+def cluster_scores(gold, predicted) -> dict[str, float]:
+    from sklearn import metrics
+
+    return {
+        "v_measure": float(metrics.v_measure_score(gold, predicted)),
+        "ari": float(metrics.adjusted_rand_score(gold, predicted)),
+        "nmi": float(metrics.normalized_mutual_info_score(gold, predicted)),
+        "ami": float(metrics.adjusted_mutual_info_score(gold, predicted)),
+    }
+
+
+def cluster(x: np.ndarray, gold: list[str], settings: ClusterSettings) -> dict:
+    """Per-seed scores and their summary for k = number of gold classes."""
+    from sklearn.cluster import MiniBatchKMeans
+    from sklearn.preprocessing import normalize
+
+    x = normalize(np.asarray(x, dtype=np.float32))
+    k = len(set(gold))
+    per_seed = []
+    for seed in settings.seeds:
+        km = MiniBatchKMeans(n_clusters=k, random_state=seed, n_init=settings.n_init,
+                             batch_size=settings.batch_size)
+        per_seed.append({"seed": seed, **cluster_scores(gold, km.fit_predict(x))})
+    return {"k": k, "n": len(gold), "seeds": per_seed,
+            "summary": summarise([{m: s[m] for m in METRICS} for s in per_seed])}
+
+
+def level_specs(spec: LabelSetSpec, levels: tuple[str, ...]) -> list[LabelSetSpec]:
+    if not levels:
+        return [spec]
+    if spec.source == "labels":
+        raise ValueError(f"label set {spec.name!r} holds free labels: it has no code levels to score")
+    return [dataclasses.replace(spec, level=lv) for lv in levels]
+
+
+def run_clustering(client, corpus, view_spec, model_id: str, spec: LabelSetSpec,
+                   settings: ClusterSettings | None = None, *, progress: bool = True):
+    """Export (or reuse) the view's vectors, cluster them per level, store the result (kind "clustering")."""
+    import sklearn
+
+    from evalctl import results_store
+    from evalctl.evaluators.readback import export_vectors
+
+    settings = settings or ClusterSettings()
+    exp = export_vectors(client, corpus, view_spec, model_id, progress=progress).export
+    t0 = time.perf_counter()
+    by_level, dropped = {}, {}
+    for lv_spec in level_specs(spec, settings.levels):
+        rows = labelled_rows(exp, lv_spec)
+        gold = single_labels(rows.labels, rows.support, settings.rule)
+        by_level[lv_spec.level or "labels"] = cluster(exp.rows(rows.ids), gold, settings)
+        dropped[lv_spec.level or "labels"] = rows.dropped
+    identity = result_identity("cluster", exp, spec, asdict(settings))
+    summary = {lv: {"k": r["k"], "n": r["n"], **r["summary"]} for lv, r in by_level.items()}
+    extra = {"index_manifest": exp.manifest["index_manifest"], "export": str(exp.path),
+             "sklearn": sklearn.__version__, "rule": settings.rule, "labels_dropped": dropped,
+             "summary": summary, "seconds": round(time.perf_counter() - t0, 3)}
+    return results_store.write("clustering", corpus.name, identity,
+                               {"metrics.json": json.dumps(by_level, indent=2)}, extra=extra)

@@ -1,0 +1,175 @@
+"""OpenSearch Dashboards saved objects for the evalctl indexes that exist, and their import.
+
+The templates in docker/dashboards/saved_objects.yaml are expanded per index: an index pattern (with
+its field list taken from the index mapping, as a field refresh would list it), a saved search per
+view text field and the CPC / jurisdiction visualisations. Objects follow the Kibana 7.10 layout that
+OpenSearch Dashboards keeps: nested JSON attributes (visState, searchSourceJSON, fields) are strings,
+and the index pattern is named through `references`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from evalctl.indexers.index_layout import PREFIX, text_field
+from evalctl.specs import build, load_yaml
+
+TEMPLATES = Path(__file__).resolve().parents[1] / "docker" / "dashboards" / "saved_objects.yaml"
+DEFAULT_URL = "http://127.0.0.1:5601"
+INDEX_REF = "kibanaSavedObjectMeta.searchSourceJSON.index"
+# Mapping type -> Dashboards field type; other types (knn_vector) are left out of the field list.
+FIELD_TYPES = {"keyword": "string", "text": "string", "date": "date"}
+META_FIELDS = [  # what Dashboards' own field refresh lists besides the mapping
+    {"name": "_id", "type": "string", "esTypes": ["_id"], "searchable": True, "aggregatable": True},
+    {"name": "_index", "type": "string", "esTypes": ["_index"], "searchable": True, "aggregatable": True},
+    {"name": "_score", "type": "number", "searchable": False, "aggregatable": False},
+    {"name": "_source", "type": "_source", "esTypes": ["_source"], "searchable": False, "aggregatable": False},
+]
+
+
+class DashboardsError(RuntimeError):
+    """Dashboards could not be reached or refused the import; the message says which objects."""
+
+
+@dataclass(frozen=True)
+class ScriptedField:
+    name: str
+    script: str  # painless
+
+
+@dataclass(frozen=True)
+class SearchTemplate:
+    title: str
+    columns: list[str]
+    sort_field: str
+
+
+@dataclass(frozen=True)
+class VisTemplate:
+    id: str
+    title: str
+    type: Literal["histogram", "pie"]
+    field: str
+    size: int
+
+
+@dataclass(frozen=True)
+class DashboardTemplates:
+    source_excludes: list[str]
+    scripted_fields: list[ScriptedField]
+    search: SearchTemplate
+    visualisations: list[VisTemplate]
+
+
+def load_templates(path: Path = TEMPLATES) -> DashboardTemplates:
+    return build(DashboardTemplates, load_yaml(path), str(path))
+
+
+def index_properties(client, pattern: str = f"{PREFIX}-*") -> dict[str, dict]:
+    """Mapping properties of every index matching `pattern` (the evalctl indexes by default)."""
+    mappings = client.indices.get_mapping(index=pattern, allow_no_indices=True, expand_wildcards="open")
+    return {name: m["mappings"].get("properties", {}) for name, m in sorted(mappings.items())}
+
+
+def _field_list(properties: dict, scripted: list[ScriptedField]) -> list[dict]:
+    fields = [{**f, "count": 0, "scripted": False, "readFromDocValues": False} for f in META_FIELDS]
+    for name, prop in sorted(properties.items()):
+        if prop["type"] in FIELD_TYPES:
+            doc_values = prop["type"] != "text"  # keyword and date aggregate from doc values; text does not
+            fields.append({"name": name, "type": FIELD_TYPES[prop["type"]], "esTypes": [prop["type"]], "count": 0,
+                           "scripted": False, "searchable": True, "aggregatable": doc_values,
+                           "readFromDocValues": doc_values})
+    fields += [{"name": s.name, "type": "string", "count": 0, "scripted": True, "script": s.script,
+                "lang": "painless", "searchable": True, "aggregatable": True, "readFromDocValues": False}
+               for s in scripted]
+    return fields
+
+
+def _search_source(query: str = "") -> str:
+    return json.dumps({"query": {"query": query, "language": "kuery"}, "filter": [], "indexRefName": INDEX_REF})
+
+
+def _index_reference(pattern_id: str) -> list[dict]:
+    return [{"name": INDEX_REF, "type": "index-pattern", "id": pattern_id}]
+
+
+def _vis_state(vis: VisTemplate, title: str) -> dict:
+    return {
+        "title": title,
+        "type": vis.type,
+        # Dashboards fills every param not given here from the visualisation type's defaults.
+        "params": {"addLegend": True, "addTooltip": True, **({"isDonut": False} if vis.type == "pie" else {})},
+        "aggs": [
+            {"id": "1", "enabled": True, "type": "count", "schema": "metric", "params": {}},
+            {"id": "2", "enabled": True, "type": "terms", "schema": "segment",
+             "params": {"field": vis.field, "size": vis.size, "order": "desc", "orderBy": "1",
+                        "otherBucket": True, "missingBucket": False}},
+        ],
+    }
+
+
+def saved_objects(indexes: dict[str, dict], templates: DashboardTemplates | None = None) -> list[dict]:
+    """The saved objects for `indexes` ({index name: mapping properties})."""
+    t = templates or load_templates()
+    view_prefix = text_field("")
+    objects = []
+    for index, properties in indexes.items():
+        objects.append({"type": "index-pattern", "id": index, "references": [], "attributes": {
+            "title": index,
+            "fields": json.dumps(_field_list(properties, t.scripted_fields)),
+            "sourceFilters": json.dumps([{"value": v} for v in t.source_excludes]),
+        }})
+        views = sorted(f[len(view_prefix):] for f, p in properties.items()
+                       if f.startswith(view_prefix) and p["type"] == "text")
+        for view in views:
+            objects.append({"type": "search", "id": f"{index}.search.{view}", "references": _index_reference(index),
+                            "attributes": {
+                                "title": t.search.title.format(index=index, view=view),
+                                "description": f"Documents of {index} that carry view {view}; add terms to the query "
+                                               f"(e.g. {text_field(view)}:wheelchair).",
+                                "columns": [*t.search.columns, text_field(view)],
+                                "sort": [[t.search.sort_field, "desc"]],
+                                "version": 1,
+                                "kibanaSavedObjectMeta": {"searchSourceJSON": _search_source(f"{text_field(view)}:*")},
+                            }})
+        for vis in t.visualisations:
+            title = vis.title.format(index=index)
+            objects.append({"type": "visualization", "id": f"{index}.vis.{vis.id}",
+                            "references": _index_reference(index), "attributes": {
+                                "title": title,
+                                "visState": json.dumps(_vis_state(vis, title)),
+                                "uiStateJSON": "{}",
+                                "description": "",
+                                "version": 1,
+                                "kibanaSavedObjectMeta": {"searchSourceJSON": _search_source()},
+                            }})
+    return objects
+
+
+def to_ndjson(objects: list[dict]) -> str:
+    return "".join(json.dumps(o, sort_keys=True) + "\n" for o in objects)
+
+
+def import_objects(ndjson: str, url: str = DEFAULT_URL, timeout: float = 60.0) -> int:
+    """POST the NDJSON to Dashboards' saved-objects import (overwriting); returns the count imported."""
+    import requests
+
+    endpoint = f"{url.rstrip('/')}/api/saved_objects/_import"
+    try:
+        resp = requests.post(endpoint, params={"overwrite": "true"}, headers={"osd-xsrf": "true"},
+                             files={"file": ("evalctl.ndjson", ndjson.encode(), "application/ndjson")},
+                             timeout=timeout)
+    except requests.RequestException as e:
+        raise DashboardsError(f"OpenSearch Dashboards at {url} does not answer ({e.__class__.__name__}); "
+                              "start it (docker compose up -d) or pass --url") from None
+    if resp.status_code != 200:
+        raise DashboardsError(f"{endpoint} answered HTTP {resp.status_code}: {resp.text[:500]}")
+    body = resp.json()
+    if not body.get("success"):
+        errors = "\n  ".join(f"{e.get('type')} {e.get('id')}: {json.dumps(e.get('error'))}"
+                             for e in body.get("errors", []))
+        raise DashboardsError(f"Dashboards rejected {len(body.get('errors', []))} object(s):\n  {errors}")
+    return body["successCount"]
