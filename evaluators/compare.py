@@ -1,0 +1,240 @@
+"""Comparison tables: per-system means with bootstrap 95% CIs, paired significance tests with
+Holm-Bonferroni correction, and breakdowns by IN/OUT domain and by query jurisdiction.
+
+Tests come from ranx (`fisher`: approximate randomisation; `student`: paired t-test), both two-sided
+and paired on the per-query values; ranx applies no correction, so Holm is applied here over every
+comparison of the table (system pairs x metrics) separately for each test. A marker letter on a
+score means: better than the system with that letter, Holm-adjusted p < alpha under the chosen test.
+
+Domain breakdown (as MTEB's DAPFAM tasks): the run is scored against the IN-only and the OUT-only
+pairs, dropping queries with no positive left; the relative IN->OUT drop is (IN - OUT) / IN.
+"""
+
+from __future__ import annotations
+
+import io
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from ranx import Qrels, compare
+from scipy.stats import bootstrap
+from tabulate import tabulate
+
+from evalctl.evaluators.runs import StoredRun, as_ranx
+from evalctl.evaluators.scoring import METRICS, PRIMARY, evaluate_run, run_qrels
+from evalctl.qrels import QrelsSet
+
+TESTS = ("fisher", "student")
+DOMAINS = ("IN", "OUT", "UNKNOWN")
+_SUPERSCRIPT = str.maketrans("abcdefghijklmnoprstuvwxyz", "ᵃᵇᶜᵈᵉᶠᵍʰⁱʲᵏˡᵐⁿᵒᵖʳˢᵗᵘᵛʷˣʸᶻ")
+# Run manifest keys that must agree for runs to be compared query by query.
+SAME = ("corpus", "corpus_hash", "qrels", "split", "query_set")
+
+
+class NotComparable(ValueError):
+    pass
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1), in the input order."""
+    m = len(p_values)
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(sorted(range(m), key=lambda i: p_values[i])):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def bootstrap_ci(values: np.ndarray, n_resamples: int, seed: int) -> tuple[float, float]:
+    """Percentile bootstrap 95% CI of the mean over queries (nan for fewer than 2 queries)."""
+    if len(values) < 2 or np.all(values == values[0]):
+        v = float(values[0]) if len(values) else float("nan")
+        return (v, v) if len(values) >= 2 else (float("nan"), float("nan"))
+    res = bootstrap((values,), np.mean, n_resamples=n_resamples, confidence_level=0.95, method="percentile",
+                    random_state=seed)
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+@dataclass(frozen=True)
+class Pair:
+    control: str
+    treatment: str
+    metric: str
+    delta: float  # treatment - control
+    p: dict[str, float]  # test -> raw p
+    p_holm: dict[str, float]  # test -> Holm-adjusted p
+    wins: int
+    ties: int
+    losses: int  # treatment vs control, per query
+
+
+@dataclass(frozen=True)
+class ComparisonReport:
+    systems: tuple[str, ...]  # letter-prefixed labels, e.g. "a bm25:bm25:TAC"
+    run_ids: tuple[str, ...]
+    metrics: tuple[str, ...]
+    n_queries: int
+    means: dict[str, dict[str, float]]
+    ci: dict[str, dict[str, tuple[float, float]]]
+    pairs: tuple[Pair, ...]
+    test: str
+    alpha: float
+    domains: dict[str, dict[str, tuple[int, float]]]  # system -> domain -> (n queries, primary metric)
+    domain_partition: dict[str, int]  # query classes by the domains of their pairs; sums to n_queries
+    jurisdictions: dict[str, dict[str, tuple[int, float]]]  # system -> jurisdiction -> (n, primary)
+
+    def better_than(self, system: str, metric: str) -> list[str]:
+        out = []
+        for p in self.pairs:
+            if p.metric == metric and p.p_holm[self.test] < self.alpha and system in (p.control, p.treatment):
+                winner, loser = (p.treatment, p.control) if p.delta > 0 else (p.control, p.treatment)
+                if winner == system:
+                    out.append(loser.split()[0])
+        return sorted(out)
+
+
+def domain_partition(qset: QrelsSet, split: str | None) -> dict[str, set[str]]:
+    """Each query under the set of domains of its pairs ("IN", "IN+OUT", "UNKNOWN" ...): a partition."""
+    seen: dict[str, set[str]] = defaultdict(set)
+    for p in qset.pairs:
+        if split is None or p.split == split:
+            seen[p.query_id].add(p.domain)
+    classes: dict[str, set[str]] = defaultdict(set)
+    for q, doms in seen.items():
+        classes["+".join(d for d in DOMAINS if d in doms)].add(q)
+    return dict(classes)
+
+
+def compare_runs(runs: list[StoredRun], baseline: StoredRun | None = None, metrics: tuple[str, ...] = METRICS,
+                 test: str = "fisher", alpha: float = 0.05, n_permutations: int = 1000, n_bootstrap: int = 1000,
+                 seed: int = 42) -> ComparisonReport:
+    if test not in TESTS:
+        raise NotComparable(f"unknown test {test!r}; one of {', '.join(TESTS)}")
+    if baseline is not None and all(r.id != baseline.id for r in runs):
+        runs = [baseline, *runs]
+    if len(runs) < 2:
+        raise NotComparable("compare needs at least two runs")
+    ref = runs[0].manifest
+    for r in runs[1:]:
+        diff = [k for k in SAME if r.manifest.get(k) != ref.get(k)]
+        if diff:
+            raise NotComparable(f"run {r.id} differs from {runs[0].id} in {', '.join(diff)}: "
+                                "compare runs of the same corpus, qrels, split and query set")
+    if len({r.id for r in runs}) != len(runs):
+        raise NotComparable("the same run is given twice")
+    qset = run_qrels(runs[0])
+    split = ref["split"]
+    qrels = qset.qrels(split=split)
+    systems = tuple(f"{chr(ord('a') + i)} {r.label}" for i, r in enumerate(runs))
+    scores = {s: evaluate_run(r, metrics=metrics, qset=qset) for s, r in zip(systems, runs)}
+    queries = sorted(qrels)
+    values = {s: {m: np.array([scores[s].per_query[m][q] for q in queries]) for m in metrics} for s in systems}
+
+    p_raw: dict[str, dict] = {}
+    for t in TESTS:
+        rep = compare(Qrels(qrels), [as_ranx({q: r.ranking.get(q, []) for q in qrels}, s) for s, r in zip(systems, runs)],
+                      list(metrics), stat_test=t, n_permutations=n_permutations, max_p=alpha, random_seed=seed,
+                      make_comparable=True)
+        p_raw[t] = rep.comparisons
+    base = systems[0] if baseline is not None else None
+    keys = [(a, b, m) for i, a in enumerate(systems) for b in systems[i + 1:] for m in metrics
+            if base is None or a == base]
+    # identical per-query values give the t-test a nan p: no evidence of a difference, p = 1
+    raw = {t: [1.0 if np.isnan(p := float(p_raw[t][a, b][m]["p_value"])) else p for a, b, m in keys] for t in TESTS}
+    adjusted = {t: holm(raw[t]) for t in TESTS}
+    pairs = []
+    for j, (a, b, m) in enumerate(keys):
+        d = values[b][m] - values[a][m]
+        pairs.append(Pair(a, b, m, float(d.mean()), {t: raw[t][j] for t in TESTS},
+                          {t: adjusted[t][j] for t in TESTS}, int((d > 0).sum()), int((d == 0).sum()), int((d < 0).sum())))
+
+    domains = {}
+    for s, r in zip(systems, runs):
+        row = {"ALL": (len(queries), scores[s].mean[PRIMARY])}
+        for dom in DOMAINS:
+            sc = evaluate_run(r, domain=dom, metrics=(PRIMARY,), qset=qset)
+            row[dom] = (sc.n_queries, sc.mean[PRIMARY])
+        domains[s] = row
+    jur_of = {q.id: q.jurisdiction or "unknown" for q in qset.queries}
+    jurisdictions = {}
+    for s in systems:
+        groups: dict[str, list[float]] = defaultdict(list)
+        for q in queries:
+            groups[jur_of.get(q, "unknown")].append(scores[s].per_query[PRIMARY][q])
+        jurisdictions[s] = {j: (len(v), float(np.mean(v))) for j, v in sorted(groups.items())}
+
+    return ComparisonReport(
+        systems=systems, run_ids=tuple(r.id for r in runs), metrics=tuple(metrics), n_queries=len(queries),
+        means={s: scores[s].mean for s in systems},
+        ci={s: {m: bootstrap_ci(values[s][m], n_bootstrap, seed) for m in metrics} for s in systems},
+        pairs=tuple(pairs), test=test, alpha=alpha, domains=domains,
+        domain_partition={k: len(v) for k, v in domain_partition(qset, split).items()},
+        jurisdictions=jurisdictions,
+    )
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def _marked(value: float, letters: list[str], fmt: str) -> str:
+    if not letters:
+        return f"{value:.4f}"
+    if fmt == "latex":
+        return f"{value:.4f}$^{{{''.join(letters)}}}$"
+    return f"{value:.4f}{''.join(letters).translate(_SUPERSCRIPT)}"
+
+
+def tables(rep: ComparisonReport, fmt: str = "md") -> dict[str, pd.DataFrame]:
+    """The report as DataFrames: main (means, CIs, markers), significance, domains, jurisdictions."""
+    main = []
+    for s, run_id in zip(rep.systems, rep.run_ids):
+        row = {"system": s, "run": run_id, "n": rep.n_queries}
+        for m in rep.metrics:
+            lo, hi = rep.ci[s][m]
+            if fmt == "csv":
+                row.update({m: rep.means[s][m], f"{m} ci_low": lo, f"{m} ci_high": hi,
+                            f"{m} better_than": "".join(rep.better_than(s, m))})
+            else:
+                row[m] = f"{_marked(rep.means[s][m], rep.better_than(s, m), fmt)} [{lo:.3f}, {hi:.3f}]"
+        main.append(row)
+    sig = [{"control": p.control, "treatment": p.treatment, "metric": p.metric, "delta": round(p.delta, 4),
+            **{f"p {t}": round(p.p[t], 4) for t in TESTS}, **{f"p Holm {t}": round(p.p_holm[t], 4) for t in TESTS},
+            "W/T/L": f"{p.wins}/{p.ties}/{p.losses}"} for p in rep.pairs]
+    dom = []
+    for s, row in rep.domains.items():
+        (n_in, v_in), (n_out, v_out) = row["IN"], row["OUT"]
+        drop = (v_in - v_out) / v_in if n_in and n_out and v_in > 0 else float("nan")
+        dom.append({"system": s, **{f"{d} {PRIMARY} (n)": f"{v:.4f} ({n})" if n else "- (0)" for d, (n, v) in row.items()},
+                    "IN->OUT drop": f"{drop:.1%}" if drop == drop else "-"})
+    jur = [{"system": s, **{f"{j} (n={n})": round(v, 4) for j, (n, v) in row.items()}}
+           for s, row in rep.jurisdictions.items()]
+    return {"main": pd.DataFrame(main), "significance": pd.DataFrame(sig), "domains": pd.DataFrame(dom),
+            "jurisdictions": pd.DataFrame(jur)}
+
+
+_TITLES = {"main": "Systems", "significance": "Paired tests", "domains": "By IN/OUT domain",
+           "jurisdictions": "By query jurisdiction"}
+
+
+def render(rep: ComparisonReport, fmt: str = "md") -> str:
+    dfs = tables(rep, fmt)
+    note = (f"{rep.n_queries} queries; mean [bootstrap 95% CI]; superscript letters: better than that system, "
+            f"{rep.test} test, Holm-adjusted p < {rep.alpha} over {len(rep.pairs)} comparisons. "
+            f"Query classes by pair domains: " + ", ".join(f"{k}={v}" for k, v in sorted(rep.domain_partition.items())))
+    if fmt == "csv":
+        out = io.StringIO()
+        for name, df in dfs.items():
+            out.write(f"# {name}\n")
+            df.to_csv(out, index=False)
+        return out.getvalue()
+    tablefmt = "latex_raw" if fmt == "latex" else "github"
+    parts = []
+    for name, df in dfs.items():
+        if fmt == "latex":  # percentages would start LaTeX comments
+            df = df.map(lambda v: v.replace("%", r"\%") if isinstance(v, str) else v)
+        title = f"% {_TITLES[name]}" if fmt == "latex" else f"### {_TITLES[name]}"
+        parts.append(f"{title}\n\n{tabulate(df, headers='keys', tablefmt=tablefmt, showindex=False)}")
+    return (f"% {note}" if fmt == "latex" else note) + "\n\n" + "\n\n".join(parts) + "\n"

@@ -1,0 +1,77 @@
+"""Query bodies for native retrieval: BM25 `match`, approximate `knn`, exact `knn_score`, `hybrid`.
+
+Every body excludes the query patent and its family with a `must_not ids` clause (inside the knn
+`filter` for k-NN, the hybrid `filter` for hybrid), so the engine fills `size` with other documents
+and no over-fetching is needed. `_source` is off: a run needs ids and scores only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Sequence
+
+# Lucene caps a boolean query at 1024 clauses (indices.query.bool.max_clause_count): a long claims
+# text as one `match` would fail, so query texts are cut to this many whitespace terms by default.
+DEFAULT_BM25_MAX_TERMS = 1000
+
+_TERM = re.compile(r"\S+")
+
+
+def truncate_terms(text: str, max_terms: int | None) -> tuple[str, bool]:
+    """The first `max_terms` whitespace terms of `text` (None: no limit), and whether it was cut."""
+    if max_terms is None:
+        return text, False
+    terms = _TERM.findall(text)
+    if len(terms) <= max_terms:
+        return text, False
+    return " ".join(terms[:max_terms]), True
+
+
+def _not_ids(exclude: Collection[str]) -> dict:
+    return {"bool": {"must_not": [{"ids": {"values": sorted(exclude)}}]}}
+
+
+def _vector(vector: Sequence[float]) -> list[float]:
+    return [float(x) for x in vector]
+
+
+def bm25_body(field: str, text: str, size: int, exclude: Collection[str] = ()) -> dict:
+    match = {"match": {field: {"query": text}}}
+    query = {"bool": {"must": [match], "must_not": [{"ids": {"values": sorted(exclude)}}]}} if exclude else match
+    return {"size": size, "_source": False, "track_total_hits": False, "query": query}
+
+
+def knn_clause(field: str, vector: Sequence[float], k: int, exclude: Collection[str] = ()) -> dict:
+    # k is per shard (and per segment for faiss): k = size keeps the top `size` over a 1-shard index.
+    clause: dict = {"vector": _vector(vector), "k": k}
+    if exclude:
+        clause["filter"] = _not_ids(exclude)
+    return {"knn": {field: clause}}
+
+
+def knn_body(field: str, vector: Sequence[float], size: int, exclude: Collection[str] = ()) -> dict:
+    return {"size": size, "_source": False, "query": knn_clause(field, vector, size, exclude)}
+
+
+def exact_body(field: str, vector: Sequence[float], space_type: str, size: int, exclude: Collection[str] = ()) -> dict:
+    """Brute force over every document: the k-NN plugin's `knn_score` script (pure Java, no graph)."""
+    base = _not_ids(exclude) if exclude else {"match_all": {}}
+    script = {"source": "knn_score", "lang": "knn",
+              "params": {"field": field, "query_value": _vector(vector), "space_type": space_type}}
+    return {"size": size, "_source": False, "query": {"script_score": {"query": base, "script": script}}}
+
+
+def hybrid_body(text_field: str, text: str, vector_field: str, vector: Sequence[float], size: int,
+                exclude: Collection[str] = (), pipeline: str | dict | None = None) -> dict:
+    """BM25 and knn sub-queries, each collecting `size` candidates (pagination_depth, k) so the
+    fused list sees the same per-clause depth as client-side fusion of two runs of depth `size`.
+    `pipeline`: a stored pipeline's name, or a body inlined as a temporary pipeline (weight sweeps);
+    hybrid without a pipeline would return raw "delimiter" scores (neural-search #1011)."""
+    hybrid: dict = {"pagination_depth": size,
+                    "queries": [{"match": {text_field: {"query": text}}}, knn_clause(vector_field, vector, size)]}
+    if exclude:
+        hybrid["filter"] = _not_ids(exclude)
+    body = {"size": size, "_source": False, "query": {"hybrid": hybrid}}
+    if pipeline is not None:
+        body["search_pipeline"] = pipeline
+    return body

@@ -1,0 +1,308 @@
+"""Native retrieval: a query set from a qrels split, searched in the corpus x model index, stored as a run.
+
+Methods: `bm25` (match on the view's text field), `dense` (approximate knn on the view's vector
+field), `exact` (brute-force knn_score, to measure what ANN loses), `hybrid` / `rrf` (one hybrid
+query through a neural-search pipeline, or client-side fusion of the BM25 and dense runs with
+`fusion_mode="client"`, which works on any node). Queries go out in `_msearch` batches from a small
+thread pool, with per-item retries on 429 / 5xx; every query of the set appears in the run, with an
+empty ranking when it has no text or no hit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Literal
+
+from tqdm import tqdm
+
+from evalctl.corpus_store import Corpus, load_corpus
+from evalctl.evaluators.retrieval_queries import (
+    DEFAULT_BM25_MAX_TERMS, bm25_body, exact_body, hybrid_body, knn_body, truncate_terms,
+)
+from evalctl.evaluators.runs import Ranking, StoredRun, find_run, ranked, save_run
+from evalctl.evaluators.search_pipelines import FusionSpec, ensure_pipeline, pipeline_body, require_neural_search
+from evalctl.indexers.index_layout import SPACE_TYPES, index_name, text_field, vector_field
+from evalctl.indexers.index_loader import IDENTITY, read_manifest
+from evalctl.qrels import QrelsSet, load_qrels
+
+Method = Literal["bm25", "dense", "hybrid", "rrf", "exact"]
+METHODS: tuple[str, ...] = ("bm25", "dense", "hybrid", "rrf", "exact")
+FUSED = ("hybrid", "rrf")
+MAX_K = 10_000  # knn k and index.max_result_window
+
+
+class RetrievalError(ValueError):
+    """Bad retrieval request (unknown index, view, split ...): one message naming what is wrong."""
+
+
+@dataclass(frozen=True)
+class RetrievalSpec:
+    corpus: str
+    view: str
+    method: Method
+    model: str | None = None  # None: the BM25-only index (bm25 method only)
+    query_view: str | None = None  # defaults to `view`; e.g. TA queries against TAC documents
+    qrels: str = "citations"
+    split: str | None = "test"  # None: every query of the qrels set
+    k: int = 100
+    bm25_max_terms: int | None = DEFAULT_BM25_MAX_TERMS
+    prompt_variant: str | None = None
+    fusion: FusionSpec = field(default_factory=FusionSpec)
+    fusion_mode: Literal["native", "client"] = "native"
+
+    def __post_init__(self):
+        if self.method not in METHODS:
+            raise RetrievalError(f"unknown method {self.method!r}; one of {', '.join(METHODS)}")
+        if self.method != "bm25" and not self.model:
+            raise RetrievalError(f"--method {self.method} needs --model (the index holding the vectors)")
+        if not 1 <= self.k <= MAX_K:
+            raise RetrievalError(f"--k {self.k}: must be between 1 and {MAX_K}")
+        if self.method in FUSED and self.fusion.technique != ("rrf" if self.method == "rrf" else "linear"):
+            raise RetrievalError(f"--method {self.method} with fusion technique {self.fusion.technique!r}")
+
+    @property
+    def qview(self) -> str:
+        return self.query_view or self.view
+
+    def with_(self, **changes) -> "RetrievalSpec":
+        return dataclasses.replace(self, **changes)
+
+
+# --------------------------------------------------------------------------- query set
+
+
+@dataclass(frozen=True)
+class QuerySet:
+    ids: tuple[str, ...]
+    texts: dict[str, str]  # only queries whose view renders
+    exclude: dict[str, frozenset[str]]
+
+    def digest(self) -> str:
+        blob = json.dumps([[q, self.texts.get(q), sorted(self.exclude.get(q, ()))] for q in self.ids])
+        return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
+
+
+def load_query_set(corpus: Corpus, qset: QrelsSet, split: str | None, view_name: str) -> QuerySet:
+    from evalctl.views import load_views
+
+    views = load_views()
+    if view_name not in views:
+        raise RetrievalError(f"unknown view {view_name!r}; configs/views.yaml has {', '.join(views)}")
+    queries = [q for q in qset.queries if split is None or q.split == split]
+    if not queries:
+        have = sorted({q.split for q in qset.queries})
+        raise RetrievalError(f"qrels set {qset.name!r} of corpus {corpus.name!r} has no {split!r} queries; "
+                             f"it has splits: {', '.join(have) or 'none'}")
+    wanted = {q.id: q.source for q in queries}
+    texts: dict[str, str] = {}
+    for source, records in (("corpus", corpus.records()), ("queries", corpus.queries())):
+        if source not in wanted.values():
+            continue
+        for r in records:
+            if wanted.get(r.id) == source and (t := views[view_name].render(r)):
+                texts[r.id] = t
+    ids = tuple(sorted(wanted))
+    return QuerySet(ids, texts, {q.id: q.exclude for q in queries})
+
+
+# --------------------------------------------------------------------------- index
+
+
+def resolve_index(client, corpus: Corpus, spec: RetrievalSpec) -> tuple[str, dict]:
+    """The index to search and its manifest; checks it holds this corpus and the view's fields."""
+    index = index_name(corpus.name, spec.model)
+    manifest = read_manifest(client, index)
+    how = f"evalctl index --corpus {corpus.name}" + (f" --model {spec.model}" if spec.model else "") + f" --view {spec.view}"
+    if manifest is None:
+        raise RetrievalError(f"index {index} does not exist; build it with `{how}`")
+    if manifest.get("corpus_hash") != corpus.content_hash:
+        raise RetrievalError(f"index {index} holds another version of corpus {corpus.name!r} "
+                             f"({manifest.get('corpus_hash')} != {corpus.content_hash}); re-index it")
+    if spec.view not in manifest.get("views", []):
+        raise RetrievalError(f"index {index} has no view {spec.view} (has {', '.join(manifest.get('views', []))}); "
+                             f"add it with `{how}`")
+    return index, manifest
+
+
+# --------------------------------------------------------------------------- batched search
+
+
+class SearchFailed(RuntimeError):
+    pass
+
+
+@dataclass
+class SearchStats:
+    took_ms: int = 0  # engine time: the sum of each _msearch call's `took`
+    took_ms_items: int = 0  # the sum of the per-query `took` (queries of a batch run in parallel)
+    seconds: float = 0.0  # client wall time for all batches
+    retried: int = 0
+
+
+_RETRYABLE = {429, 500, 502, 503, 504}
+
+
+def search_all(client, index: str, bodies: list[dict | None], *, batch_size: int = 32, concurrency: int = 2,
+               max_retries: int = 4, progress: bool = False, desc: str = "search"
+               ) -> tuple[list[list[tuple[str, float]]], SearchStats]:
+    """Hits [(id, score)] per body (None: no query, no hits), searched via `_msearch` batches."""
+    stats = SearchStats()
+    results: list[list[tuple[str, float]]] = [[] for _ in bodies]
+    todo = [i for i, b in enumerate(bodies) if b is not None]
+    batches = [todo[s:s + batch_size] for s in range(0, len(todo), batch_size)]
+
+    def run_batch(batch: list[int]) -> None:
+        pending = batch
+        for attempt in range(max_retries + 1):
+            lines = []
+            for i in pending:
+                lines += [{"index": index}, bodies[i]]
+            resp = client.msearch(body=lines)
+            stats.took_ms += resp.get("took", 0)
+            failed = []
+            for i, item in zip(pending, resp["responses"]):
+                if "error" in item:
+                    if item.get("status") not in _RETRYABLE or attempt == max_retries:
+                        raise SearchFailed(f"query #{i} failed on {index}: {json.dumps(item['error'])[:500]}")
+                    failed.append(i)
+                    continue
+                stats.took_ms_items += item.get("took", 0)
+                results[i] = [(h["_id"], h["_score"]) for h in item["hits"]["hits"]]
+            if not failed:
+                return
+            stats.retried += len(failed)
+            pending = failed
+            time.sleep(min(30.0, 0.5 * 2 ** attempt))
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool, \
+            tqdm(total=len(todo), unit="q", desc=desc, disable=not progress) as bar:
+        for batch, _ in zip(batches, pool.map(run_batch, batches)):
+            bar.update(len(batch))
+    stats.seconds = time.perf_counter() - t0
+    return results, stats
+
+
+# --------------------------------------------------------------------------- retrieval
+
+
+@dataclass
+class RetrievalOptions:
+    """How queries are sent; not part of a run's identity."""
+
+    batch_size: int = 32
+    concurrency: int = 2
+    progress: bool = True
+    inline_pipeline: bool = False  # hybrid: put the pipeline body in each request instead of a stored one
+    reuse: bool = True  # return a stored run with the same identity instead of searching again
+    extra: dict = field(default_factory=dict)  # added to the run manifest (e.g. how fusion weights were tuned)
+
+
+def run_identity(spec: RetrievalSpec, corpus: Corpus, qset: QrelsSet, queries: QuerySet, index: str,
+                 manifest: dict, prompt: str | None) -> dict:
+    identity = {
+        "name": f"{spec.method}-{spec.model or 'bm25'}-{spec.view}-{spec.split or 'all'}",
+        "corpus_hash": corpus.content_hash, "index": index,
+        "index_identity": {k: manifest.get(k) for k in (*IDENTITY, "views")},
+        "method": spec.method, "model": spec.model, "view": spec.view, "query_view": spec.qview,
+        "qrels": qset.name, "qrels_spec": qset.manifest.get("spec"), "split": spec.split, "k": spec.k,
+        "query_set": queries.digest(), "exclusion": "query and its family (qrels exclude), must_not ids",
+    }
+    if spec.method in ("bm25", *FUSED):
+        identity["bm25_max_terms"] = spec.bm25_max_terms
+    if spec.method != "bm25":
+        identity.update(query_prompt=prompt, prompt_variant=spec.prompt_variant)
+    if spec.method in FUSED:
+        identity.update(fusion_mode=spec.fusion_mode, fusion=dataclasses.asdict(spec.fusion),
+                        pipeline=pipeline_body(spec.fusion) if spec.fusion_mode == "native" else None)
+    return identity
+
+
+def retrieve(client, spec: RetrievalSpec, options: RetrievalOptions | None = None) -> StoredRun:
+    """Run `spec` (or find it already stored) and return the stored run."""
+    from evalctl.models import get_model
+
+    opts = options or RetrievalOptions()
+    corpus = load_corpus(spec.corpus)
+    if spec.method in FUSED and spec.fusion_mode == "client":
+        return _client_fused(client, spec, opts, corpus)
+    qset = load_qrels(corpus, spec.qrels)
+    queries = load_query_set(corpus, qset, spec.split, spec.qview)
+    model = get_model(spec.model) if spec.model else None
+    prompt = model.prompt_for("query", task_type="retrieval", variant=spec.prompt_variant) if model else None
+    index, manifest = resolve_index(client, corpus, spec)
+    identity = run_identity(spec, corpus, qset, queries, index, manifest, prompt)
+    if opts.reuse and (done := find_run(corpus.name, identity)):
+        return done
+    if spec.method in FUSED:
+        require_neural_search(client, f"--method {spec.method}")
+    bodies, counts = _bodies(client, spec, queries, manifest, model, opts)
+    hits, stats = search_all(client, index, bodies, batch_size=opts.batch_size, concurrency=opts.concurrency,
+                             progress=opts.progress, desc=f"{spec.method} {index}")
+    ranking: Ranking = {q: ranked(h, spec.k) for q, h in zip(queries.ids, hits)}
+    extra = {"index_manifest": manifest, "n_queries": len(queries.ids), **counts,
+             "n_empty": sum(not docs for docs in ranking.values()), "took_ms": stats.took_ms,
+             "took_ms_items": stats.took_ms_items, "search_seconds": round(stats.seconds, 3),
+             "retried": stats.retried, "batch_size": opts.batch_size, "concurrency": opts.concurrency, **opts.extra}
+    return save_run(corpus.name, identity, ranking, extra)
+
+
+def _bodies(client, spec: RetrievalSpec, queries: QuerySet, manifest: dict, model, opts: RetrievalOptions
+            ) -> tuple[list[dict | None], dict]:
+    """One body per query id (None for queries without text), and counts for the manifest."""
+    ids = [q for q in queries.ids if q in queries.texts]
+    counts = {"n_no_text": len(queries.ids) - len(ids)}
+    texts: dict[str, str] = {}
+    if spec.method in ("bm25", *FUSED):
+        cut = {q: truncate_terms(queries.texts[q], spec.bm25_max_terms) for q in ids}
+        texts = {q: t for q, (t, _) in cut.items()}
+        counts["n_truncated_terms"] = sum(c for _, c in cut.values())
+    vectors: dict = {}
+    if spec.method != "bm25":
+        from evalctl.indexers.encoder import get_or_encode
+
+        arr = get_or_encode(model, "query", spec.qview, ids, [queries.texts[q] for q in ids],
+                            variant=spec.prompt_variant, task_type="retrieval", progress=opts.progress)
+        vectors = dict(zip(ids, arr))
+    tf, vf, k = text_field(spec.view), vector_field(spec.view), spec.k
+    make: Callable[[str], dict]
+    if spec.method == "bm25":
+        make = lambda q: bm25_body(tf, texts[q], k, queries.exclude[q])  # noqa: E731
+    elif spec.method == "dense":
+        make = lambda q: knn_body(vf, vectors[q], k, queries.exclude[q])  # noqa: E731
+    elif spec.method == "exact":
+        space = SPACE_TYPES[manifest["similarity"]]
+        make = lambda q: exact_body(vf, vectors[q], space, k, queries.exclude[q])  # noqa: E731
+    else:
+        pipeline = pipeline_body(spec.fusion) if opts.inline_pipeline else ensure_pipeline(client, spec.fusion)[0]
+        make = lambda q: hybrid_body(tf, texts[q], vf, vectors[q], k, queries.exclude[q], pipeline)  # noqa: E731
+    by_id = {q: make(q) for q in ids}
+    return [by_id.get(q) for q in queries.ids], counts
+
+
+def _client_fused(client, spec: RetrievalSpec, opts: RetrievalOptions, corpus: Corpus) -> StoredRun:
+    """BM25 and dense runs at the same depth on the same index, fused with ranx."""
+    from evalctl.evaluators.fusion import fuse_rankings
+
+    parts = [retrieve(client, spec.with_(method=m, fusion=FusionSpec(), fusion_mode="native"),
+                      dataclasses.replace(opts, extra={}, reuse=True)) for m in ("bm25", "dense")]
+    identity = {
+        "name": f"{spec.method}-client-{spec.model}-{spec.view}-{spec.split or 'all'}",
+        "corpus_hash": corpus.content_hash, "method": spec.method, "model": spec.model, "view": spec.view,
+        "query_view": spec.qview, "qrels": spec.qrels, "split": spec.split, "k": spec.k,
+        "fusion_mode": "client", "fusion": dataclasses.asdict(spec.fusion),
+        "components": [p.id for p in parts], "query_set": parts[0].manifest["query_set"],
+        "index": parts[1].manifest["index"], "qrels_spec": parts[0].manifest.get("qrels_spec"),
+    }
+    if opts.reuse and (done := find_run(corpus.name, identity)):
+        return done
+    ranking = fuse_rankings([p.ranking for p in parts], spec.fusion, spec.k)
+    extra = {"n_queries": len(ranking), "n_empty": sum(not d for d in ranking.values()),
+             "index_manifest": parts[1].manifest.get("index_manifest"), **opts.extra}
+    return save_run(corpus.name, identity, ranking, extra)

@@ -1,0 +1,108 @@
+"""Runs: rankings per query, their TREC / ranx-JSON files and their place in the results store.
+
+A ranking keeps the engine's scores but its order is ours: score descending, then document id, so
+ties never depend on the engine or on ranx (which re-sorts ties by a hash of the id). When a run is
+handed to ranx for scoring, its scores are replaced by rank-derived ones (`as_ranx(..., "rank")`)
+so ranx sees exactly that order; fusion uses the engine scores.
+
+Stored as results of kind "run": run.trec (`qid Q0 doc rank score tag`), run.json (ranx's JSON
+layout, {query: {doc: score}} in rank order) and a manifest (index manifest, method, pipeline body,
+depth, query set, split, code version).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ranx import Run
+
+from evalctl import results_store
+from evalctl.results_store import Result
+
+Ranking = dict[str, list[tuple[str, float]]]  # query id -> [(doc id, score)], best first
+KIND = "run"
+
+
+class RunNotFound(LookupError):
+    pass
+
+
+def ranked(pairs: Iterable[tuple[str, float]], depth: int | None = None) -> list[tuple[str, float]]:
+    """Deterministic order: score descending, then doc id ascending; cut at `depth`."""
+    out = sorted(((d, float(s)) for d, s in pairs), key=lambda p: (-p[1], p[0]))
+    return out if depth is None else out[:depth]
+
+
+def to_trec(ranking: Ranking, tag: str) -> str:
+    lines = [f"{q} Q0 {d} {i} {s:.6f} {tag}" for q, docs in ranking.items() for i, (d, s) in enumerate(docs, 1)]
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def to_json(ranking: Ranking) -> str:
+    return json.dumps({q: dict(docs) for q, docs in ranking.items()}, indent=0)
+
+
+def from_json(text: str) -> Ranking:
+    return {q: ranked(docs.items()) for q, docs in json.loads(text).items()}
+
+
+def as_ranx(ranking: Ranking, name: str, scores: Literal["rank", "engine"] = "rank") -> Run:
+    """A ranx Run: "rank" scores (n, n-1, ... 1) pin our tie order for scoring; "engine" keeps scores."""
+    if scores == "rank":
+        data = {q: {d: float(len(docs) - i) for i, (d, _) in enumerate(docs)} for q, docs in ranking.items()}
+    else:
+        data = {q: dict(docs) for q, docs in ranking.items()}
+    return Run(data, name=name)
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    result: Result
+    ranking: Ranking
+
+    @property
+    def id(self) -> str:
+        return self.result.id
+
+    @property
+    def manifest(self) -> dict:
+        return self.result.manifest
+
+    @property
+    def label(self) -> str:
+        """Short system name for tables: method (/client for client-side fusion), model, view."""
+        m = self.manifest
+        client = "/client" if m.get("fusion_mode") == "client" else ""
+        return f"{m['method']}{client}:{m.get('model') or 'bm25'}:{m['view']}"
+
+
+def save_run(corpus: str, identity: dict, ranking: Ranking, extra: dict | None = None) -> StoredRun:
+    files = {"run.trec": to_trec(ranking, identity["name"]), "run.json": to_json(ranking)}
+    return StoredRun(results_store.write(KIND, corpus, identity, files, extra=extra), ranking)
+
+
+def find_run(corpus: str, identity: dict) -> StoredRun | None:
+    """The stored run with exactly this identity (same index, method, query set, depth ...), if any."""
+    res = results_store.find(KIND, corpus, identity)
+    return _loaded(res) if res else None
+
+
+def _loaded(res: Result) -> StoredRun:
+    return StoredRun(res, from_json(res.file("run.json").read_text()))
+
+
+def load_run(ref: str | Path) -> StoredRun:
+    """A run by result folder path, result id, or a unique prefix of an id."""
+    p = Path(ref)
+    if (p / results_store.MANIFEST).is_file():
+        return _loaded(Result(p, json.loads((p / results_store.MANIFEST).read_text())))
+    matches = [r for r in results_store.iter_results(KIND) if r.id == str(ref)]
+    matches = matches or [r for r in results_store.iter_results(KIND) if r.id.startswith(str(ref))]
+    if len(matches) != 1:
+        why = "no stored run" if not matches else f"{len(matches)} stored runs ({', '.join(r.id for r in matches[:5])})"
+        raise RunNotFound(f"{ref!r} matches {why}; give a run folder or its full id (`evalctl retrieve` prints it)")
+    return _loaded(matches[0])

@@ -1,0 +1,81 @@
+"""Metrics of a run against its qrels, via ranx, with per-query values kept (results kind "metrics").
+
+nDCG@10 is the primary metric (the study's); nDCG@100, Recall@10/100, MAP@100 and MRR@10 follow
+MTEB / pytrec_eval definitions (ranx's defaults: binary gains as given, no 2^rel). The run's own
+order is scored (rank-derived scores, see runs.py), queries are the qrels' queries: a query with no
+positive under a filter (IN-only, OUT-only) is dropped, a qrels query missing from the run scores 0.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass
+
+from numba.core.errors import NumbaTypeSafetyWarning
+from ranx import Qrels, evaluate
+
+from evalctl import results_store
+from evalctl.corpus_store import load_corpus
+from evalctl.evaluators.runs import Ranking, StoredRun, as_ranx
+from evalctl.qrels import QrelsSet, load_qrels
+
+METRICS: tuple[str, ...] = ("ndcg@10", "ndcg@100", "recall@10", "recall@100", "map@100", "mrr@10")
+PRIMARY = "ndcg@10"
+# ranx's compiled metrics warn about a harmless uint64 -> int64 cast on every call
+warnings.filterwarnings("ignore", category=NumbaTypeSafetyWarning)
+
+
+@dataclass(frozen=True)
+class Scores:
+    mean: dict[str, float]
+    per_query: dict[str, dict[str, float]]  # metric -> {query: value}
+
+    @property
+    def n_queries(self) -> int:
+        return len(next(iter(self.per_query.values()), {}))
+
+
+def score(ranking: Ranking, qrels: dict[str, dict[str, int]], metrics: tuple[str, ...] = METRICS) -> Scores:
+    """Score `ranking` on the queries of `qrels` (each with at least one positive)."""
+    if not qrels:
+        return Scores({m: float("nan") for m in metrics}, {m: {} for m in metrics})
+    run = as_ranx({q: ranking.get(q, []) for q in qrels}, "run")
+    evaluate(Qrels(qrels), run, list(metrics), make_comparable=True)
+    per_query = {m: {q: float(v) for q, v in run.scores[m].items()} for m in metrics}
+    mean = {m: sum(v.values()) / len(v) for m, v in per_query.items()}
+    return Scores(mean, per_query)
+
+
+def run_qrels(run: StoredRun) -> QrelsSet:
+    """The qrels set a run was made against, checked to be for the same corpus version."""
+    m = run.manifest
+    corpus = load_corpus(m["corpus"])
+    if corpus.content_hash != m["corpus_hash"]:
+        raise ValueError(f"run {run.id} was made on another version of corpus {m['corpus']!r}")
+    return load_qrels(corpus, m["qrels"])
+
+
+def evaluate_run(run: StoredRun, domain: str | None = None, metrics: tuple[str, ...] = METRICS,
+                 qset: QrelsSet | None = None) -> Scores:
+    """Score a stored run on its split (optionally IN/OUT pairs only); stored as results kind "metrics"."""
+    qset = qset or run_qrels(run)
+    qrels = qset.qrels(split=run.manifest["split"], domain=domain)
+    scores = score(run.ranking, qrels, metrics)
+    identity = {"name": f"{run.manifest['name']}{'-' + domain if domain else ''}", "run": run.id,
+                "qrels": qset.name, "split": run.manifest["split"], "domain": domain, "metrics": list(metrics)}
+    files = {"metrics.json": json.dumps({"n_queries": scores.n_queries, "mean": scores.mean}, indent=2),
+             "per_query.json": json.dumps(scores.per_query)}
+    results_store.write("metrics", run.manifest["corpus"], identity, files, extra={"n_queries": scores.n_queries})
+    return scores
+
+
+def ann_loss(ann: StoredRun, exact: StoredRun, depth: int = 10) -> dict[str, float]:
+    """How much approximate search loses against exact search on the same queries: nDCG@10 of both
+    and the share of the exact top-`depth` that ANN also returns in its top-`depth`."""
+    qset = run_qrels(exact)
+    overlap = [len({d for d, _ in ann.ranking.get(q, [])[:depth]} & {d for d, _ in docs[:depth]}) / len(docs[:depth])
+               for q, docs in exact.ranking.items() if docs]
+    return {"ann_ndcg@10": evaluate_run(ann, qset=qset).mean[PRIMARY],
+            "exact_ndcg@10": evaluate_run(exact, qset=qset).mean[PRIMARY],
+            f"ann_recall_of_exact@{depth}": sum(overlap) / len(overlap) if overlap else float("nan")}

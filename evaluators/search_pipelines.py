@@ -1,0 +1,88 @@
+"""Hybrid search pipelines (neural-search plugin): bodies, versioned names, creation, plugin detection.
+
+A pipeline's name carries a hash of its body (`evalctl-hybrid-<hash>`), so changing a weight or a
+technique makes a new pipeline instead of silently redefining one an earlier run used; the run's
+manifest stores the body itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Literal
+
+from opensearchpy.exceptions import NotFoundError
+
+from evalctl.cluster_info import installed_plugins
+
+NEURAL_SEARCH = "opensearch-neural-search"
+NORMALIZATIONS = ("min_max", "l2", "z_score")
+COMBINATIONS = ("arithmetic_mean", "geometric_mean", "harmonic_mean")
+
+
+class NeuralSearchMissing(RuntimeError):
+    """Hybrid/RRF asked of a node without the neural-search plugin."""
+
+
+@dataclass(frozen=True)
+class FusionSpec:
+    """How two sub-queries [BM25, dense] are fused. `dense_weight` is the dense share; BM25 gets the rest."""
+
+    technique: Literal["linear", "rrf"] = "linear"
+    normalization: Literal["min_max", "l2", "z_score"] = "min_max"
+    combination: Literal["arithmetic_mean", "geometric_mean", "harmonic_mean"] = "arithmetic_mean"
+    dense_weight: float = 0.5
+    rank_constant: int = 60
+
+    def __post_init__(self):
+        if not 0.0 <= self.dense_weight <= 1.0:
+            raise ValueError(f"dense weight {self.dense_weight} is outside [0, 1]")
+        if self.normalization == "z_score" and self.combination != "arithmetic_mean":
+            raise ValueError("z_score normalization works with arithmetic_mean only (neural-search 3.x)")
+        if self.rank_constant < 1:
+            raise ValueError("the RRF rank constant must be >= 1")
+
+    @property
+    def weights(self) -> list[float]:
+        return [round(1.0 - self.dense_weight, 6), round(self.dense_weight, 6)]
+
+
+def pipeline_body(spec: FusionSpec) -> dict:
+    if spec.technique == "rrf":
+        processor = {"score-ranker-processor": {"combination": {
+            "technique": "rrf", "rank_constant": spec.rank_constant, "parameters": {"weights": spec.weights}}}}
+    else:
+        processor = {"normalization-processor": {
+            "normalization": {"technique": spec.normalization},
+            "combination": {"technique": spec.combination, "parameters": {"weights": spec.weights}}}}
+    return {"description": "evalctl hybrid fusion [bm25, dense]", "phase_results_processors": [processor]}
+
+
+def pipeline_name(body: dict) -> str:
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
+    return f"evalctl-hybrid-{digest}"
+
+
+def has_neural_search(client) -> bool:
+    return NEURAL_SEARCH in installed_plugins(client)
+
+
+def require_neural_search(client, what: str) -> None:
+    if not has_neural_search(client):
+        raise NeuralSearchMissing(
+            f"{what} needs the {NEURAL_SEARCH} plugin, which this node lacks (Maven Central does not publish "
+            f"it; use docker-compose or `evalctl opensearch start --plugin-zip`). Client-side fusion of the BM25 "
+            f"and dense runs works on any node: add `--fusion client`."
+        )
+
+
+def ensure_pipeline(client, spec: FusionSpec) -> tuple[str, dict]:
+    """Create the pipeline for `spec` unless a pipeline of that (hash-derived) name exists."""
+    body = pipeline_body(spec)
+    name = pipeline_name(body)
+    try:
+        client.search_pipeline.get(id=name)
+    except NotFoundError:
+        client.search_pipeline.put(id=name, body=body)
+    return name, body
