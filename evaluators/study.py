@@ -25,6 +25,8 @@ class Step:
     run: Callable[[], str]  # returns a one-line summary
     is_done: Callable[[], bool]
     deps: tuple[str, ...] = ()
+    scores: Callable[[], dict] | None = None  # the stored scores, for expected-score checks and reports
+    target: tuple = ()  # (task, corpus, model, view, method or label set) for expected-score matching
 
 
 @dataclass
@@ -141,6 +143,95 @@ def index_step(corpus_name: str, model_id: str | None, variant: str | None, view
                 deps=(f"import {corpus_name}",))
 
 
+def label_task_step(kind: str, corpus_name: str, model_id: str, view: str, label_set: str, deps: tuple[str, ...]) -> Step:
+    """A classification or clustering result for one corpus x model x view x label set."""
+    from types import SimpleNamespace
+
+    from evalctl import results_store
+    from evalctl.connection import make_client
+    from evalctl.corpus_store import load_corpus
+    from evalctl.evaluators.classification import ClassifySettings, result_identity, run_classification
+    from evalctl.evaluators.clustering import ClusterSettings, run_clustering
+    from evalctl.indexers.index_layout import index_name
+    from evalctl.indexers.index_loader import read_manifest
+    from evalctl.label_sets import load_label_sets
+    from evalctl.views import load_views
+
+    runner, settings, prefix = ((run_classification, ClassifySettings(), "classify") if kind == "classification"
+                                else (run_clustering, ClusterSettings(), "cluster"))
+    spec = load_label_sets()[label_set]
+
+    def stored() -> dict:
+        """Mean scores as "<probe or level>/<metric>", e.g. logreg/micro_f1, subclass/v_measure."""
+        idx = index_name(corpus_name, model_id)
+        meta = read_manifest(make_client(), idx)
+        if not meta:
+            return {}
+        exp = SimpleNamespace(manifest={"index_manifest": meta, "index": idx, "view": view})
+        res = results_store.find(kind, corpus_name, result_identity(prefix, exp, spec, asdict(settings)))
+        if res is None:
+            return {}
+        return {f"{group}/{metric}": v["mean"] for group, metrics in res.manifest["summary"].items()
+                for metric, v in metrics.items() if isinstance(v, dict)}
+
+    def run() -> str:
+        res = runner(make_client(), load_corpus(corpus_name), load_views()[view], model_id, spec, settings,
+                     progress=False)
+        summary = res.manifest["summary"]
+        if kind == "classification":
+            return "; ".join(f"{p} micro-F1 {100 * v['micro_f1']['mean']:.1f}" for p, v in summary.items())
+        return "; ".join(f"{lv} V {100 * v['v_measure']['mean']:.1f} ARI {100 * v['ari']['mean']:.1f}"
+                         for lv, v in summary.items())
+
+    return Step(f"{prefix} {corpus_name} {model_id} {view} {label_set}", kind, run, lambda: bool(stored()),
+                deps=deps, scores=stored, target=(kind, corpus_name, model_id, view, label_set))
+
+
+def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tuple[str, ...]) -> Step:
+    """One run (retrieve + evaluate). Done when a study-step record for the same corpus version,
+    index identity, qrels and settings holds its scores."""
+    from evalctl import results_store
+    from evalctl.connection import make_client
+    from evalctl.corpus_store import load_corpus
+    from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec, retrieve
+    from evalctl.evaluators.scoring import evaluate_run
+    from evalctl.evaluators.search_pipelines import FusionSpec, has_neural_search
+    from evalctl.indexers.index_layout import index_name
+    from evalctl.indexers.index_loader import IDENTITY, read_manifest
+    from evalctl.qrels import load_qrels
+
+    key = f"retrieve {entry.corpus} {model_id or 'bm25'} {view} {method}"
+
+    def spec(client) -> RetrievalSpec:
+        fusion = FusionSpec(technique="rrf" if method == "rrf" else "linear", dense_weight=entry.dense_weight)
+        mode = entry.fusion_mode if entry.fusion_mode != "auto" else (
+            "native" if has_neural_search(client) else "client")
+        return RetrievalSpec(corpus=entry.corpus, view=view, method=method, model=model_id, qrels=entry.qrels,
+                             split=entry.split, k=entry.k, fusion=fusion, fusion_mode=mode)
+
+    def identity() -> dict:
+        client = make_client()
+        corpus = load_corpus(entry.corpus)
+        meta = read_manifest(client, index_name(entry.corpus, model_id)) or {}
+        return {"name": key.replace(" ", "_"), "corpus_hash": corpus.content_hash,
+                "index": {k: meta.get(k) for k in IDENTITY}, "retrieval": asdict(spec(client)),
+                "qrels_spec": load_qrels(corpus, entry.qrels).manifest.get("spec")}
+
+    def stored() -> dict:
+        res = results_store.find("study-step", entry.corpus, identity())
+        return res.manifest["scores"] if res else {}
+
+    def run() -> str:
+        stored_run = retrieve(make_client(), spec(make_client()), RetrievalOptions(progress=False))
+        scores = evaluate_run(stored_run).mean
+        results_store.write("study-step", entry.corpus, identity(), {},
+                            extra={"scores": scores, "run": stored_run.id, "label": stored_run.label})
+        return f"{stored_run.label}: nDCG@10 {scores['ndcg@10']:.4f} ({stored_run.manifest['n_queries']} queries)"
+
+    return Step(key, "retrieval", run, lambda: bool(stored()), deps=deps, scores=stored,
+                target=("retrieval", entry.corpus, model_id or "bm25", view, method))
+
+
 # --------------------------------------------------------------------------- plan and run
 
 
@@ -158,9 +249,45 @@ def plan(spec: ExperimentSpec) -> list[Step]:
         if not spec.models:
             wanted.setdefault((entry.corpus, None), set()).update(entry.views)
     variants = {m.id: m.prompt_variant for m in spec.models}
+    index_keys = {}
     for (corpus, model_id), views in wanted.items():
-        steps.append(index_step(corpus, model_id, variants.get(model_id), tuple(sorted(views))))
+        step = index_step(corpus, model_id, variants.get(model_id), tuple(sorted(views)))
+        index_keys[(corpus, model_id)] = step.key
+        steps.append(step)
+    for entry in spec.retrieval:
+        deps = tuple(k for k in (f"qrels {entry.corpus} {entry.qrels}",) if any(s.key == k for s in steps))
+        for view in entry.views:
+            for method in entry.methods:
+                model_ids = [None] if method == "bm25" and not spec.models else (
+                    [spec.models[0].id] if method == "bm25" else [m.id for m in spec.models])
+                for model_id in model_ids:  # BM25 needs one run: it reads the text of the first model's index
+                    steps.append(retrieval_step(entry, model_id, view, method,
+                                                deps + (index_keys[(entry.corpus, model_id)],)))
+    for kind, entries in (("classification", spec.classification), ("clustering", spec.clustering)):
+        for entry in entries:
+            for m in spec.models:
+                for view in entry.views:
+                    for label_set in entry.label_sets:
+                        steps.append(label_task_step(kind, entry.corpus, m.id, view, label_set,
+                                                     deps=(index_keys[(entry.corpus, m.id)],)))
     return steps
+
+
+def check_expected(spec: ExperimentSpec, steps: list[Step]) -> list[str]:
+    """OK/FAIL per expected score, as reproduction files in IR do."""
+    lines = []
+    for e in spec.expected:
+        target = (e.task, e.corpus, e.model, e.view, e.method if e.task == "retrieval" else e.label_set)
+        step = next((s for s in steps if s.target == target), None)
+        got = step.scores().get(e.metric) if step and step.scores else None
+        what = f"{'/'.join(str(t) for t in target)} {e.metric}"
+        if got is None:
+            lines.append(f"FAIL {what}: no score (expected {e.value})")
+        elif abs(got - e.value) <= e.tolerance:
+            lines.append(f"OK   {what}: {got:.4f} (expected {e.value} ± {e.tolerance})")
+        else:
+            lines.append(f"FAIL {what}: {got:.4f}, expected {e.value} ± {e.tolerance}")
+    return lines
 
 
 def execute(steps: list[Step], echo=print, dry_run: bool = False) -> RunReport:

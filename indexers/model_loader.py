@@ -121,8 +121,12 @@ def load_model(spec: ModelSpec, device: str | None = None, source: Source = "aut
     """A SentenceTransformer for `spec`, with the spec's length limit, checked against its dimension."""
     from sentence_transformers import SentenceTransformer
 
-    chosen = choose_source(spec, source)
-    if chosen == "offline":
+    if spec.path is not None:  # a fine-tuned model: its own folder, never the hub (hf_id names its base)
+        if not (Path(spec.path) / "modules.json").is_file():
+            raise ModelLoadError(f"model {spec.id}: its folder {spec.path} is missing or incomplete; "
+                                 "rerun the `evalctl finetune` that made it")
+        model = SentenceTransformer(spec.path, device=device, local_files_only=True)
+    elif choose_source(spec, source) == "offline":
         model = SentenceTransformer(str(offline_model_dir(spec)), device=device, local_files_only=True)
     else:
         try:

@@ -93,6 +93,7 @@ def logs(lines) -> None:
 # Each command group lives in its own module; registered here so `evalctl --help` lists them all.
 from evalctl.cli_corpus import corpus  # noqa: E402
 from evalctl.cli_dashboards import dashboards  # noqa: E402
+from evalctl.cli_finetune import finetune, pairs, recipes, transfer  # noqa: E402
 from evalctl.cli_index import index  # noqa: E402
 from evalctl.cli_models import encode, models  # noqa: E402
 from evalctl.cli_retrieval import compare, evaluate, fusion_sweep, retrieve  # noqa: E402
@@ -100,5 +101,5 @@ from evalctl.cli_run import run  # noqa: E402
 from evalctl.cli_tasks import classify, cluster_cmd, tables, vectors  # noqa: E402
 
 for _command in (corpus, models, encode, index, run, dashboards, vectors, classify, cluster_cmd, tables,
-                 retrieve, evaluate, compare, fusion_sweep):
+                 finetune, recipes, pairs, transfer, retrieve, evaluate, compare, fusion_sweep):
     cli.add_command(_command)

@@ -13,7 +13,7 @@ from evalctl.specs import SpecError
 @click.option("--dry-run", is_flag=True, help="Print the plan (what is done, what would run) and stop.")
 def run(spec_name, dry_run) -> None:
     """Plan and run every step of SPEC (a name in configs/experiments/ or a YAML path)."""
-    from evalctl.evaluators.study import execute, plan
+    from evalctl.evaluators.study import check_expected, execute, plan
     from evalctl.experiments import load_experiment
 
     try:
@@ -23,10 +23,11 @@ def run(spec_name, dry_run) -> None:
         raise UserError(str(e)) from None
     click.echo(f"experiment {spec.name}: {len(steps)} steps")
     report = execute(steps, echo=click.echo, dry_run=dry_run)
-    for line in report.checks:
-        click.echo(line)
     if dry_run:
         return
+    report.checks = check_expected(spec, steps)
+    for line in report.checks:
+        click.echo(line)
     counts = {s: sum(o.status == s for o in report.outcomes) for s in ("done", "ok", "failed", "skipped")}
     click.echo(f"summary: {counts['ok']} ran, {counts['done']} already done, {counts['failed']} failed, "
                f"{counts['skipped']} skipped")

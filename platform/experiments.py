@@ -15,7 +15,7 @@ from typing import Literal
 from evalctl.qrels import QrelsSpec
 from evalctl.specs import SpecError, build, configs_dir, load_yaml
 
-Method = Literal["bm25", "dense", "exact", "hybrid", "rrf", "fused", "fused-rrf"]
+Method = Literal["bm25", "dense", "exact", "hybrid", "rrf"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,10 @@ class RetrievalEntry:
     qrels: str = "citations"
     split: str = "test"
     k: int = 100
+    # hybrid/rrf: native search pipelines (neural-search), client-side ranx fusion, or native when the
+    # node has the plugin ("auto"); the run's manifest records which one ran.
+    fusion_mode: Literal["auto", "native", "client"] = "auto"
+    dense_weight: float = 0.5
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,9 @@ import difflib
 import importlib.metadata
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
+from evalctl.paths import cache_root
 from evalctl.specs import SpecError, build, configs_dir, load_yaml
 
 Role = Literal["query", "document"]
@@ -82,6 +83,10 @@ class ModelSpec:
     offline: OfflineSource | None = None
     license: str | None = None
     notes: str = ""
+    # Fine-tuned models (evalctl finetune): the local model folder loaded instead of the hub, and what
+    # made it (base model, recipe, pairs, seed, hyperparameters).
+    path: str | None = None
+    lineage: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.dim <= 0 or self.max_seq_length <= 0 or self.params_m <= 0:
@@ -161,9 +166,18 @@ def load_models(directory: Path | None = None) -> dict[str, ModelSpec]:
     return specs
 
 
+def registered_dir() -> Path:
+    """Specs written by `evalctl finetune` (user models, never in the repository's configs/)."""
+    return cache_root() / "models" / "registered"
+
+
 def get_model(model_id: str, directory: Path | None = None) -> ModelSpec:
-    """The spec with this id; an unknown id is a SpecError with the closest known ids."""
+    """The spec with this id; an unknown id is a SpecError with the closest known ids.
+
+    Without `directory`, the repository's configs/models/ and then the registered (fine-tuned) specs."""
     specs = load_models(directory)
+    if directory is None and model_id not in specs and registered_dir().is_dir():
+        specs = {**load_models(registered_dir()), **specs}
     if model_id in specs:
         return specs[model_id]
     close = difflib.get_close_matches(model_id, list(specs), n=3, cutoff=0.5)

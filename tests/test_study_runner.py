@@ -83,3 +83,38 @@ def test_bad_spec_names_the_key(tmp_path):
     path.write_text(yaml.safe_dump(doc))
     r = CliRunner().invoke(cli, ["run", str(path), "--dry-run"])
     assert r.exit_code != 0 and "unknown key(s) viewz" in r.output
+
+
+def test_expected_scores_ok_and_fail(os_client, tmp_path, monkeypatch):
+    """A correct expected value prints OK, a wrong one FAIL (and the run exits non-zero)."""
+    from evalctl.cli import cli
+    from evalctl.evaluators.study import plan
+    from evalctl.experiments import load_experiment
+
+    tag = uuid.uuid4().hex[:6]
+    monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    path = spec_file(tmp_path, tag)
+    doc = yaml.safe_load(path.read_text())
+    pizza = f"rt-{tag}-pizza"
+    doc["retrieval"] = [{"corpus": pizza, "views": ["T"], "methods": ["bm25"], "split": "test"}]
+    path.write_text(yaml.safe_dump(doc))
+    try:
+        r = CliRunner().invoke(cli, ["run", str(path)])
+        assert r.exit_code == 0, r.output
+        step = next(s for s in plan(load_experiment(str(path))) if s.kind == "retrieval")
+        got = step.scores()["ndcg@10"]
+        doc["expected"] = [
+            {"task": "retrieval", "corpus": pizza, "model": "all-minilm-l6-v2", "view": "T", "method": "bm25",
+             "metric": "ndcg@10", "value": round(got, 4), "tolerance": 0.001},
+            {"task": "retrieval", "corpus": pizza, "model": "all-minilm-l6-v2", "view": "T", "method": "bm25",
+             "metric": "ndcg@10", "value": round(got + 0.2, 4), "tolerance": 0.001},
+        ]
+        path.write_text(yaml.safe_dump(doc))
+        r = CliRunner().invoke(cli, ["run", str(path)])
+        assert r.exit_code == 1
+        checks = [line for line in r.output.splitlines() if line.startswith(("OK", "FAIL"))]
+        assert len(checks) == 2 and checks[0].startswith("OK ") and checks[1].startswith("FAIL "), r.output
+        assert "retrieve" in r.output and ": done" in r.output  # the rerun ran nothing new
+    finally:
+        os_client.indices.delete(index=f"evalctl-rt-{tag}-*", ignore_unavailable=True)
