@@ -27,6 +27,7 @@ class Step:
     deps: tuple[str, ...] = ()
     scores: Callable[[], dict] | None = None  # the stored scores, for expected-score checks and reports
     target: tuple = ()  # (task, corpus, model, view, method or label set) for expected-score matching
+    ref: Callable[[], str | None] | None = None  # id of the stored run/result behind the scores
 
 
 @dataclass
@@ -217,8 +218,11 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
                 "index": {k: meta.get(k) for k in IDENTITY}, "retrieval": asdict(spec(client)),
                 "qrels_spec": load_qrels(corpus, entry.qrels).manifest.get("spec")}
 
+    def record():
+        return results_store.find("study-step", entry.corpus, identity())
+
     def stored() -> dict:
-        res = results_store.find("study-step", entry.corpus, identity())
+        res = record()
         return res.manifest["scores"] if res else {}
 
     def run() -> str:
@@ -229,7 +233,8 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
         return f"{stored_run.label}: nDCG@10 {scores['ndcg@10']:.4f} ({stored_run.manifest['n_queries']} queries)"
 
     return Step(key, "retrieval", run, lambda: bool(stored()), deps=deps, scores=stored,
-                target=("retrieval", entry.corpus, model_id or "bm25", view, method))
+                target=("retrieval", entry.corpus, model_id or "bm25", view, method),
+                ref=lambda: (r := record()) and r.manifest["run"])
 
 
 # --------------------------------------------------------------------------- plan and run

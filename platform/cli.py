@@ -97,9 +97,9 @@ from evalctl.cli_finetune import finetune, pairs, recipes, transfer  # noqa: E40
 from evalctl.cli_index import index  # noqa: E402
 from evalctl.cli_models import encode, models  # noqa: E402
 from evalctl.cli_retrieval import compare, evaluate, fusion_sweep, retrieve  # noqa: E402
-from evalctl.cli_run import run  # noqa: E402
+from evalctl.cli_run import report, run  # noqa: E402
 from evalctl.cli_tasks import classify, cluster_cmd, tables, vectors  # noqa: E402
 
-for _command in (corpus, models, encode, index, run, dashboards, vectors, classify, cluster_cmd, tables,
+for _command in (corpus, models, encode, index, run, report, dashboards, vectors, classify, cluster_cmd, tables,
                  finetune, recipes, pairs, transfer, retrieve, evaluate, compare, fusion_sweep):
     cli.add_command(_command)

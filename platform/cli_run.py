@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from evalctl.errors import UserError
@@ -35,3 +37,21 @@ def run(spec_name, dry_run) -> None:
         click.echo(f"  {o.status}: {o.key}: {o.detail.splitlines()[0]}")
     if not report.ok:
         raise SystemExit(1)
+
+
+@click.command()
+@click.argument("spec_name")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for report.md, report.html and the PNG plots (default: the results store).")
+def report(spec_name, out) -> None:
+    """Write the report of SPEC (Markdown + HTML, PNG plots) from the stored results."""
+    from evalctl.evaluators.report import write_report
+    from evalctl.experiments import load_experiment
+    from evalctl.results_store import results_root
+
+    try:
+        spec = load_experiment(spec_name)
+    except SpecError as e:
+        raise UserError(str(e)) from None
+    md, page = write_report(spec, out or results_root() / "reports" / spec.name)
+    click.echo(f"report: {page}\n        {md}")

@@ -118,3 +118,35 @@ def test_expected_scores_ok_and_fail(os_client, tmp_path, monkeypatch):
         assert "retrieve" in r.output and ": done" in r.output  # the rerun ran nothing new
     finally:
         os_client.indices.delete(index=f"evalctl-rt-{tag}-*", ignore_unavailable=True)
+
+
+def test_report_has_tables_and_plots(os_client, tmp_path, monkeypatch):
+    from evalctl.cli import cli
+
+    tag = uuid.uuid4().hex[:6]
+    monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    path = spec_file(tmp_path, tag)
+    doc = yaml.safe_load(path.read_text())
+    pizza = f"rt-{tag}-pizza"
+    doc["retrieval"] = [{"corpus": pizza, "views": ["T"], "methods": ["bm25", "dense"]}]
+    doc["classification"] = [{"corpus": pizza, "views": ["T"], "label_sets": ["ipc3"]}]
+    doc["clustering"] = [{"corpus": pizza, "views": ["T"], "label_sets": ["ipc3"]}]
+    path.write_text(yaml.safe_dump(doc))
+    try:
+        assert CliRunner().invoke(cli, ["run", str(path)]).exit_code == 0
+        out = tmp_path / "report"
+        r = CliRunner().invoke(cli, ["report", str(path), "--out", str(out)])
+        assert r.exit_code == 0, r.output
+        md = (out / "report.md").read_text()
+        for heading in ("## Retrieval", "## Classification", "## Clustering", "## Fine-tuning recipes"):
+            assert heading in md
+        assert "a bm25:all-minilm-l6-v2:T" in md and "b dense:all-minilm-l6-v2:T" in md
+        assert "| ipc3" in md and "knn" in md and "logreg" in md  # classification rows
+        assert "Produced by: classify" in md and "Produced by: cluster" in md
+        png = out / f"inout-{pizza}-T.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+        page = (out / "report.html").read_text()
+        assert page.count("data:image/png;base64,") == 1 and "<table" in page
+    finally:
+        os_client.indices.delete(index=f"evalctl-rt-{tag}-*", ignore_unavailable=True)

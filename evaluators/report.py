@@ -1,0 +1,244 @@
+"""`evalctl report SPEC`: one self-contained report (Markdown + HTML + PNG plots) from the results store.
+
+Sections follow the study: retrieval tables with significance markers, views per model (heatmap),
+model size vs score (one line per family), IN vs OUT with the relative drop, fusion gain per model,
+recipe deltas per task, classification and clustering tables. Every table names the stored runs or
+results that produced it. Sections without data say so instead of disappearing.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from evalctl.experiments import ExperimentSpec
+from evalctl.provenance import code_version
+
+
+@dataclass
+class Report:
+    title: str
+    blocks: list[tuple] = field(default_factory=list)  # ("h", text) ("p", text) ("table", df) ("img", file, caption)
+
+    def h(self, text):
+        self.blocks.append(("h", text))
+
+    def p(self, text):
+        self.blocks.append(("p", text))
+
+    def table(self, df: pd.DataFrame):
+        self.blocks.append(("table", df))
+
+    def img(self, file: str, caption: str):
+        self.blocks.append(("img", file, caption))
+
+    def markdown(self) -> str:
+        out = [f"# {self.title}"]
+        for b in self.blocks:
+            if b[0] == "h":
+                out.append(f"## {b[1]}")
+            elif b[0] == "p":
+                out.append(b[1])
+            elif b[0] == "table":
+                out.append(b[1].to_markdown(index=False))
+            else:
+                out.append(f"![{b[2]}]({b[1]})\n\n*{b[2]}*")
+        return "\n\n".join(out) + "\n"
+
+    def html(self, folder: Path) -> str:
+        body = [f"<h1>{html.escape(self.title)}</h1>"]
+        for b in self.blocks:
+            if b[0] == "h":
+                body.append(f"<h2>{html.escape(b[1])}</h2>")
+            elif b[0] == "p":
+                body.append(f"<p>{html.escape(b[1])}</p>")
+            elif b[0] == "table":
+                body.append(b[1].to_html(index=False, border=0, classes="t"))
+            else:  # images inlined, so the HTML file stands alone
+                data = base64.b64encode((folder / b[1]).read_bytes()).decode()
+                body.append(f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(b[2])}">'
+                            f"<figcaption>{html.escape(b[2])}</figcaption></figure>")
+        style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+                 "table.t{border-collapse:collapse;margin:1em 0;font-size:13px}"
+                 "table.t td,table.t th{border:1px solid #ccc;padding:3px 8px;text-align:left}"
+                 "img{max-width:100%}figcaption{font-style:italic;color:#555}")
+        return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(self.title)}</title>"
+                f"<style>{style}</style></head><body>{''.join(body)}</body></html>")
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _retrieval(report: Report, spec: ExperimentSpec, steps, out: Path) -> None:
+    from evalctl.evaluators.compare import compare_runs, tables
+    from evalctl.evaluators.runs import load_run
+    from evalctl.evaluators.scoring import PRIMARY
+    from evalctl.models import get_model
+
+    report.h("Retrieval")
+    done = [s for s in steps if s.kind == "retrieval" and s.scores and s.scores()]
+    if not done:
+        report.p("No retrieval results yet (run `evalctl run` first, or the spec has no retrieval).")
+        return
+    rows = []
+    for s in done:
+        _, corpus, model, view, method = s.target
+        stored = s.scores()
+        rows.append({"corpus": corpus, "model": model, "view": view, "method": method,
+                     PRIMARY: stored[PRIMARY], "run": s.ref()})
+    frame = pd.DataFrame(rows)
+    for (corpus, view), group in frame.groupby(["corpus", "view"], sort=False):
+        runs = [load_run(r) for r in group["run"]]
+        report.p(f"Corpus {corpus}, view {view}: systems compared with paired tests (Holm-corrected).")
+        if len(runs) >= 2:
+            dfs = tables(compare_runs(runs))
+            report.table(dfs["main"])
+            report.p("IN vs OUT of domain (relative drop), as DAPFAM defines it:")
+            report.table(dfs["domains"])
+            _in_out_plot(report, dfs["domains"], out, f"inout-{corpus}-{view}.png")
+        else:
+            report.table(group.drop(columns=["run"]))
+
+    dense = frame[frame["method"] == "dense"]
+    if dense["view"].nunique() > 1:
+        pivot = dense.pivot_table(index="model", columns="view", values=PRIMARY)
+        plt = _plt()
+        fig, ax = plt.subplots(figsize=(1.2 * len(pivot.columns) + 3, 0.5 * len(pivot) + 2))
+        im = ax.imshow(pivot.values, cmap="viridis")
+        ax.set_xticks(range(len(pivot.columns)), pivot.columns)
+        ax.set_yticks(range(len(pivot.index)), pivot.index)
+        for (i, j), v in pd.DataFrame(pivot.values).stack().items():
+            ax.text(j, i, f"{v:.3f}", ha="center", va="center", color="w")
+        fig.colorbar(im, label=PRIMARY)
+        fig.tight_layout()
+        fig.savefig(out / "views.png", dpi=110)
+        plt.close(fig)
+        report.img("views.png", f"Dense {PRIMARY} per model and view")
+    else:
+        report.p("Views per model: one view only in this spec, no heatmap.")
+
+    sizes = dense.assign(params_m=[get_model(m).params_m for m in dense["model"]],
+                         family=[get_model(m).family for m in dense["model"]])
+    if len(sizes) >= 2:
+        plt = _plt()
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for family, g in sizes.groupby("family"):
+            g = g.sort_values("params_m")
+            ax.plot(g["params_m"], g[PRIMARY], marker="o", label=family)
+        ax.set_xscale("log")
+        ax.set_xlabel("parameters (millions)")
+        ax.set_ylabel(PRIMARY)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "scaling.png", dpi=110)
+        plt.close(fig)
+        report.img("scaling.png", f"Model size vs dense {PRIMARY}, one line per family")
+    else:
+        report.p("Scaling: one model only in this spec, no plot.")
+
+    gains = []
+    for (corpus, model, view), g in frame.groupby(["corpus", "model", "view"]):
+        by = dict(zip(g["method"], g[PRIMARY]))
+        for fused in ("hybrid", "rrf"):
+            if fused in by and "dense" in by:
+                gains.append({"corpus": corpus, "model": model, "view": view, "fusion": fused,
+                              f"dense {PRIMARY}": round(by["dense"], 4), f"fused {PRIMARY}": round(by[fused], 4),
+                              "gain": round(by[fused] - by["dense"], 4)})
+    report.p("Fusion gain over dense retrieval (same depth; the run labels say native pipeline or client-side):")
+    report.table(pd.DataFrame(gains) if gains else pd.DataFrame([{"note": "no fused runs"}]))
+
+
+def _in_out_plot(report: Report, domains: pd.DataFrame, out: Path, name: str) -> None:
+    from evalctl.evaluators.scoring import PRIMARY
+
+    def value(cell: str) -> float:
+        return float(cell.split(" ")[0]) if cell and cell[0].isdigit() else 0.0
+
+    col_in, col_out = f"IN {PRIMARY} (n)", f"OUT {PRIMARY} (n)"
+    if domains.empty or col_in not in domains or col_out not in domains:
+        return
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    x = range(len(domains))
+    ax.bar([i - 0.2 for i in x], [value(c) for c in domains[col_in]], width=0.4, label="IN")
+    ax.bar([i + 0.2 for i in x], [value(c) for c in domains[col_out]], width=0.4, label="OUT")
+    ax.set_xticks(list(x), [s.split(" ")[0] for s in domains["system"]])
+    ax.set_ylabel(PRIMARY)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / name, dpi=110)
+    plt.close(fig)
+    report.img(name, f"IN vs OUT {PRIMARY} per system (letters as in the table above)")
+
+
+def _label_tasks(report: Report, spec: ExperimentSpec, steps) -> None:
+    from evalctl.evaluators.task_tables import task_table
+
+    for task, title in (("classification", "Classification (F1, %)"), ("clustering", "Clustering (%)")):
+        report.h(title)
+        corpora = {s.target[1] for s in steps if s.kind == task}
+        rows = [r for c in sorted(corpora) for r in task_table(task, c)]
+        models = {m.id for m in spec.models}
+        rows = [r for r in rows if r.get("model") in models]
+        if not rows:
+            report.p(f"No {task} results yet.")
+            continue
+        df = pd.DataFrame(rows)
+        metrics = [c for c in df.columns if f"{c}_lo" in df.columns]
+        for m in metrics:
+            df[m] = [f"{100 * v:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+                     for v, lo, hi in zip(df[m], df[f"{m}_lo"], df[f"{m}_hi"])]
+        report.table(df.drop(columns=[c for c in df.columns if c.endswith(("_lo", "_hi"))]))
+        produced = [s.key for s in steps if s.kind == task and s.scores and s.scores()]
+        report.p("Mean [bootstrap 95% CI over splits/seeds]. Produced by: " + "; ".join(produced))
+
+
+def _recipes(report: Report, spec: ExperimentSpec, steps) -> None:
+    from evalctl.models import get_model
+
+    report.h("Fine-tuning recipes")
+    rows = []
+    for s in steps:
+        if not s.scores or s.kind not in ("retrieval", "classification", "clustering"):
+            continue
+        lineage = getattr(get_model(s.target[2]), "lineage", None) if s.target[2] != "bm25" else None
+        if not lineage:
+            continue
+        base = next((b for b in steps if b.target[:2] == s.target[:2] and b.target[3:] == s.target[3:]
+                     and b.target[2] == lineage.get("base_model")), None)
+        if base is None or not base.scores():
+            continue
+        for metric, v in s.scores().items():
+            if metric in base.scores() and metric in ("ndcg@10", "logreg/micro_f1", "knn/micro_f1") or "v_measure" in metric:
+                rows.append({"task": s.kind, "model": s.target[2], "recipe": lineage.get("recipe"), "metric": metric,
+                             "base": round(base.scores()[metric], 4), "tuned": round(v, 4),
+                             "delta": round(v - base.scores()[metric], 4)})
+    report.table(pd.DataFrame(rows) if rows else pd.DataFrame([{"note": "no fine-tuned models in this spec"}]))
+
+
+def write_report(spec: ExperimentSpec, out: Path) -> tuple[Path, Path]:
+    from evalctl.evaluators.study import plan
+
+    out.mkdir(parents=True, exist_ok=True)
+    steps = plan(spec)
+    report = Report(f"evalctl report: {spec.name}")
+    report.p(f"{spec.description.strip()} Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by "
+             f"evalctl {code_version()} from the results store.")
+    _retrieval(report, spec, steps, out)
+    _label_tasks(report, spec, steps)
+    _recipes(report, spec, steps)
+    md, page = out / "report.md", out / "report.html"
+    md.write_text(report.markdown())
+    page.write_text(report.html(out))
+    return md, page
