@@ -132,9 +132,18 @@ def index_step(corpus_name: str, model_id: str | None, variant: str | None, view
     def run() -> str:
         from evalctl.indexers.index_loader import index_corpus
 
-        corpus, model, _ = resolve()
-        all_views = load_views()
-        rep = index_corpus(make_client(), corpus, [all_views[v] for v in views], model, variant=variant)
+        from evalctl.indexers.index_loader import IndexMismatch
+
+        corpus, model, name = resolve()
+        client, all_views = make_client(), load_views()
+        try:
+            rep = index_corpus(client, corpus, [all_views[v] for v in views], model, variant=variant)
+        except IndexMismatch:
+            if not (model and model.lineage):
+                raise  # a configured model's index is the user's to delete
+            # A model this study fine-tuned was retrained (new revision): its old index is stale.
+            client.indices.delete(index=name)
+            rep = index_corpus(client, corpus, [all_views[v] for v in views], model, variant=variant)
         if rep.failed:
             raise RuntimeError(f"{len(rep.failed)} documents rejected, e.g. {rep.failed[0]}")
         return f"{rep.index}: {rep.n_loaded} loaded, {rep.n_already} already there ({rep.docs_per_s:.0f} docs/s)"
@@ -142,6 +151,37 @@ def index_step(corpus_name: str, model_id: str | None, variant: str | None, view
     label = model_id or "bm25"
     return Step(f"index {corpus_name} {label} [{','.join(views)}]", "index", run, is_done,
                 deps=(f"import {corpus_name}",))
+
+
+def finetune_step(entry, base_id: str, recipe_id: str) -> tuple[Step, str]:
+    """Train `base_id` with a recipe on the entry's corpus; returns the step and the tuned model's id.
+    Done when that model is registered from the same corpus version, pair budget and seed."""
+    from evalctl.corpus_store import load_corpus
+    from evalctl.indexers.finetune import default_model_id, finetune, finetuned_dir
+    from evalctl.indexers.recipes import get_recipe
+    from evalctl.models import registered_dir
+
+    recipe = get_recipe(recipe_id)
+    model_id = default_model_id(base_id, recipe.id, [entry.corpus], entry.match_size)
+
+    def is_done() -> bool:
+        run_file = finetuned_dir(model_id) / "run.json"
+        if not (registered_dir() / f"{model_id}.yaml").is_file() or not run_file.is_file():
+            return False
+        lineage = json.loads(run_file.read_text())["lineage"]
+        training = lineage["training"]
+        return ([c["content_hash"] for c in lineage["corpora"]] == [load_corpus(entry.corpus).content_hash]
+                and lineage["match_size"] == entry.match_size
+                and all(training[k] == v for k, v in (("max_steps", entry.max_steps), ("batch_size", entry.batch_size))
+                        if v is not None))
+
+    def run() -> str:
+        res = finetune(base_id, recipe.id, [entry.corpus], match_size=entry.match_size, max_steps=entry.max_steps,
+                       batch_size=entry.batch_size, overwrite=True, progress=False)
+        return f"{res.model_id}: {res.pairs['size']} pairs, {res.steps} steps, loss {res.train_loss:.4f}"
+
+    deps = (f"import {entry.corpus}",)
+    return Step(f"finetune {model_id}", "finetune", run, is_done, deps=deps), model_id
 
 
 def label_task_step(kind: str, corpus_name: str, model_id: str, view: str, label_set: str, deps: tuple[str, ...]) -> Step:
@@ -241,36 +281,52 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
 
 
 def plan(spec: ExperimentSpec) -> list[Step]:
+    from evalctl.experiments import ModelEntry
+
     steps: list[Step] = []
     for c in spec.corpora:
         steps.append(import_step(spec, c))
         if c.qrels is not None:
             steps.append(qrels_step(spec, c))
+    # Fine-tuned models join every task like the configured ones, after their training step.
+    models = list(spec.models)
+    trained: dict[str, str] = {}  # tuned model id -> its finetune step
+    for ft in spec.finetune:
+        for base in ft.models or [m.id for m in spec.models]:
+            for recipe in ft.recipes:
+                step, tuned = finetune_step(ft, base, recipe)
+                if spec.corpus(ft.corpus).qrels is not None:
+                    step.deps += (f"qrels {ft.corpus} {spec.corpus(ft.corpus).qrels.name}",)
+                steps.append(step)
+                trained[tuned] = step.key
+                models.append(ModelEntry(tuned))
     # One index per corpus x model, holding every view any task of the spec asks for.
     wanted: dict[tuple[str, str | None], set[str]] = {}
     for entry in (*spec.indexes, *spec.retrieval, *spec.classification, *spec.clustering):
-        for m in spec.models or ():
+        for m in models:
             wanted.setdefault((entry.corpus, m.id), set()).update(entry.views)
-        if not spec.models:
+        if not models:
             wanted.setdefault((entry.corpus, None), set()).update(entry.views)
-    variants = {m.id: m.prompt_variant for m in spec.models}
+    variants = {m.id: m.prompt_variant for m in models}
     index_keys = {}
     for (corpus, model_id), views in wanted.items():
         step = index_step(corpus, model_id, variants.get(model_id), tuple(sorted(views)))
+        if model_id in trained:
+            step.deps += (trained[model_id],)
         index_keys[(corpus, model_id)] = step.key
         steps.append(step)
     for entry in spec.retrieval:
         deps = tuple(k for k in (f"qrels {entry.corpus} {entry.qrels}",) if any(s.key == k for s in steps))
         for view in entry.views:
             for method in entry.methods:
-                model_ids = [None] if method == "bm25" and not spec.models else (
-                    [spec.models[0].id] if method == "bm25" else [m.id for m in spec.models])
+                model_ids = [None] if method == "bm25" and not models else (
+                    [models[0].id] if method == "bm25" else [m.id for m in models])
                 for model_id in model_ids:  # BM25 needs one run: it reads the text of the first model's index
                     steps.append(retrieval_step(entry, model_id, view, method,
                                                 deps + (index_keys[(entry.corpus, model_id)],)))
     for kind, entries in (("classification", spec.classification), ("clustering", spec.clustering)):
         for entry in entries:
-            for m in spec.models:
+            for m in models:
                 for view in entry.views:
                     for label_set in entry.label_sets:
                         steps.append(label_task_step(kind, entry.corpus, m.id, view, label_set,

@@ -71,6 +71,7 @@ class FinetuneEntry:
     models: tuple[str, ...] = ()  # default: every model of the spec
     match_size: int | None = None
     max_steps: int | None = None
+    batch_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,17 @@ def validate(spec: ExperimentSpec) -> None:
             raise SpecError(f"{where}: model {m.id} has no prompt variant {m.prompt_variant!r}; "
                             f"it has {', '.join(model.prompt_variants)}")
     views, label_sets = load_views(), load_label_sets()
+    from evalctl.indexers.recipes import get_recipe
+
+    for i, ft in enumerate(spec.finetune):
+        for r in ft.recipes:
+            try:
+                get_recipe(r)
+            except SpecError as e:
+                raise SpecError(f"{where}: finetune[{i}]: {e}") from None
+        for b in ft.models:
+            if b not in {m.id for m in spec.models}:
+                raise SpecError(f"{where}: finetune[{i}]: base model {b!r} is not among models")
     for section in ("indexes", "retrieval", "classification", "clustering", "finetune"):
         for i, entry in enumerate(getattr(spec, section)):
             at = f"{where}: {section}[{i}]"

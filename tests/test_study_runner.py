@@ -150,3 +150,26 @@ def test_report_has_tables_and_plots(os_client, tmp_path, monkeypatch):
         assert page.count("data:image/png;base64,") == 1 and "<table" in page
     finally:
         os_client.indices.delete(index=f"evalctl-rt-{tag}-*", ignore_unavailable=True)
+
+
+def test_plan_trains_before_evaluating_tuned_models(tmp_path, monkeypatch):
+    """A fine-tuned model enters every task after its training step (pure planning, nothing runs)."""
+    from evalctl.evaluators.study import plan
+    from evalctl.experiments import load_experiment
+
+    monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
+    path = spec_file(tmp_path, "p")
+    doc = yaml.safe_load(path.read_text())
+    doc["finetune"] = [{"corpus": "rt-p-grants", "recipes": ["R3"], "match_size": 16, "max_steps": 2}]
+    doc["classification"] = [{"corpus": "rt-p-pizza", "views": ["T"], "label_sets": ["ipc3"]}]
+    path.write_text(yaml.safe_dump(doc))
+    steps = {s.key: s for s in plan(load_experiment(str(path)))}
+    tuned = "all-minilm-l6-v2+r3-n16@rt-p-grants"
+    train = f"finetune {tuned}"
+    assert steps[train].deps == ("import rt-p-grants",)
+    index = steps[f"index rt-p-pizza {tuned} [T]"]
+    assert train in index.deps
+    assert steps[f"classify rt-p-pizza {tuned} T ipc3"].deps == (index.key,)
+    assert f"classify rt-p-pizza all-minilm-l6-v2 T ipc3" in steps  # the base model is evaluated too
+    keys = list(steps)
+    assert keys.index(train) < keys.index(index.key)
