@@ -80,6 +80,13 @@ def _plt():
     return plt
 
 
+def _save(fig, report: Report, out: Path, name: str, caption: str) -> None:
+    fig.tight_layout()
+    fig.savefig(out / name, dpi=110)
+    _plt().close(fig)
+    report.img(name, caption)
+
+
 def _retrieval(report: Report, spec: ExperimentSpec, steps, out: Path) -> None:
     from evalctl.evaluators.compare import compare_runs, tables
     from evalctl.evaluators.runs import load_run
@@ -121,15 +128,13 @@ def _retrieval(report: Report, spec: ExperimentSpec, steps, out: Path) -> None:
         for (i, j), v in pd.DataFrame(pivot.values).stack().items():
             ax.text(j, i, f"{v:.3f}", ha="center", va="center", color="w")
         fig.colorbar(im, label=PRIMARY)
-        fig.tight_layout()
-        fig.savefig(out / "views.png", dpi=110)
-        plt.close(fig)
-        report.img("views.png", f"Dense {PRIMARY} per model and view")
+        _save(fig, report, out, "views.png", f"Dense {PRIMARY} per model and view")
     else:
         report.p("Views per model: one view only in this spec, no heatmap.")
 
-    sizes = dense.assign(params_m=[get_model(m).params_m for m in dense["model"]],
-                         family=[get_model(m).family for m in dense["model"]])
+    base = dense[[not get_model(m).lineage for m in dense["model"]]]  # fine-tuned models share their base's size
+    sizes = base.assign(params_m=[get_model(m).params_m for m in base["model"]],
+                        family=[get_model(m).family for m in base["model"]])
     if len(sizes) >= 2:
         plt = _plt()
         fig, ax = plt.subplots(figsize=(6, 4))
@@ -140,10 +145,7 @@ def _retrieval(report: Report, spec: ExperimentSpec, steps, out: Path) -> None:
         ax.set_xlabel("parameters (millions)")
         ax.set_ylabel(PRIMARY)
         ax.legend()
-        fig.tight_layout()
-        fig.savefig(out / "scaling.png", dpi=110)
-        plt.close(fig)
-        report.img("scaling.png", f"Model size vs dense {PRIMARY}, one line per family")
+        _save(fig, report, out, "scaling.png", f"Model size vs dense {PRIMARY}, one line per family")
     else:
         report.p("Scaling: one model only in this spec, no plot.")
 
@@ -176,10 +178,7 @@ def _in_out_plot(report: Report, domains: pd.DataFrame, out: Path, name: str) ->
     ax.set_xticks(list(x), [s.split(" ")[0] for s in domains["system"]])
     ax.set_ylabel(PRIMARY)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / name, dpi=110)
-    plt.close(fig)
-    report.img(name, f"IN vs OUT {PRIMARY} per system (letters as in the table above)")
+    _save(fig, report, out, name, f"IN vs OUT {PRIMARY} per system (letters as in the table above)")
 
 
 def _label_tasks(report: Report, spec: ExperimentSpec, steps) -> None:

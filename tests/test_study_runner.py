@@ -85,71 +85,66 @@ def test_bad_spec_names_the_key(tmp_path):
     assert r.exit_code != 0 and "unknown key(s) viewz" in r.output
 
 
-def test_expected_scores_ok_and_fail(os_client, tmp_path, monkeypatch):
+@pytest.fixture
+def private_spec(os_client, tmp_path, monkeypatch):
+    """A spec of its own (unique corpus names, private cache); its indexes are deleted afterwards."""
+    tag = uuid.uuid4().hex[:6]
+    monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    path = spec_file(tmp_path, tag)
+    yield path, yaml.safe_load(path.read_text()), f"rt-{tag}-pizza"
+    os_client.indices.delete(index=f"evalctl-rt-{tag}-*", ignore_unavailable=True)
+
+
+def test_expected_scores_ok_and_fail(private_spec):
     """A correct expected value prints OK, a wrong one FAIL (and the run exits non-zero)."""
     from evalctl.cli import cli
     from evalctl.evaluators.study import plan
     from evalctl.experiments import load_experiment
 
-    tag = uuid.uuid4().hex[:6]
-    monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    path = spec_file(tmp_path, tag)
-    doc = yaml.safe_load(path.read_text())
-    pizza = f"rt-{tag}-pizza"
+    path, doc, pizza = private_spec
     doc["retrieval"] = [{"corpus": pizza, "views": ["T"], "methods": ["bm25"], "split": "test"}]
     path.write_text(yaml.safe_dump(doc))
-    try:
-        r = CliRunner().invoke(cli, ["run", str(path)])
-        assert r.exit_code == 0, r.output
-        step = next(s for s in plan(load_experiment(str(path))) if s.kind == "retrieval")
-        got = step.scores()["ndcg@10"]
-        doc["expected"] = [
-            {"task": "retrieval", "corpus": pizza, "model": "all-minilm-l6-v2", "view": "T", "method": "bm25",
-             "metric": "ndcg@10", "value": round(got, 4), "tolerance": 0.001},
-            {"task": "retrieval", "corpus": pizza, "model": "all-minilm-l6-v2", "view": "T", "method": "bm25",
-             "metric": "ndcg@10", "value": round(got + 0.2, 4), "tolerance": 0.001},
-        ]
-        path.write_text(yaml.safe_dump(doc))
-        r = CliRunner().invoke(cli, ["run", str(path)])
-        assert r.exit_code == 1
-        checks = [line for line in r.output.splitlines() if line.startswith(("OK", "FAIL"))]
-        assert len(checks) == 2 and checks[0].startswith("OK ") and checks[1].startswith("FAIL "), r.output
-        assert "retrieve" in r.output and ": done" in r.output  # the rerun ran nothing new
-    finally:
-        os_client.indices.delete(index=f"evalctl-rt-{tag}-*", ignore_unavailable=True)
+    r = CliRunner().invoke(cli, ["run", str(path)])
+    assert r.exit_code == 0, r.output
+    step = next(s for s in plan(load_experiment(str(path))) if s.kind == "retrieval")
+    got = step.scores()["ndcg@10"]
+    doc["expected"] = [
+        {"task": "retrieval", "corpus": pizza, "model": "all-minilm-l6-v2", "view": "T", "method": "bm25",
+         "metric": "ndcg@10", "value": round(got, 4), "tolerance": 0.001},
+        {"task": "retrieval", "corpus": pizza, "model": "all-minilm-l6-v2", "view": "T", "method": "bm25",
+         "metric": "ndcg@10", "value": round(got + 0.2, 4), "tolerance": 0.001},
+    ]
+    path.write_text(yaml.safe_dump(doc))
+    r = CliRunner().invoke(cli, ["run", str(path)])
+    assert r.exit_code == 1
+    checks = [line for line in r.output.splitlines() if line.startswith(("OK", "FAIL"))]
+    assert len(checks) == 2 and checks[0].startswith("OK ") and checks[1].startswith("FAIL "), r.output
+    assert "retrieve" in r.output and ": done" in r.output  # the rerun ran nothing new
 
 
-def test_report_has_tables_and_plots(os_client, tmp_path, monkeypatch):
+def test_report_has_tables_and_plots(private_spec, tmp_path):
     from evalctl.cli import cli
 
-    tag = uuid.uuid4().hex[:6]
-    monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    path = spec_file(tmp_path, tag)
-    doc = yaml.safe_load(path.read_text())
-    pizza = f"rt-{tag}-pizza"
+    path, doc, pizza = private_spec
     doc["retrieval"] = [{"corpus": pizza, "views": ["T"], "methods": ["bm25", "dense"]}]
     doc["classification"] = [{"corpus": pizza, "views": ["T"], "label_sets": ["ipc3"]}]
     doc["clustering"] = [{"corpus": pizza, "views": ["T"], "label_sets": ["ipc3"]}]
     path.write_text(yaml.safe_dump(doc))
-    try:
-        assert CliRunner().invoke(cli, ["run", str(path)]).exit_code == 0
-        out = tmp_path / "report"
-        r = CliRunner().invoke(cli, ["report", str(path), "--out", str(out)])
-        assert r.exit_code == 0, r.output
-        md = (out / "report.md").read_text()
-        for heading in ("## Retrieval", "## Classification", "## Clustering", "## Fine-tuning recipes"):
-            assert heading in md
-        assert "a bm25:all-minilm-l6-v2:T" in md and "b dense:all-minilm-l6-v2:T" in md
-        assert "| ipc3" in md and "knn" in md and "logreg" in md  # classification rows
-        assert "Produced by: classify" in md and "Produced by: cluster" in md
-        png = out / f"inout-{pizza}-T.png"
-        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
-        page = (out / "report.html").read_text()
-        assert page.count("data:image/png;base64,") == 1 and "<table" in page
-    finally:
-        os_client.indices.delete(index=f"evalctl-rt-{tag}-*", ignore_unavailable=True)
+    assert CliRunner().invoke(cli, ["run", str(path)]).exit_code == 0
+    out = tmp_path / "report"
+    r = CliRunner().invoke(cli, ["report", str(path), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    md = (out / "report.md").read_text()
+    for heading in ("## Retrieval", "## Classification", "## Clustering", "## Fine-tuning recipes"):
+        assert heading in md
+    assert "a bm25:all-minilm-l6-v2:T" in md and "b dense:all-minilm-l6-v2:T" in md
+    assert "| ipc3" in md and "knn" in md and "logreg" in md  # classification rows
+    assert "Produced by: classify" in md and "Produced by: cluster" in md
+    png = out / f"inout-{pizza}-T.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    page = (out / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 1 and "<table" in page
 
 
 def test_plan_trains_before_evaluating_tuned_models(tmp_path, monkeypatch):
@@ -173,3 +168,14 @@ def test_plan_trains_before_evaluating_tuned_models(tmp_path, monkeypatch):
     assert f"classify rt-p-pizza all-minilm-l6-v2 T ipc3" in steps  # the base model is evaluated too
     keys = list(steps)
     assert keys.index(train) < keys.index(index.key)
+
+
+def test_shipped_specs_validate():
+    from evalctl.experiments import load_experiment
+
+    quick, study = load_experiment("quickstart"), load_experiment("study")
+    assert {c.format for c in study.corpora} == {"lens", "dapfam"}
+    assert len(study.models) == 22 and len(study.retrieval[0].views) == 6
+    assert study.finetune[0].recipes == ("R1", "R2", "R3", "R4") and study.finetune[0].match_size
+    assert {"bm25", "dense", "hybrid"} <= set(quick.retrieval[0].methods)
+    assert quick.classification and quick.clustering and quick.finetune
