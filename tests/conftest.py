@@ -38,6 +38,16 @@ def os_client():
 
 
 @pytest.fixture
+def neural_search(os_client):
+    """Skips a test that needs the hybrid query and search-pipeline processors when the node lacks them."""
+    from evalctl.evaluators.search_pipelines import has_neural_search
+
+    if not has_neural_search(os_client):
+        pytest.skip("opensearch-neural-search is not installed on this node (Maven Central does not serve it; "
+                    "use docker-compose or `evalctl opensearch start --plugin-zip`)")
+
+
+@pytest.fixture
 def index_name(os_client):
     """A fresh index name, deleted after the test."""
     name = f"test-{uuid.uuid4().hex[:10]}"

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from evalctl.cluster_info import installed_plugins
-
 pytestmark = pytest.mark.opensearch
 
 DOCS = {
@@ -59,13 +57,6 @@ def test_exact_knn_score_script(os_client, patents):
     hits = resp["hits"]["hits"]
     assert [h["_id"] for h in hits[:2]] == ["d1", "d3"]
     assert hits[0]["_score"] == pytest.approx(1.0)  # (1 + cos) / 2 with cos = 1
-
-
-@pytest.fixture
-def neural_search(os_client):
-    if "opensearch-neural-search" not in installed_plugins(os_client):
-        pytest.skip("opensearch-neural-search is not installed on this node (Maven Central does not serve it; "
-                    "use docker-compose or `evalctl opensearch start --plugin-zip`)")
 
 
 def hybrid(os_client, index, pipeline_body):

@@ -146,15 +146,6 @@ def test_fusion_values_on_a_toy_index(os_client, index_name):
     assert rrf == pytest.approx({d: sum(1 / (60 + r[d]) for r in (rank_b, rank_v) if d in r) for d in rrf})
 
 
-@pytest.fixture
-def neural_search(os_client):
-    from evalctl.evaluators.search_pipelines import has_neural_search
-
-    if not has_neural_search(os_client):
-        pytest.skip("opensearch-neural-search is not installed on this node (Maven Central does not serve it; "
-                    "use docker-compose or `evalctl opensearch start --plugin-zip`)")
-
-
 def test_native_hybrid_and_rrf_match_client_fusion(os_client, env, neural_search):
     from evalctl.evaluators.search_pipelines import FusionSpec
 

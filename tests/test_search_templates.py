@@ -9,7 +9,6 @@ import pytest
 from corpus_helpers import FIXTURES
 from evalctl.indexers.index_layout import IndexSettings, index_body, text_field, vector_field
 from evalctl.search_templates import TEMPLATES, install_templates, template_source
-from test_opensearch_smoke import neural_search  # noqa: F401  (fixture: skips without the plugin)
 
 pytestmark = pytest.mark.opensearch
 

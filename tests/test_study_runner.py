@@ -165,7 +165,7 @@ def test_plan_trains_before_evaluating_tuned_models(tmp_path, monkeypatch):
     index = steps[f"index rt-p-pizza {tuned} [T]"]
     assert train in index.deps
     assert steps[f"classify rt-p-pizza {tuned} T ipc3"].deps == (index.key,)
-    assert f"classify rt-p-pizza all-minilm-l6-v2 T ipc3" in steps  # the base model is evaluated too
+    assert "classify rt-p-pizza all-minilm-l6-v2 T ipc3" in steps  # the base model is evaluated too
     keys = list(steps)
     assert keys.index(train) < keys.index(index.key)
 
