@@ -48,11 +48,14 @@ def holm(p_values: list[float]) -> list[float]:
     return adjusted
 
 
-def bootstrap_ci(values: np.ndarray, n_resamples: int, seed: int) -> tuple[float, float]:
-    """Percentile bootstrap 95% CI of the mean over queries (nan for fewer than 2 queries)."""
-    if len(values) < 2 or np.all(values == values[0]):
-        v = float(values[0]) if len(values) else float("nan")
-        return (v, v) if len(values) >= 2 else (float("nan"), float("nan"))
+def bootstrap_ci(values, n_resamples: int = 10_000, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap 95% CI of the mean (over queries, splits or seeds): nan for no values,
+    zero width for a single or constant value."""
+    values = np.asarray(values, dtype=float)
+    if len(values) == 0:
+        return float("nan"), float("nan")
+    if len(values) < 2 or np.ptp(values) == 0:
+        return float(values.mean()), float(values.mean())
     res = bootstrap((values,), np.mean, n_resamples=n_resamples, confidence_level=0.95, method="percentile",
                     random_state=seed)
     return float(res.confidence_interval.low), float(res.confidence_interval.high)

@@ -7,12 +7,10 @@ run goes on with the steps that do not depend on it; expected scores are checked
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Callable
 
 from evalctl.experiments import ExperimentSpec
@@ -52,19 +50,11 @@ class RunReport:
         return not self.failed and not any(c.startswith("FAIL") for c in self.checks)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return f"sha256:{h.hexdigest()}"  # the corpus manifest's spelling
-
-
 # --------------------------------------------------------------------------- steps
 
 
 def import_step(spec: ExperimentSpec, entry) -> Step:
-    from evalctl.corpus_import import import_corpus
+    from evalctl.corpus_import import file_sha256, import_corpus
     from evalctl.corpus_store import CorpusNotFound, load_corpus
 
     sources = [spec.resolve_source(s) for s in entry.sources]
@@ -75,7 +65,7 @@ def import_step(spec: ExperimentSpec, entry) -> Step:
         except CorpusNotFound:
             return False
         return (m["source"]["format"] == entry.format and list(m.get("labels", [])) == list(entry.labels)
-                and [f["sha256"] for f in m["source"]["files"]] == [_sha256(p) for p in sources])
+                and [f["sha256"] for f in m["source"]["files"]] == [file_sha256(p) for p in sources])
 
     def run() -> str:
         res = import_corpus(entry.format, sources, name=entry.name, labels=entry.labels, overwrite=True)

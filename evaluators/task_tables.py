@@ -20,22 +20,10 @@ import numpy as np
 from evalctl.class_codes import LEVELS
 
 from evalctl.evaluators.classification import METRICS as CLASSIFY_METRICS
+from evalctl.evaluators.compare import bootstrap_ci
 from evalctl.evaluators.clustering import METRICS as CLUSTER_METRICS
 
 TASKS = {"classification": CLASSIFY_METRICS, "clustering": CLUSTER_METRICS}
-RESAMPLES = 10_000
-
-
-def bootstrap_ci(values, confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap CI of the mean; a single or constant value gives a zero-width interval."""
-    from scipy.stats import bootstrap
-
-    values = np.asarray(values, dtype=float)
-    if len(values) < 2 or np.ptp(values) == 0:
-        return float(values.mean()), float(values.mean())
-    res = bootstrap((values,), np.mean, confidence_level=confidence, n_resamples=RESAMPLES,
-                    method="percentile", rng=np.random.default_rng(seed))
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
 def _rows_of(result) -> list[tuple[dict, list[dict]]]:

@@ -49,13 +49,21 @@ def verify_index(client, corpus, views: dict, model=None, *, sample: int = 50, s
                             f"corpus {corpus.name} now has {corpus.manifest['content_hash']}")
     client.indices.refresh(index=name)
     n_docs = _count(client, name)
-    records = list(corpus.records())
-    ids = {r.id for r in records}
-    (rep.checks if n_docs == len(ids) else rep.problems).append(
-        f"documents: index {n_docs}, corpus {len(ids)}")
+    # Streamed twice, keeping ids only: which records render each view, then the sampled texts.
+    n_records, rendering = 0, {v: [] for v in meta["views"]}
+    for r in corpus.records():
+        n_records += 1
+        for v in meta["views"]:
+            if views[v].render(r):
+                rendering[v].append(r.id)
+    (rep.checks if n_docs == n_records else rep.problems).append(
+        f"documents: index {n_docs}, corpus {n_records}")
+    picked = {v: random.Random(seed).sample(ids, min(sample, len(ids))) if model else [] for v, ids in rendering.items()}
+    wanted = {i for ids in picked.values() for i in ids}
+    texts = {r.id: {v: views[v].render(r) for v in meta["views"]} for r in corpus.records() if r.id in wanted}
     mapping = client.indices.get_mapping(index=name)[name]["mappings"]["properties"]
     for v in meta["views"]:
-        expected = [r for r in records if views[v].render(r)]
+        expected = rendering[v]
         fields = [text_field(v)] + ([vector_field(v)] if model else [])
         for f in fields:
             got = _count(client, name, {"exists": {"field": f}})
@@ -65,13 +73,11 @@ def verify_index(client, corpus, views: dict, model=None, *, sample: int = 50, s
             continue
         dim = mapping[vector_field(v)]["dimension"]
         (rep.checks if dim == model.dim else rep.problems).append(f"{vector_field(v)} dimension {dim}, model {model.dim}")
-        picked = random.Random(seed).sample(expected, min(sample, len(expected)))
-        if not picked:
+        if not picked[v]:
             continue
-        texts = [views[v].render(r) for r in picked]
         cache = EmbeddingCache(cache_key(model, "document", v, meta["prompt_variant"], meta["document_prompt"]))
-        cached, found = cache.lookup(texts)
-        resp = client.mget(index=name, body={"ids": [r.id for r in picked]}, _source_includes=[vector_field(v)])
+        cached, found = cache.lookup([texts[i][v] for i in picked[v]])
+        resp = client.mget(index=name, body={"ids": picked[v]}, _source_includes=[vector_field(v)])
         stored = np.array([d["_source"][vector_field(v)] for d in resp["docs"]], dtype=np.float32)
         found = np.asarray(found, dtype=bool)
         if not found.all():

@@ -79,7 +79,7 @@ def _write(stream: RecordStream, path: Path, log: ProblemLog, labels: tuple[str,
     return _Written(writer.count, content_hash, rows, fields)
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -115,7 +115,7 @@ def import_corpus(fmt: str, sources: list[Path], name: str | None = None, out: P
             "queries_count": queries.count if queries else 0,
             "queries_hash": queries.content_hash if queries else None,
             "source": {"format": fmt, "files": [{"path": str(p.resolve()), "bytes": p.stat().st_size,
-                                                   "sha256": _sha256(p)} for p in source.files]},
+                                                   "sha256": file_sha256(p)} for p in source.files]},
             "labels": list(labels), "strict": strict,
         }
         corpus = Corpus(name, tmp, manifest)

@@ -56,7 +56,7 @@ def test_levels_of_a_code_label_set():
 
 
 def test_bootstrap_ci_brackets_the_mean():
-    from evalctl.evaluators.task_tables import bootstrap_ci
+    from evalctl.evaluators.compare import bootstrap_ci
 
     values = [0.50, 0.60, 0.55, 0.52, 0.58]
     lo, hi = bootstrap_ci(values)
@@ -67,7 +67,8 @@ def test_bootstrap_ci_brackets_the_mean():
 
 def test_tables_from_stored_results(tmp_path):
     from evalctl import results_store
-    from evalctl.evaluators.task_tables import bootstrap_ci, task_table, to_csv, to_markdown
+    from evalctl.evaluators.compare import bootstrap_ci
+    from evalctl.evaluators.task_tables import task_table, to_csv, to_markdown
 
     spec = {"name": "ipc3"}
     for model, base in (("model-b", 0.3), ("model-a", 0.5)):
