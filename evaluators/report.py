@@ -87,11 +87,14 @@ def _save(fig, report: Report, out: Path, name: str, caption: str) -> None:
     report.img(name, caption)
 
 
+def _view_label(qview: str, view: str) -> str:
+    return view if qview == view else f"{qview}→{view}"
+
+
 def _retrieval(report: Report, spec: ExperimentSpec, steps, out: Path) -> None:
     from evalctl.evaluators.compare import compare_runs, tables
     from evalctl.evaluators.runs import load_run
     from evalctl.evaluators.scoring import PRIMARY
-    from evalctl.models import get_model
 
     report.h("Retrieval")
     done = [s for s in steps if s.kind == "retrieval" and s.scores and s.scores()]
@@ -100,55 +103,34 @@ def _retrieval(report: Report, spec: ExperimentSpec, steps, out: Path) -> None:
         return
     rows = []
     for s in done:
-        _, corpus, model, view, method = s.target
-        stored = s.scores()
-        rows.append({"corpus": corpus, "model": model, "view": view, "method": method,
-                     PRIMARY: stored[PRIMARY], "run": s.ref()})
+        _, corpus, model, view, method, qview = s.target
+        rows.append({"corpus": corpus, "model": model, "view": _view_label(qview, view), "method": method,
+                     PRIMARY: s.scores()[PRIMARY], "run": s.ref()})
     frame = pd.DataFrame(rows)
     for (corpus, view), group in frame.groupby(["corpus", "view"], sort=False):
         runs = [load_run(r) for r in group["run"]]
-        report.p(f"Corpus {corpus}, view {view}: systems compared with paired tests (Holm-corrected).")
+        qrels_spec = runs[0].manifest.get("qrels_spec") or {}
+        known_item = qrels_spec.get("source") == "known_item"
+        views = f"queries {view.replace('→', ', documents ')}" if "→" in view else f"view {view}"
+        report.p(f"Corpus {corpus}, {views}, qrels {runs[0].manifest.get('qrels')}: systems compared with "
+                 "paired tests (Holm-corrected).")
+        if known_item:
+            report.p("Known-item sanity task: each query is a patent's own text in the query view and its one "
+                     "relevant document is that patent. It checks that search works and how a view dilutes "
+                     "the match; it says nothing about prior-art relevance, and IN/OUT does not apply.")
         if len(runs) >= 2:
             dfs = tables(compare_runs(runs))
             report.table(dfs["main"])
-            report.p("IN vs OUT of domain (relative drop), as DAPFAM defines it:")
-            report.table(dfs["domains"])
-            _in_out_plot(report, dfs["domains"], out, f"inout-{corpus}-{view}.png")
+            if not known_item:
+                report.p("IN vs OUT of domain (relative drop), as DAPFAM defines it:")
+                report.table(dfs["domains"])
+                _in_out_plot(report, dfs["domains"], out, f"inout-{corpus}-{view}.png".replace("→", "-"))
         else:
             report.table(group.drop(columns=["run"]))
-
     dense = frame[frame["method"] == "dense"]
-    if dense["view"].nunique() > 1:
-        pivot = dense.pivot_table(index="model", columns="view", values=PRIMARY)
-        plt = _plt()
-        fig, ax = plt.subplots(figsize=(1.2 * len(pivot.columns) + 3, 0.5 * len(pivot) + 2))
-        im = ax.imshow(pivot.values, cmap="viridis")
-        ax.set_xticks(range(len(pivot.columns)), pivot.columns)
-        ax.set_yticks(range(len(pivot.index)), pivot.index)
-        for (i, j), v in pd.DataFrame(pivot.values).stack().items():
-            ax.text(j, i, f"{v:.3f}", ha="center", va="center", color="w")
-        fig.colorbar(im, label=PRIMARY)
-        _save(fig, report, out, "views.png", f"Dense {PRIMARY} per model and view")
-    else:
-        report.p("Views per model: one view only in this spec, no heatmap.")
-
-    base = dense[[not get_model(m).lineage for m in dense["model"]]]  # fine-tuned models share their base's size
-    sizes = base.assign(params_m=[get_model(m).params_m for m in base["model"]],
-                        family=[get_model(m).family for m in base["model"]])
-    if len(sizes) >= 2:
-        plt = _plt()
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for family, g in sizes.groupby("family"):
-            g = g.sort_values("params_m")
-            ax.plot(g["params_m"], g[PRIMARY], marker="o", label=family)
-        ax.set_xscale("log")
-        ax.set_xlabel("parameters (millions)")
-        ax.set_ylabel(PRIMARY)
-        ax.legend()
-        _save(fig, report, out, "scaling.png", f"Model size vs dense {PRIMARY}, one line per family")
-    else:
-        report.p("Scaling: one model only in this spec, no plot.")
-
+    for corpus, group in dense.groupby("corpus", sort=False):
+        _views_heatmap(report, corpus, group, out)
+        _scaling_plot(report, corpus, group, out)
     gains = []
     for (corpus, model, view), g in frame.groupby(["corpus", "model", "view"]):
         by = dict(zip(g["method"], g[PRIMARY]))
@@ -159,6 +141,50 @@ def _retrieval(report: Report, spec: ExperimentSpec, steps, out: Path) -> None:
                               "gain": round(by[fused] - by["dense"], 4)})
     report.p("Fusion gain over dense retrieval (same depth; the run labels say native pipeline or client-side):")
     report.table(pd.DataFrame(gains) if gains else pd.DataFrame([{"note": "no fused runs"}]))
+
+
+def _views_heatmap(report: Report, corpus: str, dense: pd.DataFrame, out: Path) -> None:
+    from evalctl.evaluators.scoring import PRIMARY
+
+    if dense["view"].nunique() < 2:
+        report.p(f"Views per model ({corpus}): one view only, no heatmap.")
+        return
+    pivot = dense.pivot_table(index="model", columns="view", values=PRIMARY, sort=False)
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(1.3 * len(pivot.columns) + 6, 0.5 * len(pivot) + 2))
+    im = ax.imshow(pivot.values, cmap="viridis", aspect="auto", vmin=0, vmax=1)  # one scale for every corpus
+    ax.set_xticks(range(len(pivot.columns)), pivot.columns)
+    ax.set_yticks(range(len(pivot.index)), pivot.index)
+    for (i, j), v in pd.DataFrame(pivot.values).stack().items():
+        ax.text(j, i, f"{v:.3f}", ha="center", va="center", color="k" if v > 0.6 else "w")  # viridis: light at the top
+    fig.colorbar(im, label=PRIMARY)
+    ax.set_title(corpus)
+    _save(fig, report, out, f"views-{corpus}.png", f"{corpus}: dense {PRIMARY} per model and view")
+
+
+def _scaling_plot(report: Report, corpus: str, dense: pd.DataFrame, out: Path) -> None:
+    from evalctl.evaluators.scoring import PRIMARY
+    from evalctl.models import get_model
+
+    base = dense[[not get_model(m).lineage for m in dense["model"]]]  # fine-tuned models share their base's size
+    if base["model"].nunique() < 2:
+        report.p(f"Scaling ({corpus}): fewer than two base models, no plot.")
+        return
+    base = base.assign(params_m=[get_model(m).params_m for m in base["model"]],
+                       family=[get_model(m).family for m in base["model"]])
+    views = list(dict.fromkeys(base["view"]))
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(views), figsize=(4.5 * len(views), 4), squeeze=False, sharey=True)
+    for ax, view in zip(axes[0], views):
+        for family, g in base[base["view"] == view].groupby("family"):
+            g = g.sort_values("params_m")
+            ax.plot(g["params_m"], g[PRIMARY], marker="o", label=family)
+        ax.set_xscale("log")
+        ax.set_xlabel("parameters (millions)")
+        ax.set_title(f"view {view}")
+    axes[0][0].set_ylabel(PRIMARY)
+    axes[0][-1].legend()
+    _save(fig, report, out, f"scaling-{corpus}.png", f"{corpus}: model size vs dense {PRIMARY}, one line per family")
 
 
 def _in_out_plot(report: Report, domains: pd.DataFrame, out: Path, name: str) -> None:
@@ -188,7 +214,7 @@ def _label_tasks(report: Report, spec: ExperimentSpec, steps) -> None:
         report.h(title)
         corpora = {s.target[1] for s in steps if s.kind == task}
         rows = [r for c in sorted(corpora) for r in task_table(task, c)]
-        models = {m.id for m in spec.models}
+        models = {s.target[2] for s in steps if s.kind == task}  # the spec's models and those it fine-tunes
         rows = [r for r in rows if r.get("model") in models]
         if not rows:
             report.p(f"No {task} results yet.")
@@ -219,8 +245,10 @@ def _recipes(report: Report, spec: ExperimentSpec, steps) -> None:
         if base is None or not base.scores():
             continue
         for metric, v in s.scores().items():
-            if metric in base.scores() and metric in ("ndcg@10", "logreg/micro_f1", "knn/micro_f1") or "v_measure" in metric:
-                rows.append({"task": s.kind, "model": s.target[2], "recipe": lineage.get("recipe"), "metric": metric,
+            if metric in base.scores() and (metric in ("ndcg@10", "logreg/micro_f1", "knn/micro_f1") or "v_measure" in metric):
+                view = _view_label(s.target[5], s.target[3]) if s.kind == "retrieval" else s.target[3]
+                rows.append({"task": s.kind, "corpus": s.target[1], "view": view, "method / label set": s.target[4],
+                             "model": s.target[2], "recipe": lineage["recipe"]["id"], "metric": metric,
                              "base": round(base.scores()[metric], 4), "tuned": round(v, 4),
                              "delta": round(v - base.scores()[metric], 4)})
     report.table(pd.DataFrame(rows) if rows else pd.DataFrame([{"note": "no fine-tuned models in this spec"}]))

@@ -77,7 +77,7 @@ def import_step(spec: ExperimentSpec, entry) -> Step:
 
 def qrels_step(spec: ExperimentSpec, entry) -> Step:
     from evalctl.corpus_store import load_corpus
-    from evalctl.qrels import build_citation_qrels, load_qrels
+    from evalctl.qrels import build_qrels, load_qrels
 
     def is_done() -> bool:
         try:
@@ -89,7 +89,7 @@ def qrels_step(spec: ExperimentSpec, entry) -> Step:
             json.dumps(asdict(entry.qrels)))
 
     def run() -> str:
-        q = build_citation_qrels(load_corpus(entry.name), entry.qrels, overwrite=True)
+        q = build_qrels(load_corpus(entry.name), entry.qrels, overwrite=True)
         return f"{len(q.queries)} queries, {len(q.pairs)} pairs"
 
     return Step(f"qrels {entry.name} {entry.qrels.name}", "qrels", run, is_done, deps=(f"import {entry.name}",))
@@ -143,9 +143,11 @@ def index_step(corpus_name: str, model_id: str | None, variant: str | None, view
                 deps=(f"import {corpus_name}",))
 
 
-def finetune_step(entry, base_id: str, recipe_id: str) -> tuple[Step, str]:
+def finetune_step(spec: ExperimentSpec, entry, base_id: str, recipe_id: str) -> tuple[Step, str]:
     """Train `base_id` with a recipe on the entry's corpus; returns the step and the tuned model's id.
-    Done when that model is registered from the same corpus version, pair budget and seed."""
+    Every qrels set a retrieval task of the spec reads guards the pairs: no dev/test query (nor its family
+    or relevant documents) reaches training. Done when that model is registered from the same corpus
+    version, pair budget, guard and seed."""
     from evalctl.corpus_store import load_corpus
     from evalctl.indexers.finetune import default_model_id, finetune, finetuned_dir
     from evalctl.indexers.recipes import get_recipe
@@ -153,6 +155,8 @@ def finetune_step(entry, base_id: str, recipe_id: str) -> tuple[Step, str]:
 
     recipe = get_recipe(recipe_id)
     model_id = default_model_id(base_id, recipe.id, [entry.corpus], entry.match_size)
+    read = sorted({(r.corpus, r.qrels) for r in spec.retrieval})
+    guard = tuple(f"{c}:{q}" for c, q in read)
 
     def is_done() -> bool:
         run_file = finetuned_dir(model_id) / "run.json"
@@ -161,16 +165,19 @@ def finetune_step(entry, base_id: str, recipe_id: str) -> tuple[Step, str]:
         lineage = json.loads(run_file.read_text())["lineage"]
         training = lineage["training"]
         return ([c["content_hash"] for c in lineage["corpora"]] == [load_corpus(entry.corpus).content_hash]
-                and lineage["match_size"] == entry.match_size
+                and lineage["match_size"] == entry.match_size and lineage.get("guard") == list(guard)
                 and all(training[k] == v for k, v in (("max_steps", entry.max_steps), ("batch_size", entry.batch_size))
                         if v is not None))
 
     def run() -> str:
         res = finetune(base_id, recipe.id, [entry.corpus], match_size=entry.match_size, max_steps=entry.max_steps,
-                       batch_size=entry.batch_size, overwrite=True, progress=False)
+                       batch_size=entry.batch_size, guard=guard, overwrite=True, progress=False)
         return f"{res.model_id}: {res.pairs['size']} pairs, {res.steps} steps, loss {res.train_loss:.4f}"
 
-    deps = (f"import {entry.corpus}",)
+    built = {(c.name, c.qrels.name) for c in spec.corpora if c.qrels is not None}  # qrels the run builds
+    qrels_deps = [f"qrels {c} {q}" for c, q in sorted({*read, *((c, q) for c, q in built if c == entry.corpus)})
+                  if (c, q) in built]
+    deps = tuple(dict.fromkeys([f"import {entry.corpus}", *(f"import {c}" for c, _ in read), *qrels_deps]))
     return Step(f"finetune {model_id}", "finetune", run, is_done, deps=deps), model_id
 
 
@@ -231,14 +238,15 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
     from evalctl.indexers.index_loader import IDENTITY, read_manifest
     from evalctl.qrels import load_qrels
 
-    key = f"retrieve {entry.corpus} {model_id or 'bm25'} {view} {method}"
+    qview = entry.query_view or view
+    key = f"retrieve {entry.corpus} {model_id or 'bm25'} {view} {method}" + (f" (queries {qview})" if qview != view else "")
 
     def spec(client) -> RetrievalSpec:
         fusion = FusionSpec(technique="rrf" if method == "rrf" else "linear", dense_weight=entry.dense_weight)
         mode = entry.fusion_mode if entry.fusion_mode != "auto" else (
             "native" if has_neural_search(client) else "client")
-        return RetrievalSpec(corpus=entry.corpus, view=view, method=method, model=model_id, qrels=entry.qrels,
-                             split=entry.split, k=entry.k, fusion=fusion, fusion_mode=mode)
+        return RetrievalSpec(corpus=entry.corpus, view=view, method=method, model=model_id, query_view=entry.query_view,
+                             qrels=entry.qrels, split=entry.split, k=entry.k, fusion=fusion, fusion_mode=mode)
 
     def identity() -> dict:
         client = make_client()
@@ -263,7 +271,7 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
         return f"{stored_run.label}: nDCG@10 {scores['ndcg@10']:.4f} ({stored_run.manifest['n_queries']} queries)"
 
     return Step(key, "retrieval", run, lambda: bool(stored()), deps=deps, scores=stored,
-                target=("retrieval", entry.corpus, model_id or "bm25", view, method),
+                target=("retrieval", entry.corpus, model_id or "bm25", view, method, qview),
                 ref=lambda: (r := record()) and r.manifest["run"])
 
 
@@ -281,19 +289,23 @@ def plan(spec: ExperimentSpec) -> list[Step]:
     # Fine-tuned models join every task like the configured ones, after their training step.
     models = list(spec.models)
     trained: dict[str, str] = {}  # tuned model id -> its finetune step
+    base_of: dict[str, str] = {}
     for ft in spec.finetune:
         for base in ft.models or [m.id for m in spec.models]:
             for recipe in ft.recipes:
-                step, tuned = finetune_step(ft, base, recipe)
-                if spec.corpus(ft.corpus).qrels is not None:
-                    step.deps += (f"qrels {ft.corpus} {spec.corpus(ft.corpus).qrels.name}",)
+                step, tuned = finetune_step(spec, ft, base, recipe)
                 steps.append(step)
                 trained[tuned] = step.key
+                base_of[tuned] = base
                 models.append(ModelEntry(tuned))
+
+    def models_of(entry) -> list:  # an entry's `models` (default all) and the models tuned from them
+        return [m for m in models if not entry.models or m.id in entry.models or base_of.get(m.id) in entry.models]
+
     # One index per corpus x model, holding every view any task of the spec asks for.
     wanted: dict[tuple[str, str | None], set[str]] = {}
     for entry in (*spec.indexes, *spec.retrieval, *spec.classification, *spec.clustering):
-        for m in models:
+        for m in models_of(entry):
             wanted.setdefault((entry.corpus, m.id), set()).update(entry.views)
         if not models:
             wanted.setdefault((entry.corpus, None), set()).update(entry.views)
@@ -307,16 +319,16 @@ def plan(spec: ExperimentSpec) -> list[Step]:
         steps.append(step)
     for entry in spec.retrieval:
         deps = tuple(k for k in (f"qrels {entry.corpus} {entry.qrels}",) if any(s.key == k for s in steps))
+        ids = [m.id for m in models_of(entry)]
         for view in entry.views:
             for method in entry.methods:
-                model_ids = [None] if method == "bm25" and not models else (
-                    [models[0].id] if method == "bm25" else [m.id for m in models])
+                model_ids = [None] if method == "bm25" and not ids else ([ids[0]] if method == "bm25" else ids)
                 for model_id in model_ids:  # BM25 needs one run: it reads the text of the first model's index
                     steps.append(retrieval_step(entry, model_id, view, method,
                                                 deps + (index_keys[(entry.corpus, model_id)],)))
     for kind, entries in (("classification", spec.classification), ("clustering", spec.clustering)):
         for entry in entries:
-            for m in models:
+            for m in models_of(entry):
                 for view in entry.views:
                     for label_set in entry.label_sets:
                         steps.append(label_task_step(kind, entry.corpus, m.id, view, label_set,
@@ -328,7 +340,8 @@ def check_expected(spec: ExperimentSpec, steps: list[Step]) -> list[str]:
     """OK/FAIL per expected score, as reproduction files in IR do."""
     lines = []
     for e in spec.expected:
-        target = (e.task, e.corpus, e.model, e.view, e.method if e.task == "retrieval" else e.label_set)
+        target = (e.task, e.corpus, e.model, e.view, e.method, e.query_view or e.view) if e.task == "retrieval" \
+            else (e.task, e.corpus, e.model, e.view, e.label_set)
         step = next((s for s in steps if s.target == target), None)
         got = step.scores().get(e.metric) if step and step.scores else None
         what = f"{'/'.join(str(t) for t in target)} {e.metric}"

@@ -59,6 +59,11 @@ def import_cmd(sources, fmt, name, out, strict, labels, overwrite, show) -> None
 @corpus.command("qrels")
 @click.argument("corpus_name")
 @click.option("--name", default="citations", show_default=True, help="Name of the qrels set.")
+@click.option("--source", type=click.Choice(["citations", "known-item"]), default="citations", show_default=True,
+              help="citations: the citation graph; known-item: each patent is relevant to a query made from its "
+                   "own text (a sanity task for corpora without citations).")
+@click.option("--within-view", "within_views", multiple=True,
+              help="known-item: only patents that render in this view become queries (repeatable).")
 @click.option("--direction", type=click.Choice(["cited", "citing", "both"]), default="cited", show_default=True,
               help="cited: documents the query cites; citing: documents citing it.")
 @click.option("--level", type=click.Choice(["publication", "family"]), default="publication", show_default=True)
@@ -72,28 +77,32 @@ def import_cmd(sources, fmt, name, out, strict, labels, overwrite, show) -> None
               help="Queries held out for fine-tuning; their citation pairs go to train_pairs.tsv.")
 @click.option("--seed", default="evalctl", show_default=True)
 @click.option("--overwrite", is_flag=True)
-def qrels_cmd(corpus_name, name, direction, level, citation_types, domain_scheme, domain_chars,
+def qrels_cmd(corpus_name, name, source, within_views, direction, level, citation_types, domain_scheme, domain_chars,
               dev_fraction, train_fraction, seed, overwrite) -> None:
-    """Build retrieval qrels from CORPUS_NAME's citation graph."""
+    """Build retrieval qrels from CORPUS_NAME's citation graph, or a known-item task."""
     from evalctl.patent_record import CITATION_TYPES
-    from evalctl.qrels import QrelsSpec, build_citation_qrels
+    from evalctl.qrels import QrelsSpec, build_qrels
     from evalctl.specs import build
 
     try:
-        spec = build(QrelsSpec, dict(name=name, direction=direction, level=level,
+        spec = build(QrelsSpec, dict(name=name, source=source.replace("-", "_"), within_views=list(within_views),
+                                     direction=direction, level=level,
                                      citation_types=list(citation_types or CITATION_TYPES),
                                      domain_scheme=domain_scheme, domain_chars=int(domain_chars),
                                      dev_fraction=dev_fraction, train_fraction=train_fraction, seed=seed),
                      "evalctl corpus qrels options")
-        q = build_citation_qrels(_load(corpus_name), spec, overwrite=overwrite)
+        q = build_qrels(_load(corpus_name), spec, overwrite=overwrite)
     except (SpecError, FileExistsError) as e:
         raise UserError(str(e)) from None
     m = q.manifest
-    click.echo(f"qrels {q.name} at {q.path}")
-    click.echo(f"  citations {m['citations']}, resolved inside the corpus {m['citations_resolved']}, "
-               f"edges {m['citation_edges']}")
+    click.echo(f"qrels {q.name} ({m['kind']}) at {q.path}")
+    if m["kind"] == "citations":
+        click.echo(f"  citations {m['citations']}, resolved inside the corpus {m['citations_resolved']}, "
+                   f"edges {m['citation_edges']}")
+    else:
+        click.echo(f"  patents not rendering in {', '.join(spec.within_views)}: {m['records_not_rendering']}")
     click.echo(f"  queries {', '.join(f'{k} {v}' for k, v in sorted(m['queries'].items())) or 'none'}; pairs {m['pairs']}; "
-               f"domains {m['domains']}; train pairs {m['train_pairs']}")
+               f"domains {m['domains']}" + (f"; train pairs {m['train_pairs']}" if "train_pairs" in m else ""))
 
 
 @corpus.command("stats")

@@ -37,6 +37,8 @@ class ModelEntry:
 class RetrievalEntry:
     corpus: str
     views: tuple[str, ...] = ("TAC",)
+    query_view: str | None = None  # the queries' text; default: each corpus view (DAPFAM's query x corpus views)
+    models: tuple[str, ...] = ()  # default: every model of the spec; models tuned from these join them
     methods: tuple[Method, ...] = ("bm25", "dense")
     qrels: str = "citations"
     split: str = "test"
@@ -53,6 +55,7 @@ class IndexEntry:
 
     corpus: str
     views: tuple[str, ...] = ("TAC",)
+    models: tuple[str, ...] = ()  # default: every model of the spec; models tuned from these join them
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,8 @@ class LabelTaskEntry:
     corpus: str
     views: tuple[str, ...] = ("TAC",)
     label_sets: tuple[str, ...] = ("cpc_subclass",)
+    models: tuple[str, ...] = ()  # default: every model of the spec; models tuned from these join them
+
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,7 @@ class Expected:
     value: float
     tolerance: float = 0.005
     method: str | None = None  # retrieval
+    query_view: str | None = None  # retrieval with queries in another view than the documents
     label_set: str | None = None  # classification / clustering
 
 
@@ -165,20 +171,25 @@ def validate(spec: ExperimentSpec) -> None:
                 get_recipe(r)
             except SpecError as e:
                 raise SpecError(f"{where}: finetune[{i}]: {e}") from None
-        for b in ft.models:
-            if b not in {m.id for m in spec.models}:
-                raise SpecError(f"{where}: finetune[{i}]: base model {b!r} is not among models")
     for section in ("indexes", "retrieval", "classification", "clustering", "finetune"):
         for i, entry in enumerate(getattr(spec, section)):
             at = f"{where}: {section}[{i}]"
             if entry.corpus not in names:
                 raise SpecError(f"{at}: corpus {entry.corpus!r} is not among corpora ({', '.join(names)})")
-            for v in getattr(entry, "views", ()):
+            for v in (*getattr(entry, "views", ()), *filter(None, [getattr(entry, "query_view", None)])):
                 if v not in views:
                     raise SpecError(f"{at}: unknown view {v!r} (configs/views.yaml has {', '.join(views)})")
+            for m in entry.models:
+                if m not in {e.id for e in spec.models}:
+                    raise SpecError(f"{at}: model {m!r} is not among models")
             for ls in getattr(entry, "label_sets", ()):
                 if ls not in label_sets:
                     raise SpecError(f"{at}: unknown label set {ls!r} ({', '.join(label_sets)})")
+    for c in spec.corpora:
+        for v in c.qrels.within_views if c.qrels else ():
+            if v not in views:
+                raise SpecError(f"{where}: corpus {c.name}: qrels within_views: unknown view {v!r} "
+                                f"(configs/views.yaml has {', '.join(views)})")
     model_ids = {m.id for m in spec.models}
     for i, e in enumerate(spec.expected):
         if e.corpus not in names:

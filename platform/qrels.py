@@ -1,4 +1,5 @@
-"""Retrieval tasks: qrels built from a corpus's citation graph, or taken as given (BEIR, DAPFAM).
+"""Retrieval tasks: qrels built from a corpus's citation graph, taken as given (BEIR, DAPFAM), or a
+known-item sanity task (each patent is the one relevant document for a query made from its own text).
 
 A qrels set lives in `<corpus>/qrels/<name>/`:
   qrels/<split>.tsv   BEIR-style "query-id<TAB>corpus-id<TAB>score" per split (train/dev/test)
@@ -29,6 +30,7 @@ from evalctl.corpus_store import Corpus, load_corpus, write_json
 from evalctl.import_problems import ProblemLog
 from evalctl.import_source import GivenPair
 from evalctl.patent_record import CITATION_TYPES, PatentRecord
+from evalctl.specs import SpecError
 
 Domain = Literal["IN", "OUT", "UNKNOWN"]
 SPLITS = ("train", "dev", "test")
@@ -37,6 +39,12 @@ SPLITS = ("train", "dev", "test")
 @dataclass(frozen=True)
 class QrelsSpec:
     name: str = "citations"
+    # citations: the citation graph decides relevance. known_item: every record (rendering in all of
+    # `within_views`) is a query whose one relevant document is itself; the retrieval's query view says
+    # which text asks (e.g. the title). A sanity task for corpora without citations or codes, never a
+    # stand-in for prior-art relevance.
+    source: Literal["citations", "known_item"] = "citations"
+    within_views: tuple[str, ...] = ()
     direction: Literal["cited", "citing", "both"] = "cited"  # which links make a document relevant
     level: Literal["publication", "family"] = "publication"
     citation_types: tuple[str, ...] = CITATION_TYPES
@@ -50,6 +58,8 @@ class QrelsSpec:
         unknown = set(self.citation_types) - set(CITATION_TYPES)
         if unknown:
             raise ValueError(f"unknown citation type(s) {sorted(unknown)}; known: {', '.join(CITATION_TYPES)}")
+        if self.within_views and self.source != "known_item":
+            raise ValueError("within_views applies to source known_item only")
         if not (0 <= self.dev_fraction and 0 <= self.train_fraction and self.dev_fraction + self.train_fraction < 1):
             raise ValueError("dev_fraction and train_fraction must be >= 0 and sum to less than 1")
 
@@ -159,6 +169,43 @@ def build_citation_qrels(corpus: Corpus, spec: QrelsSpec = QrelsSpec(), overwrit
     return write_qrels_set(corpus, spec, queries, pairs, train_pairs, stats, overwrite)
 
 
+# --------------------------------------------------------------------------- known-item qrels
+
+
+def build_known_item_qrels(corpus: Corpus, spec: QrelsSpec, overwrite: bool = False) -> "QrelsSet":
+    """Each record that renders in every view of `spec.within_views` is a query relevant to itself only.
+    Its family's other members are excluded from its ranking (near-duplicates, not the known item);
+    the record itself stays. Train-split records are free for fine-tuning; dev/test ones are held out."""
+    from evalctl.views import load_views
+
+    views = load_views()
+    unknown = [v for v in spec.within_views if v not in views]
+    if unknown:
+        raise SpecError(f"qrels {spec.name}: within_views: unknown view(s) {unknown}; configs/views.yaml has {', '.join(views)}")
+    families: dict[str, set[str]] = defaultdict(set)
+    chosen: list[PatentRecord] = []
+    skipped = 0
+    for r in corpus.records():
+        families[r.family].add(r.id)
+        if all(views[v].render(r) for v in spec.within_views):
+            chosen.append(r)
+        else:
+            skipped += 1
+    queries, pairs = [], []
+    for r in chosen:
+        split = split_of(r.family, spec)
+        queries.append(QrelsQuery(r.id, split, r.jurisdiction, "corpus", frozenset(families[r.family] - {r.id})))
+        codes = domain_codes(r, spec.domain_scheme, spec.domain_chars)
+        pairs.append(QrelsPair(r.id, r.id, 1, domain_label(codes, codes), split))
+    return write_qrels_set(corpus, spec, queries, pairs, None, {"records_not_rendering": skipped}, overwrite)
+
+
+def build_qrels(corpus: Corpus, spec: QrelsSpec, overwrite: bool = False) -> "QrelsSet":
+    """The qrels set `spec` describes, from the corpus itself (citations or known items)."""
+    build = build_known_item_qrels if spec.source == "known_item" else build_citation_qrels
+    return build(corpus, spec, overwrite)
+
+
 # --------------------------------------------------------------------------- given qrels
 
 
@@ -223,7 +270,8 @@ def write_qrels_set(corpus: Corpus, spec: QrelsSpec, queries: list[QrelsQuery], 
             w.writerows(train_pairs)
     manifest = {
         "name": spec.name, "corpus": corpus.name, "corpus_hash": corpus.content_hash,
-        "kind": "citations" if train_pairs is not None else "given", "spec": asdict(spec),
+        "kind": spec.source if train_pairs is not None or spec.source == "known_item" else "given",
+        "spec": asdict(spec),
         "queries": dict(Counter(q.split for q in queries)), "pairs": len(pairs),
         "domains": dict(Counter(p.domain for p in pairs)), **stats,
     }

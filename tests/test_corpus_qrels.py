@@ -133,3 +133,50 @@ def test_full_espacenet_sample_via_cli():
     assert "citations (citations): queries 3" in stats.output and "IN 3 (100.0%)" in stats.output
     bad = runner.invoke(cli, ["corpus", "qrels", "esp", "--name", "x", "--dev-fraction", "1.5"])
     assert bad.exit_code != 0 and "dev_fraction" in bad.output and "Traceback" not in bad.output
+
+
+# --------------------------------------------------------------------------- known-item qrels
+
+
+def test_known_item_each_patent_finds_itself(espacenet, tmp_path):
+    """Every rendering record is a query relevant to itself only; its family's other members are excluded
+    from its ranking, the record itself is not; the split follows the family."""
+    from evalctl.qrels import build_qrels
+
+    recs = {r.id: r for r in espacenet.records()}
+    wo = recs["WO2014193417"]
+    sibling = PatentRecord(id="US20140999999", family_id=wo.family, title="Sibling of the WO application", ipc=wo.ipc)
+    corpus = _native(tmp_path, [*recs.values(), sibling])
+    q = build_qrels(corpus, QrelsSpec(name="ki", source="known_item", train_fraction=0.5, dev_fraction=0.0))
+    assert q.manifest["kind"] == "known_item" and q.manifest["records_not_rendering"] == 0
+    assert len(q.queries) == len(recs) + 1
+    assert all(p.query_id == p.doc_id and p.score == 1 for p in q.pairs) and len(q.pairs) == len(q.queries)
+    excl = q.exclusions()
+    assert excl["WO2014193417"] == {"US20140999999"} and excl["US20140999999"] == {"WO2014193417"}
+    assert all(qid not in ex for qid, ex in excl.items())  # the known item is never filtered out
+    splits = {x.id: x.split for x in q.queries}
+    assert splits["WO2014193417"] == splits["US20140999999"]  # one family, one split
+    assert {"train", "test"} == set(splits.values())
+    assert not (q.path / "train_pairs.tsv").exists()  # no citation edges to train on
+
+
+def test_known_item_within_views_keeps_patents_every_view_can_find(espacenet, tmp_path):
+    from evalctl.qrels import build_qrels
+
+    grants = import_corpus("uspto", [FIXTURES / "uspto_grants_sample.csv"], name="g").corpus
+    q = build_qrels(grants, QrelsSpec(name="ki", source="known_item", within_views=("TA", "TAC")))
+    assert len(q.queries) == len(grants) == 4
+    titles_only = build_qrels(espacenet, QrelsSpec(name="ki", source="known_item", within_views=("TA",)))
+    assert not titles_only.queries and titles_only.manifest["records_not_rendering"] == len(espacenet)
+    with pytest.raises(ValueError, match="within_views applies to source known_item"):
+        QrelsSpec(within_views=("TA",))
+
+
+def test_known_item_via_cli(espacenet):
+    runner = CliRunner()
+    out = runner.invoke(cli, ["corpus", "qrels", "esp", "--source", "known-item", "--name", "ki", "--within-view", "T"])
+    assert out.exit_code == 0, out.output
+    assert "(known_item)" in out.output and f"pairs {len(espacenet)};" in out.output
+    assert "patents not rendering in T: 0" in out.output
+    bad = runner.invoke(cli, ["corpus", "qrels", "esp", "--source", "known-item", "--name", "x", "--within-view", "TX"])
+    assert bad.exit_code != 0 and "unknown view(s) ['TX']" in bad.output and "Traceback" not in bad.output

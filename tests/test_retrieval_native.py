@@ -78,6 +78,21 @@ def test_self_and_family_are_excluded(os_client, env):
     assert knn_body("vec_TA", [0.0], 3, excl["US9000001"])["query"]["knn"]["vec_TA"]["filter"]
 
 
+def test_known_item_qrels_find_each_patent_from_its_title(os_client, env):
+    """Known-item qrels built from the corpus: title queries (query view T) against TA documents find
+    each grant first; the family twin with the same text is excluded, the known item is not."""
+    from evalctl.corpus_store import load_corpus
+    from evalctl.qrels import QrelsSpec, build_qrels
+
+    build_qrels(load_corpus(env["cit"]), QrelsSpec(name="ki", source="known_item", dev_fraction=0.0), overwrite=True)
+    for method in ("bm25", "dense", "exact"):
+        run = _retrieve(os_client, env["cit"], method, "TA", query_view="T", qrels="ki", k=5)
+        assert len(run.ranking) == 11 and run.manifest["query_view"] == "T"
+        assert all(docs[0][0] == q for q, docs in run.ranking.items()), method
+        assert "EP3000002" not in {d for d, _ in run.ranking["US9000001"]}
+        assert "US9000001" not in {d for d, _ in run.ranking["EP3000002"]}
+
+
 def test_empty_result_query_stays_in_the_run(os_client, env):
     bm25 = _retrieve(os_client, env["ki"], "bm25", "A", query_view="A")
     assert bm25.ranking[NONSENSE_QUERY[0]] == []

@@ -124,27 +124,43 @@ def test_expected_scores_ok_and_fail(private_spec):
 
 
 def test_report_has_tables_and_plots(private_spec, tmp_path):
+    """Citation retrieval with two models of one family (scaling plot), a known-item task on views TA and
+    TAC (views heatmap), classification and clustering: every table and PNG is in the report."""
     from evalctl.cli import cli
 
     path, doc, pizza = private_spec
-    doc["retrieval"] = [{"corpus": pizza, "views": ["T"], "methods": ["bm25", "dense"]}]
+    grants = pizza.replace("-pizza", "-grants")
+    doc["corpora"][1]["qrels"] = {"name": "ki", "source": "known_item", "within_views": ["TA", "TAC"],
+                                  "dev_fraction": 0.0}
+    doc["models"].append({"id": "all-mpnet-base-v2"})
+    doc["indexes"] = []
+    doc["retrieval"] = [{"corpus": pizza, "views": ["T"], "methods": ["bm25", "dense"]},
+                        {"corpus": grants, "models": ["all-minilm-l6-v2"], "query_view": "T", "views": ["TA", "TAC"],
+                         "methods": ["dense"], "qrels": "ki"}]
     doc["classification"] = [{"corpus": pizza, "views": ["T"], "label_sets": ["ipc3"]}]
     doc["clustering"] = [{"corpus": pizza, "views": ["T"], "label_sets": ["ipc3"]}]
     path.write_text(yaml.safe_dump(doc))
-    assert CliRunner().invoke(cli, ["run", str(path)]).exit_code == 0
+    r = CliRunner().invoke(cli, ["run", str(path)])
+    assert r.exit_code == 0, r.output
+    assert "index " + grants + " all-mpnet-base-v2" not in r.output  # the known-item entry names MiniLM only
     out = tmp_path / "report"
     r = CliRunner().invoke(cli, ["report", str(path), "--out", str(out)])
     assert r.exit_code == 0, r.output
     md = (out / "report.md").read_text()
     for heading in ("## Retrieval", "## Classification", "## Clustering", "## Fine-tuning recipes"):
         assert heading in md
-    assert "a bm25:all-minilm-l6-v2:T" in md and "b dense:all-minilm-l6-v2:T" in md
-    assert "| ipc3" in md and "knn" in md and "logreg" in md  # classification rows
+    assert "a bm25:all-minilm-l6-v2:T" in md and "b dense:all-minilm-l6-v2:T" in md and "c dense:all-mpnet-base-v2:T" in md
+    assert f"Corpus {grants}, queries T, documents TAC, qrels ki" in md and "Known-item sanity task" in md
+    assert "| ipc3" in md and "knn" in md and "logreg" in md and "all-mpnet-base-v2 | T" in md  # classification rows
     assert "Produced by: classify" in md and "Produced by: cluster" in md
-    png = out / f"inout-{pizza}-T.png"
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    pngs = [out / f"inout-{pizza}-T.png", out / f"views-{grants}.png", out / f"scaling-{pizza}.png"]
+    for png in pngs:
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000, png
+        assert f"]({png.name})" in md
+    assert not (out / f"inout-{grants}-T-TA.png").exists()  # IN/OUT does not apply to known items
+    assert "Scaling (" + grants + "): fewer than two base models" in md
     page = (out / "report.html").read_text()
-    assert page.count("data:image/png;base64,") == 1 and "<table" in page
+    assert page.count("data:image/png;base64,") == len(pngs) and "<table" in page
 
 
 def test_plan_trains_before_evaluating_tuned_models(tmp_path, monkeypatch):
@@ -168,6 +184,39 @@ def test_plan_trains_before_evaluating_tuned_models(tmp_path, monkeypatch):
     assert "classify rt-p-pizza all-minilm-l6-v2 T ipc3" in steps  # the base model is evaluated too
     keys = list(steps)
     assert keys.index(train) < keys.index(index.key)
+
+
+def test_plan_guards_fine_tuning_and_filters_models(tmp_path, monkeypatch):
+    """Fine-tuning waits for every qrels set a retrieval task reads (its held-out side guards the pairs);
+    an entry's `models` limits it to those models and the ones tuned from them; a query view shows in
+    the step and its target (pure planning, nothing runs)."""
+    from evalctl.evaluators.study import plan
+    from evalctl.experiments import load_experiment
+
+    monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
+    path = spec_file(tmp_path, "g")
+    doc = yaml.safe_load(path.read_text())
+    doc["corpora"][1]["qrels"] = {"name": "ki", "source": "known_item", "train_fraction": 0.5, "dev_fraction": 0.0}
+    doc["models"].append({"id": "all-mpnet-base-v2"})
+    doc["indexes"] = []
+    doc["finetune"] = [{"corpus": "rt-g-grants", "models": ["all-minilm-l6-v2"], "recipes": ["R3"], "match_size": 16}]
+    doc["retrieval"] = [{"corpus": "rt-g-grants", "models": ["all-minilm-l6-v2"], "query_view": "T", "views": ["TA"],
+                         "methods": ["dense"], "qrels": "ki"},
+                        {"corpus": "rt-g-pizza", "views": ["T"], "methods": ["dense"]}]
+    path.write_text(yaml.safe_dump(doc))
+    steps = {s.key: s for s in plan(load_experiment(str(path)))}
+    tuned = "all-minilm-l6-v2+r3-n16@rt-g-grants"
+    assert set(steps[f"finetune {tuned}"].deps) == {"import rt-g-grants", "import rt-g-pizza",
+                                                    "qrels rt-g-grants ki", "qrels rt-g-pizza citations"}
+    grants = sorted(k for k in steps if k.startswith("retrieve rt-g-grants"))
+    assert grants == [f"retrieve rt-g-grants {m} TA dense (queries T)" for m in ("all-minilm-l6-v2", tuned)]
+    assert steps[grants[0]].target == ("retrieval", "rt-g-grants", "all-minilm-l6-v2", "TA", "dense", "T")
+    assert not any(k.startswith("index rt-g-grants all-mpnet-base-v2") for k in steps)
+    assert {f"retrieve rt-g-pizza {m} T dense" for m in ("all-minilm-l6-v2", "all-mpnet-base-v2", tuned)} <= set(steps)
+    doc["retrieval"][0]["models"] = ["bge-m3"]
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(Exception, match=r"retrieval\[0\]: model 'bge-m3' is not among models"):
+        load_experiment(str(path))
 
 
 def test_shipped_specs_validate():
