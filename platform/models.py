@@ -9,6 +9,7 @@ scheme so that a prompt set copied from an MTEB model file keeps its meaning her
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib.metadata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,9 +152,16 @@ def models_dir() -> Path:
 def load_models(directory: Path | None = None) -> dict[str, ModelSpec]:
     """All model specs, keyed by id. Each YAML holds `models: [...]` (one model or one family)."""
     directory = directory or models_dir()
+    files = tuple((p, p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(directory.glob("*.yaml")))
+    return dict(_parse_models(files))  # a copy: the cached dict stays as parsed
+
+
+@functools.lru_cache(maxsize=16)
+def _parse_models(files: tuple[tuple[Path, int, int], ...]) -> dict[str, ModelSpec]:
+    # Keyed by path, mtime and size: a report asks for specs hundreds of times, a fine-tune adds files.
     specs: dict[str, ModelSpec] = {}
     origin: dict[str, Path] = {}
-    for path in sorted(directory.glob("*.yaml")):
+    for path, _, _ in files:
         data = load_yaml(path)
         if not isinstance(data, dict) or set(data) != {"models"} or not isinstance(data["models"], list):
             raise SpecError(f"{path}: expected a mapping with a single key 'models' holding a list")
