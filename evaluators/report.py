@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -254,18 +255,26 @@ def _recipes(report: Report, spec: ExperimentSpec, steps) -> None:
     report.table(pd.DataFrame(rows) if rows else pd.DataFrame([{"note": "no fine-tuned models in this spec"}]))
 
 
-def write_report(spec: ExperimentSpec, out: Path) -> tuple[Path, Path]:
+def write_report(spec: ExperimentSpec, out: Path, force: bool = False) -> tuple[Path, Path, bool]:
+    """Write the report; returns its two files and whether it was (re)written. A report whose inputs
+    (every step's stored scores and run, the spec file, the code version) are unchanged is kept."""
     from evalctl.evaluators.study import plan
 
     out.mkdir(parents=True, exist_ok=True)
     steps = plan(spec)
+    md, page, inputs_file = out / "report.md", out / "report.html", out / "inputs.json"
+    inputs = json.dumps({"code_version": code_version(), "spec": Path(spec.source_path).read_text(),
+                         "steps": [[s.key, s.scores() if s.scores else None, s.ref() if s.ref else None]
+                                   for s in steps]}, sort_keys=True, default=str)
+    if not force and md.exists() and page.exists() and inputs_file.exists() and inputs_file.read_text() == inputs:
+        return md, page, False
     report = Report(f"evalctl report: {spec.name}")
     report.p(f"{spec.description.strip()} Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by "
              f"evalctl {code_version()} from the results store.")
     _retrieval(report, spec, steps, out)
     _label_tasks(report, spec, steps)
     _recipes(report, spec, steps)
-    md, page = out / "report.md", out / "report.html"
     md.write_text(report.markdown())
     page.write_text(report.html(out))
-    return md, page
+    inputs_file.write_text(inputs)
+    return md, page, True

@@ -43,7 +43,8 @@ def run(spec_name, dry_run) -> None:
 @click.argument("spec_name")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for report.md, report.html and the PNG plots (default: the results store).")
-def report(spec_name, out) -> None:
+@click.option("--force", is_flag=True, help="Rewrite the report even when its inputs are unchanged.")
+def report(spec_name, out, force) -> None:
     """Write the report of SPEC (Markdown + HTML, PNG plots) from the stored results."""
     from evalctl.evaluators.report import write_report
     from evalctl.experiments import load_experiment
@@ -53,5 +54,5 @@ def report(spec_name, out) -> None:
         spec = load_experiment(spec_name)
     except SpecError as e:
         raise UserError(str(e)) from None
-    md, page = write_report(spec, out or results_root() / "reports" / spec.name)
-    click.echo(f"report: {page}\n        {md}")
+    md, page, written = write_report(spec, out or results_root() / "reports" / spec.name, force=force)
+    click.echo(f"report: {page}\n        {md}" + ("" if written else "\n        (up to date: no stored result changed)"))

@@ -161,6 +161,9 @@ def test_report_has_tables_and_plots(private_spec, tmp_path):
     assert "Scaling (" + grants + "): fewer than two base models" in md
     page = (out / "report.html").read_text()
     assert page.count("data:image/png;base64,") == len(pngs) and "<table" in page
+    again = CliRunner().invoke(cli, ["report", str(path), "--out", str(out)])
+    assert "up to date" in again.output and (out / "report.md").read_text() == md  # nothing changed, nothing rewritten
+    assert "up to date" not in CliRunner().invoke(cli, ["report", str(path), "--out", str(out), "--force"]).output
 
 
 def test_plan_trains_before_evaluating_tuned_models(tmp_path, monkeypatch):
