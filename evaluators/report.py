@@ -213,10 +213,9 @@ def _label_tasks(report: Report, spec: ExperimentSpec, steps) -> None:
 
     for task, title in (("classification", "Classification (F1, %)"), ("clustering", "Clustering (%)")):
         report.h(title)
-        corpora = {s.target[1] for s in steps if s.kind == task}
-        rows = [r for c in sorted(corpora) for r in task_table(task, c)]
-        models = {s.target[2] for s in steps if s.kind == task}  # the spec's models and those it fine-tunes
-        rows = [r for r in rows if r.get("model") in models]
+        mine = [s for s in steps if s.kind == task]
+        ids = {ref for s in mine if (ref := s.ref())}  # this spec's results, not older ones of the same corpus
+        rows = [r for c in sorted({s.target[1] for s in mine}) for r in task_table(task, c, ids=ids)]
         if not rows:
             report.p(f"No {task} results yet.")
             continue
@@ -226,7 +225,7 @@ def _label_tasks(report: Report, spec: ExperimentSpec, steps) -> None:
             df[m] = [f"{100 * v:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
                      for v, lo, hi in zip(df[m], df[f"{m}_lo"], df[f"{m}_hi"])]
         report.table(df.drop(columns=[c for c in df.columns if c.endswith(("_lo", "_hi"))]))
-        produced = [s.key for s in steps if s.kind == task and s.scores and s.scores()]
+        produced = [f"{s.key} ({s.ref()})" for s in mine if s.ref()]
         report.p("Mean [bootstrap 95% CI over splits/seeds]. Produced by: " + "; ".join(produced))
 
 

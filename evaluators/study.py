@@ -199,14 +199,18 @@ def label_task_step(kind: str, corpus_name: str, model_id: str, view: str, label
                                 else (run_clustering, ClusterSettings(), "cluster"))
     spec = load_label_sets()[label_set]
 
-    def stored() -> dict:
-        """Mean scores as "<probe or level>/<metric>", e.g. logreg/micro_f1, subclass/v_measure."""
+    def record():
+        """The stored result for the index as it is now (same model revision, vectors, view)."""
         idx = index_name(corpus_name, model_id)
         meta = read_manifest(make_client(), idx)
         if not meta:
-            return {}
+            return None
         exp = SimpleNamespace(manifest={"index_manifest": meta, "index": idx, "view": view})
-        res = results_store.find(kind, corpus_name, result_identity(prefix, exp, spec, asdict(settings)))
+        return results_store.find(kind, corpus_name, result_identity(prefix, exp, spec, asdict(settings)))
+
+    def stored() -> dict:
+        """Mean scores as "<probe or level>/<metric>", e.g. logreg/micro_f1, subclass/v_measure."""
+        res = record()
         if res is None:
             return {}
         return {f"{group}/{metric}": v["mean"] for group, metrics in res.manifest["summary"].items()
@@ -222,7 +226,8 @@ def label_task_step(kind: str, corpus_name: str, model_id: str, view: str, label
                          for lv, v in summary.items())
 
     return Step(f"{prefix} {corpus_name} {model_id} {view} {label_set}", kind, run, lambda: bool(stored()),
-                deps=deps, scores=stored, target=(kind, corpus_name, model_id, view, label_set))
+                deps=deps, scores=stored, target=(kind, corpus_name, model_id, view, label_set),
+                ref=lambda: (r := record()) and r.id)
 
 
 def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tuple[str, ...]) -> Step:

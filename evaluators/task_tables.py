@@ -37,14 +37,17 @@ def _rows_of(result) -> list[tuple[dict, list[dict]]]:
             for level, body in metrics.items()]
 
 
-def task_table(task: str, corpus: str | None = None, root=None) -> list[dict]:
-    """Rows sorted by corpus, label set, view and model; each metric as mean, ci_low, ci_high, runs."""
+def task_table(task: str, corpus: str | None = None, root=None, ids: set[str] | None = None) -> list[dict]:
+    """Rows sorted by corpus, label set, view and model; each metric as mean, ci_low, ci_high, runs.
+    `ids`: only these stored results (a report's own), not every result kept for the corpus."""
     from evalctl import results_store
 
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
     rows = []
     for result in results_store.iter_results(task, corpus, root=root):
+        if ids is not None and result.id not in ids:
+            continue
         for keys, runs in _rows_of(result):
             row = dict(keys, runs=len(runs))
             for metric in TASKS[task]:

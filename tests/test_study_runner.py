@@ -143,6 +143,10 @@ def test_report_has_tables_and_plots(private_spec, tmp_path):
     r = CliRunner().invoke(cli, ["run", str(path)])
     assert r.exit_code == 0, r.output
     assert "index " + grants + " all-mpnet-base-v2" not in r.output  # the known-item entry names MiniLM only
+    # Another stored result for the same corpus and model (other seeds) is not this spec's: not in its report.
+    other = CliRunner().invoke(cli, ["classify", "--corpus", pizza, "--model", "all-minilm-l6-v2", "--view", "T",
+                                     "--label-set", "ipc3", "--seeds", "7,8"])
+    assert other.exit_code == 0, other.output
     out = tmp_path / "report"
     r = CliRunner().invoke(cli, ["report", str(path), "--out", str(out)])
     assert r.exit_code == 0, r.output
@@ -153,6 +157,8 @@ def test_report_has_tables_and_plots(private_spec, tmp_path):
     assert f"Corpus {grants}, queries T, documents TAC, qrels ki" in md and "Known-item sanity task" in md
     assert "| ipc3" in md and "knn" in md and "logreg" in md and "all-mpnet-base-v2 | T" in md  # classification rows
     assert "Produced by: classify" in md and "Produced by: cluster" in md
+    classification = md.split("## Classification")[1].split("## Clustering")[0]
+    assert classification.count("| all-minilm-l6-v2 ") == 2 and "|      2 |" not in classification  # knn + logreg, 5 seeds
     pngs = [out / f"inout-{pizza}-T.png", out / f"views-{grants}.png", out / f"scaling-{pizza}.png"]
     for png in pngs:
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000, png
