@@ -204,10 +204,14 @@ class RetrievalOptions:
     extra: dict = field(default_factory=dict)  # added to the run manifest (e.g. how fusion weights were tuned)
 
 
+def _views(spec: RetrievalSpec) -> str:
+    return spec.view if spec.qview == spec.view else f"{spec.qview}_{spec.view}"
+
+
 def run_identity(spec: RetrievalSpec, corpus: Corpus, qset: QrelsSet, queries: QuerySet, index: str,
                  manifest: dict, prompt: str | None) -> dict:
     identity = {
-        "name": f"{spec.method}-{spec.model or 'bm25'}-{spec.view}-{spec.split or 'all'}",
+        "name": f"{spec.method}-{spec.model or 'bm25'}-{_views(spec)}-{spec.split or 'all'}",
         "corpus_hash": corpus.content_hash, "index": index,
         "index_identity": {k: manifest.get(k) for k in (*IDENTITY, "views")},
         "method": spec.method, "model": spec.model, "view": spec.view, "query_view": spec.qview,
@@ -293,7 +297,7 @@ def _client_fused(client, spec: RetrievalSpec, opts: RetrievalOptions, corpus: C
     parts = [retrieve(client, spec.with_(method=m, fusion=FusionSpec(), fusion_mode="native"),
                       dataclasses.replace(opts, extra={}, reuse=True)) for m in ("bm25", "dense")]
     identity = {
-        "name": f"{spec.method}-client-{spec.model}-{spec.view}-{spec.split or 'all'}",
+        "name": f"{spec.method}-client-{spec.model}-{_views(spec)}-{spec.split or 'all'}",
         "corpus_hash": corpus.content_hash, "method": spec.method, "model": spec.model, "view": spec.view,
         "query_view": spec.qview, "qrels": spec.qrels, "split": spec.split, "k": spec.k,
         "fusion_mode": "client", "fusion": dataclasses.asdict(spec.fusion),

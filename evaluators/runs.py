@@ -74,10 +74,13 @@ class StoredRun:
 
     @property
     def label(self) -> str:
-        """Short system name for tables: method (/client for client-side fusion), model, view."""
+        """Short system name for tables: method (/client for client-side fusion), model, view (as
+        query view→document view when the two differ)."""
         m = self.manifest
         client = "/client" if m.get("fusion_mode") == "client" else ""
-        return f"{m['method']}{client}:{m.get('model') or 'bm25'}:{m['view']}"
+        qview = m.get("query_view") or m["view"]
+        view = m["view"] if qview == m["view"] else f"{qview}→{m['view']}"
+        return f"{m['method']}{client}:{m.get('model') or 'bm25'}:{view}"
 
 
 def save_run(corpus: str, identity: dict, ranking: Ranking, extra: dict | None = None) -> StoredRun:

@@ -88,6 +88,7 @@ def test_known_item_qrels_find_each_patent_from_its_title(os_client, env):
     for method in ("bm25", "dense", "exact"):
         run = _retrieve(os_client, env["cit"], method, "TA", query_view="T", qrels="ki", k=5)
         assert len(run.ranking) == 11 and run.manifest["query_view"] == "T"
+        assert run.label == f"{method}:{MODEL}:T→TA" and run.id.startswith(f"{method}-{MODEL}-T_TA-test-")
         assert all(docs[0][0] == q for q, docs in run.ranking.items()), method
         assert "EP3000002" not in {d for d, _ in run.ranking["US9000001"]}
         assert "US9000001" not in {d for d, _ in run.ranking["EP3000002"]}
