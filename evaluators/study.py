@@ -57,7 +57,8 @@ def import_step(spec: ExperimentSpec, entry) -> Step:
     from evalctl.corpus_import import file_sha256, import_corpus
     from evalctl.corpus_store import CorpusNotFound, load_corpus
 
-    sources = [spec.resolve_source(s) for s in entry.sources]
+    def sources() -> list:  # resolved when used, so a plan can be shown before the data is in place
+        return [spec.resolve_source(s) for s in entry.sources]
 
     def is_done() -> bool:
         try:
@@ -65,10 +66,10 @@ def import_step(spec: ExperimentSpec, entry) -> Step:
         except CorpusNotFound:
             return False
         return (m["source"]["format"] == entry.format and list(m.get("labels", [])) == list(entry.labels)
-                and [f["sha256"] for f in m["source"]["files"]] == [file_sha256(p) for p in sources])
+                and [f["sha256"] for f in m["source"]["files"]] == [file_sha256(p) for p in sources()])
 
     def run() -> str:
-        res = import_corpus(entry.format, sources, name=entry.name, labels=entry.labels, overwrite=True)
+        res = import_corpus(entry.format, sources(), name=entry.name, labels=entry.labels, overwrite=True)
         problems = ", ".join(f"{k} {v}" for k, v in res.problem_counts.items()) or "no problems"
         return f"{len(res.corpus)} records ({problems})"
 

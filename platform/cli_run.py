@@ -16,14 +16,19 @@ from evalctl.specs import SpecError
 def run(spec_name, dry_run) -> None:
     """Plan and run every step of SPEC (a name in configs/experiments/ or a YAML path)."""
     from evalctl.evaluators.study import check_expected, execute, plan
-    from evalctl.experiments import load_experiment
+    from evalctl.experiments import load_experiment, missing_sources
 
     try:
         spec = load_experiment(spec_name)
         steps = plan(spec)
     except SpecError as e:
         raise UserError(str(e)) from None
+    missing = missing_sources(spec)
+    if missing and not dry_run:  # before any step runs: a wrong path is the spec's error, not a failed step
+        raise UserError("\n".join(missing))
     click.echo(f"experiment {spec.name}: {len(steps)} steps")
+    for line in missing:
+        click.echo(f"missing source (the plan below imports nothing until it is there): {line}")
     report = execute(steps, echo=click.echo, dry_run=dry_run)
     if dry_run:
         return

@@ -122,6 +122,18 @@ class ExperimentSpec:
                         f"directory, the spec file or {configs_dir().parent})")
 
 
+def missing_sources(spec: ExperimentSpec) -> list[str]:
+    """One message per corpus source that cannot be found."""
+    missing = []
+    for c in spec.corpora:
+        for src in c.sources:
+            try:
+                spec.resolve_source(src)
+            except SpecError as e:
+                missing.append(f"corpus {c.name}: {e}")
+    return missing
+
+
 def experiment_path(name_or_path: str) -> Path:
     p = Path(name_or_path)
     if p.exists():

@@ -85,6 +85,26 @@ def test_bad_spec_names_the_key(tmp_path):
     assert r.exit_code != 0 and "unknown key(s) viewz" in r.output
 
 
+def test_missing_source_plans_in_dry_run_and_stops_a_run(tmp_path, monkeypatch):
+    """A spec whose data is not in place yet: --dry-run still shows the plan and names the missing file;
+    a real run refuses before any step, naming the corpus and the path."""
+    from evalctl.cli import cli
+
+    monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
+    path = spec_file(tmp_path, "m")
+    doc = yaml.safe_load(path.read_text())
+    doc["corpora"][1]["sources"] = ["data/not-yet-exported.csv"]
+    path.write_text(yaml.safe_dump(doc))
+    dry = CliRunner().invoke(cli, ["run", str(path), "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    assert "missing source" in dry.output and "corpus rt-m-grants" in dry.output and "not-yet-exported.csv" in dry.output
+    assert "import rt-m-grants: to run" in dry.output and "import rt-m-pizza" in dry.output
+    real = CliRunner().invoke(cli, ["run", str(path)])
+    assert real.exit_code != 0 and "corpus rt-m-grants" in real.output and "not-yet-exported.csv" in real.output
+    assert "Traceback" not in real.output and "[1/" not in real.output  # nothing ran
+    assert not (tmp_path / "cache" / "corpora").exists()
+
+
 @pytest.fixture
 def private_spec(os_client, tmp_path, monkeypatch):
     """A spec of its own (unique corpus names, private cache); its indexes are deleted afterwards."""
