@@ -175,9 +175,10 @@ def finetune_step(spec: ExperimentSpec, entry, base_id: str, recipe_id: str) -> 
                        batch_size=entry.batch_size, guard=guard, overwrite=True, progress=False)
         return f"{res.model_id}: {res.pairs['size']} pairs, {res.steps} steps, loss {res.train_loss:.4f}"
 
-    built = {(c.name, c.qrels.name) for c in spec.corpora if c.qrels is not None}  # qrels the run builds
-    qrels_deps = [f"qrels {c} {q}" for c, q in sorted({*read, *((c, q) for c, q in built if c == entry.corpus)})
-                  if (c, q) in built]
+    # Wait for the qrels sets this run builds that guard the pairs, or that hold the training corpus's
+    # train-side citations (R1).
+    built = sorted((c.name, c.qrels.name) for c in spec.corpora if c.qrels is not None)
+    qrels_deps = [f"qrels {c} {q}" for c, q in built if (c, q) in read or c == entry.corpus]
     deps = tuple(dict.fromkeys([f"import {entry.corpus}", *(f"import {c}" for c, _ in read), *qrels_deps]))
     return Step(f"finetune {model_id}", "finetune", run, is_done, deps=deps), model_id
 

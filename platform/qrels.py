@@ -270,7 +270,7 @@ def write_qrels_set(corpus: Corpus, spec: QrelsSpec, queries: list[QrelsQuery], 
             w.writerows(train_pairs)
     manifest = {
         "name": spec.name, "corpus": corpus.name, "corpus_hash": corpus.content_hash,
-        "kind": spec.source if train_pairs is not None or spec.source == "known_item" else "given",
+        "kind": "given" if spec.source == "citations" and train_pairs is None else spec.source,
         "spec": asdict(spec),
         "queries": dict(Counter(q.split for q in queries)), "pairs": len(pairs),
         "domains": dict(Counter(p.domain for p in pairs)), **stats,
