@@ -54,7 +54,8 @@ class RunReport:
 
 
 def import_step(spec: ExperimentSpec, entry) -> Step:
-    from evalctl.corpus_import import file_sha256, import_corpus
+    from evalctl.corpus_import import import_corpus
+    from evalctl.provenance import file_sha256
     from evalctl.corpus_store import CorpusNotFound, load_corpus
 
     def sources() -> list:  # resolved when used, so a plan can be shown before the data is in place

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
@@ -36,8 +35,9 @@ def opensearch() -> None:
 @opensearch.command()
 @click.option("--heap", default=None, help="JVM heap, e.g. 1g (default from configs/opensearch.yaml).")
 @click.option("--port", type=int, default=None, help="HTTP port on 127.0.0.1 (default 9200).")
-@click.option("--plugin-zip", "plugin_zips", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="A local plugin zip to install (e.g. opensearch-neural-search when Maven does not serve it).")
+@click.option("--plugin-zip", "plugin_zips", multiple=True, metavar="PATH|URL[#sha256=HEX]",
+              help="A plugin zip to install (e.g. opensearch-neural-search, not on Maven Central): a local path or an "
+                   "http(s) URL, optionally pinned by sha256. Installed into the node on this start (restarting it).")
 @click.option("--timeout", type=float, default=180.0, show_default=True, help="Seconds to wait for health.")
 def start(heap, port, plugin_zips, timeout) -> None:
     """Provision (once, from Maven Central) and start the local node."""
@@ -65,7 +65,9 @@ def status() -> None:
     click.echo(f"url:      {info['url']}")
     click.echo(f"version:  {info['version']} ({info['distribution']})")
     click.echo(f"health:   {info['health']} ({info['nodes']} node(s), {info['indices']} indices)")
-    click.echo("plugins:  " + (", ".join(info["plugins"]) or "(none)"))
+    click.echo("plugins:  " + ("" if info["plugins"] else "(none)"))
+    for name, p in info["plugins"].items():
+        click.echo(f"  {name} {p['version']}" + (f"  from {p['source']}" if p.get("source") else ""))
     if info.get("pid"):
         click.echo(f"pid:      {info['pid']}  logs: {info['log']}")
 

@@ -7,7 +7,6 @@ is an error unless `overwrite`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -24,6 +23,7 @@ from evalctl.import_dapfam import open_dapfam
 from evalctl.import_native import open_native
 from evalctl.import_problems import CorpusImportError, Problem, ProblemLog, Where
 from evalctl.import_source import RecordStream, Source
+from evalctl.provenance import file_sha256
 from evalctl.qrels import QrelsSpec, build_given_qrels
 
 FORMATS: dict[str, Callable[[list[Path], ProblemLog], Source]] = {
@@ -77,14 +77,6 @@ def _write(stream: RecordStream, path: Path, log: ProblemLog, labels: tuple[str,
     finally:
         content_hash = writer.close()
     return _Written(writer.count, content_hash, rows, fields)
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return "sha256:" + h.hexdigest()
 
 
 def import_corpus(fmt: str, sources: list[Path], name: str | None = None, out: Path | None = None,

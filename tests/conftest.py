@@ -3,6 +3,7 @@ one answers, else the managed local node, started here (and stopped at the end) 
 
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 
@@ -43,6 +44,8 @@ def neural_search(os_client):
     from evalctl.evaluators.search_pipelines import has_neural_search
 
     if not has_neural_search(os_client):
+        if os.environ.get("EVALCTL_REQUIRE_NEURAL_SEARCH"):
+            pytest.fail("EVALCTL_REQUIRE_NEURAL_SEARCH is set but the node has no opensearch-neural-search")
         pytest.skip("opensearch-neural-search is not installed on this node (Maven Central does not serve it; "
                     "use docker-compose or `evalctl opensearch start --plugin-zip`)")
 
