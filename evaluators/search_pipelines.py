@@ -72,8 +72,8 @@ def require_neural_search(client, what: str) -> None:
     if not has_neural_search(client):
         raise NeuralSearchMissing(
             f"{what} needs the {NEURAL_SEARCH} plugin, which this node lacks (Maven Central does not publish "
-            f"it; use docker-compose or `evalctl opensearch start --plugin-zip`). Client-side fusion of the BM25 "
-            f"and dense runs works on any node: add `--fusion client`."
+            f"it; use docker-compose or `evalctl opensearch start --plugin-zip PATH|URL[#sha256=HEX]`). Client-side "
+            f"fusion of the BM25 and dense runs works on any node: add `--fusion client`."
         )
 
 

@@ -163,8 +163,9 @@ def compare(runs, baseline, fmt, out, test, alpha, permutations, n_bootstrap, se
               default="arithmetic_mean", show_default=True)
 @click.option("--weights", default="0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9", show_default=True,
               help="Dense weights to try on the dev queries.")
-@click.option("--mode", type=click.Choice(["auto", "native", "client"]), default="auto", show_default=True,
-              help="auto: native pipelines when neural-search is installed, else client-side fusion.")
+@click.option("--mode", type=click.Choice(["native", "client", "auto"]), default="native", show_default=True,
+              help="native: inline neural-search pipelines; client: ranx fusion of stored runs; auto: native when "
+                   "the node has neural-search, else client.")
 def fusion_sweep(corpus_name, model_id, view, query_view, qrels_name, split, k, bm25_max_terms, prompt_variant,
                  batch_size, concurrency, normalization, combination, weights, mode) -> None:
     """Tune the BM25/dense weight on dev queries, report the chosen weight on --split (test)."""

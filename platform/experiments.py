@@ -43,9 +43,10 @@ class RetrievalEntry:
     qrels: str = "citations"
     split: str = "test"
     k: int = 100
-    # hybrid/rrf: native search pipelines (neural-search), client-side ranx fusion, or native when the
-    # node has the plugin ("auto"); the run's manifest records which one ran.
-    fusion_mode: Literal["auto", "native", "client"] = "auto"
+    # hybrid/rrf: native search pipelines (neural-search; a node without the plugin fails the step),
+    # client-side ranx fusion, or "auto": native, falling back to client fusion on a node without the
+    # plugin (the run's label then says hybrid/client).
+    fusion_mode: Literal["auto", "native", "client"] = "native"
     dense_weight: float = 0.5
 
 

@@ -1,7 +1,7 @@
 """Native hybrid and RRF against the real neural-search plugin: every normalisation, combination and
-weight setting evalctl can ask for, and RRF's rank constant and weights, give the scores an independent
-reading of the plugin's arithmetic (tests/neural_search_reference.py) computes from the two sub-queries'
-own hits. The bodies are evalctl's (hybrid_body with its exclusion filter, pipeline_body)."""
+weight setting evalctl can ask for, and RRF's rank constant and weights, give the scores evalctl's reading
+of the plugin's arithmetic (evaluators/fusion_reference.py) computes from the two sub-queries' own hits.
+The bodies are evalctl's (hybrid_body with its exclusion filter, pipeline_body)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import itertools
 
 import pytest
 
-from neural_search_reference import normalized_fusion, rrf
+from evalctl.evaluators.fusion_reference import normalized_fusion, rrf
 
 pytestmark = pytest.mark.opensearch
 

@@ -101,7 +101,8 @@ def _neural_search_zip() -> Path:
 
 @pytest.mark.opensearch
 def test_plugin_added_to_assembled_node_installs_on_next_start(served, monkeypatch, os_client):
-    """Assemble a second node without neural-search, start it, then start it again with the plugin's URL:
+    """Assemble a second node without neural-search (hybrid is refused there, naming the plugin and the
+    client-side fallback), start it, then start it again with the plugin's URL:
     evalctl restarts it with the plugin installed (no hand-deleting of dist/); a wrong sha256 installs nothing."""
     zip_path = _neural_search_zip()
     monkeypatch.delenv("EVALCTL_OPENSEARCH_PLUGIN_ZIPS")
@@ -115,6 +116,11 @@ def test_plugin_added_to_assembled_node_installs_on_next_start(served, monkeypat
     try:
         node.start(echo=lambda *_: None)
         assert "opensearch-neural-search" in node.read_state().missing_plugins
+        from opensearchpy import OpenSearch
+
+        from evalctl.evaluators.search_pipelines import NeuralSearchMissing, require_neural_search
+        with pytest.raises(NeuralSearchMissing, match="--plugin-zip PATH.URL.*--fusion client"):
+            require_neural_search(OpenSearch(f"http://127.0.0.1:{port}"), "--method hybrid")
 
         wrong = ManagedNode(home=home, http_port=port, plugin_sources=(f"{url}#sha256={'0' * 64}",))
         with pytest.raises(NodeError, match="sha256 mismatch"):

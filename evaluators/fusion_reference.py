@@ -1,5 +1,6 @@
-"""An independent reading of neural-search 3.5's score fusion, the oracle the native tests compare the plugin
-with (normalization-processor and score-ranker-processor, one shard).
+"""neural-search 3.5's score fusion (normalization-processor, score-ranker-processor; one shard) read into
+Python, applied to the two sub-queries' own hits. Tests hold the real plugin to it; fusion_parity uses it to
+explain where native fusion and client-side ranx fusion disagree.
 
 Normalisations are per sub-query over that sub-query's hits: min_max floors a 0 to 0.001 and gives a
 single-valued list 1.0; l2 divides by the list's L2 norm; z_score uses the sample standard deviation,
@@ -16,6 +17,9 @@ import statistics
 Hits = list[tuple[str, float]]
 
 
+MIN_SCORE = 0.001  # the floor min_max and z_score give a score that normalises to 0 (or below)
+
+
 def _normalise(hits: Hits, technique: str) -> dict[str, float]:
     scores = [s for _, s in hits]
     if not scores:
@@ -24,7 +28,7 @@ def _normalise(hits: Hits, technique: str) -> dict[str, float]:
         lo, hi = min(scores), max(scores)
         if hi == lo:
             return {d: 1.0 for d, _ in hits}
-        return {d: ((s - lo) / (hi - lo)) or 0.001 for d, s in hits}
+        return {d: ((s - lo) / (hi - lo)) or MIN_SCORE for d, s in hits}
     if technique == "l2":
         norm = math.sqrt(sum(s * s for s in scores))
         return {d: s / norm if norm else 0.0 for d, s in hits}
@@ -39,7 +43,7 @@ def _normalise(hits: Hits, technique: str) -> dict[str, float]:
                 out[d] = min(scores)
             else:
                 z = (s - mean) / std
-                out[d] = z if z > 0 else 0.001
+                out[d] = z if z > 0 else MIN_SCORE
         return out
     raise ValueError(technique)
 
