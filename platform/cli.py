@@ -44,7 +44,7 @@ def start(heap, port, plugin_zips, timeout) -> None:
     from evalctl.node import ManagedNode, NodeError
 
     try:
-        st = ManagedNode(heap=heap, http_port=port, plugin_zips=plugin_zips).start(timeout=timeout, echo=click.echo)
+        st = ManagedNode(heap=heap, http_port=port, plugin_sources=plugin_zips).start(timeout=timeout, echo=click.echo)
     except NodeError as e:
         raise UserError(str(e)) from None
     click.echo(f"OpenSearch {st.version} is up at {st.url} (pid {st.pid}, started in {st.start_seconds}s)")

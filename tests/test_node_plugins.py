@@ -143,3 +143,13 @@ def test_plugin_added_to_assembled_node_installs_on_next_start(served, monkeypat
     finally:
         node.stop()
         shutil.rmtree(home, ignore_errors=True)
+
+
+def test_cli_refuses_a_mismatched_zip_before_touching_the_node(toy_zip):
+    from click.testing import CliRunner
+
+    from evalctl.cli import cli
+
+    res = CliRunner().invoke(cli, ["opensearch", "start", "--plugin-zip", f"{toy_zip}#sha256={'0' * 64}"])
+    assert res.exit_code != 0 and "sha256 mismatch" in res.output
+    assert "0" * 64 in res.output and sha(toy_zip) in res.output and "Traceback" not in res.output
