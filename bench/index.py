@@ -1,7 +1,7 @@
 """Load throughput: `evalctl index` vs posting the same pre-serialised NDJSON to `_bulk` with a bare
 HTTP client, on the same node, side by side. Prints a small table.
 
-    python bench/index.py [--docs 8000] [--model all-minilm-l6-v2] [--view TAC]
+    python bench/index.py [--docs 8000] [--rounds 5] [--model all-minilm-l6-v2] [--view TAC]
 
 The corpus is the real USPTO grant sample (../shared/data/uspto-grants-2019), repeated with suffixed
 ids up to --docs documents; vectors come from the embedding cache, warmed before timing, so both sides
@@ -14,6 +14,7 @@ import argparse
 import dataclasses
 import json
 import os
+import statistics
 import sys
 import tempfile
 import resource
@@ -22,8 +23,10 @@ import time
 import urllib.request
 from pathlib import Path
 
+from benchlib import Worker, load, ratio_line, run_rounds, serve, spread  # bench/ is on sys.path
+
 REPO = Path(__file__).resolve().parents[1]
-USPTO = REPO.parent / "shared" / "data" / "uspto-grants-2019" / "patent_grants.csv"
+USPTO = REPO / "tests" / "data" / "uspto-grants-2019" / "patent_grants.csv"
 
 
 def build_corpus(workdir: Path, n_docs: int):
@@ -52,8 +55,9 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_side(side: str, corpus_dir: str, model_id: str, view_name: str) -> dict:
-    """One loading path, in its own process so its peak memory is its own."""
+def side_runner(side: str, corpus_dir: str, model_id: str, view_name: str):
+    """One loading path, run in a worker process of its own (its peak memory is its own); returns a
+    function that loads once into a fresh index and deletes it."""
     from evalctl.connection import load_settings, make_client, resolve_url
     from evalctl.corpus_store import load_corpus
     from evalctl.indexers.encoder import get_or_encode
@@ -65,12 +69,16 @@ def run_side(side: str, corpus_dir: str, model_id: str, view_name: str) -> dict:
     client, url = make_client(), resolve_url(load_settings())
     corpus, model, view = load_corpus(corpus_dir), get_model(model_id), load_views()[view_name]
     settings = load_index_settings()
-    if side == "evalctl":  # the whole command path: cache lookup, documents, JSON, bulk with retries
+
+    def evalctl_load() -> dict:  # the whole command path: cache lookup, documents, JSON, bulk with retries
         t0 = time.perf_counter()
         rep = index_corpus(client, corpus, [view], model, progress=False)
         seconds = time.perf_counter() - t0
         client.indices.delete(index=rep.index)
         return {"seconds": seconds, "docs": rep.n_loaded, "peak_mb": peak_rss_mb(), "url": url}
+
+    if side == "evalctl":
+        return evalctl_load
     # bare: identical documents, serialised before the clock starts, posted in the same chunk size
     records = [r for r in corpus.records() if view.render(r)]
     texts = [view.render(r) for r in records]
@@ -86,17 +94,21 @@ def run_side(side: str, corpus_dir: str, model_id: str, view_name: str) -> dict:
     step = settings.bulk.max_docs * 2
     chunks = [("\n".join(lines[i:i + step]) + "\n").encode() for i in range(0, len(lines), step)]
     del lines
-    # The clock covers what evalctl's load also does around the bulk requests: create the index,
-    # relax refresh/replicas, restore them and refresh; so the ratio measures the client path.
-    t0 = time.perf_counter()
-    client.indices.create(index=bare, body=index_body([view.name], model.dim, model.similarity, settings, meta))
-    _relax(client, bare)
-    bare_bulk(url, bare, chunks)
-    _restore(client, bare, settings)
-    seconds = time.perf_counter() - t0
-    docs = client.count(index=bare)["count"]
-    client.indices.delete(index=bare)
-    return {"seconds": seconds, "docs": docs, "peak_mb": peak_rss_mb(), "url": url}
+
+    def bare_load() -> dict:
+        # The clock covers what evalctl's load also does around the bulk requests: create the index,
+        # relax refresh/replicas, restore them and refresh; so the ratio measures the client path.
+        t0 = time.perf_counter()
+        client.indices.create(index=bare, body=index_body([view.name], model.dim, model.similarity, settings, meta))
+        _relax(client, bare)
+        bare_bulk(url, bare, chunks)
+        _restore(client, bare, settings)
+        seconds = time.perf_counter() - t0
+        docs = client.count(index=bare)["count"]
+        client.indices.delete(index=bare)
+        return {"seconds": seconds, "docs": docs, "peak_mb": peak_rss_mb(), "url": url}
+
+    return bare_load
 
 
 def main() -> None:
@@ -104,12 +116,14 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=8000)
     ap.add_argument("--model", default="all-minilm-l6-v2")
     ap.add_argument("--view", default="TAC")
-    ap.add_argument("--side", choices=["evalctl", "bare"], help=argparse.SUPPRESS)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--serve", choices=["evalctl", "bare"], help=argparse.SUPPRESS)
     ap.add_argument("--corpus", help=argparse.SUPPRESS)
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    if args.side:
-        print(json.dumps(run_side(args.side, args.corpus, args.model, args.view)))
+    if args.serve:
+        load_once = side_runner(args.serve, args.corpus, args.model, args.view)
+        serve(lambda _: load_once())
         return
     if args.corpus is None:
         # Linux carries a parent's peak RSS into its children: keep the parent light and prepare the
@@ -132,18 +146,31 @@ def main() -> None:
                       progress=False)  # warm the cache: only loading is timed
         print(corpus.path)
         return
-    results = {}
-    for side in ("evalctl", "bare"):
-        out = subprocess.run([sys.executable, __file__, "--side", side, "--corpus", corpus_path,
-                              "--model", args.model, "--view", args.view], capture_output=True, text=True,
-                             check=True).stdout
-        results[side] = json.loads(out.strip().splitlines()[-1])
-    ev, bare = results["evalctl"], results["bare"]
-    print(f"\nindex load, {ev['docs']} docs x 1 view ({args.view}, {args.model}), node {ev['url']}")
-    print(f"{'path':<36}{'seconds':>9}{'docs/s':>10}{'peak client RSS MB':>20}")
-    for label, r in (("evalctl index (cache warm)", ev), ("bare _bulk, pre-serialised NDJSON", bare)):
-        print(f"{label:<36}{r['seconds']:>9.2f}{r['docs'] / r['seconds']:>10.0f}{r['peak_mb']:>20.0f}")
-    print(f"ratio evalctl / bare throughput: {bare['seconds'] / ev['seconds']:.2f} (target >= 0.80)")
+    common = ("--corpus", corpus_path, "--model", args.model, "--view", args.view)
+    workers = {side: Worker(__file__, side, *common) for side in ("evalctl", "bare")}
+    results: dict[str, list[dict]] = {side: [] for side in workers}
+
+    def measure(side: str, r: int) -> float:
+        res = workers[side].call()
+        if r >= 0:
+            results[side].append(res)
+        return res["seconds"]
+
+    load_before = load()
+    try:
+        times = run_rounds(tuple(workers), args.rounds, measure)  # one untimed load per side first
+    finally:
+        for w in workers.values():
+            w.close()
+    ev, bare = results["evalctl"][-1], results["bare"][-1]
+    print(f"\nindex load, {ev['docs']} docs x 1 view ({args.view}, {args.model}), node {ev['url']}, "
+          f"{args.rounds} rounds (sides alternate, both warmed)")
+    print(f"machine: before {load_before}; after {load()}")
+    print(f"{'path':<36}{'seconds min / median / max':>28}{'docs/s (median)':>17}{'peak client RSS MB':>20}")
+    for label, side, r in (("evalctl index (cache warm)", "evalctl", ev), ("bare _bulk, pre-serialised NDJSON", "bare", bare)):
+        print(f"{label:<36}{spread(times[side], '{:.2f}'):>28}{r['docs'] / statistics.median(times[side]):>17.0f}"
+              f"{r['peak_mb']:>20.0f}")
+    print(ratio_line("evalctl / bare throughput", [b / e for b, e in zip(times["bare"], times["evalctl"])], ">= 0.90"))
     print("(peak RSS of each process includes its imports: torch for evalctl, which can encode)")
 
 

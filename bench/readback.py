@@ -1,9 +1,9 @@
 """Vector read-back throughput: `evalctl vectors export` (point-in-time + search_after into an on-disk
 array, with its corpus and cache checks) vs reading the same vectors from the local embedding cache, vs
-a naive `opensearchpy.helpers.scan` of `_source` collected in memory. Each side runs in its own process,
-so its peak RSS (ru_maxrss) is its own. Prints a small table.
+a naive `opensearchpy.helpers.scan` of `_source` collected in memory. Each side runs in a worker process
+of its own, so its peak RSS (ru_maxrss) is its own. Prints a small table and the ratio to the scan.
 
-    python bench/readback.py [--docs 4000] [--model all-minilm-l6-v2] [--view T]
+    python bench/readback.py [--docs 4000] [--rounds 5] [--model all-minilm-l6-v2] [--view T]
 
 The corpus is the real USPTO grant sample, repeated with suffixed ids up to --docs documents (as in
 bench/index.py); vectors are encoded once into a private cache and indexed before anything is timed.
@@ -16,6 +16,7 @@ import importlib.util
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,8 +24,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+from benchlib import Worker, load, ratio_line, run_rounds, serve, spread  # bench/ is on sys.path
 
 BENCH = Path(__file__).resolve().parent
+SIDES = ("export", "cache", "scan")
 
 
 def build_corpus(workdir: Path, n_docs: int):
@@ -39,13 +42,8 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_side(side: str, corpus_dir: str, model_id: str, view_name: str) -> dict:
-    """One read path, in its own process."""
-    from evalctl.connection import make_client
-    from evalctl.corpus_store import load_corpus
-    from evalctl.views import load_views
-
-    client, corpus, view = make_client(), load_corpus(corpus_dir), load_views()[view_name]
+def run_side(side: str, client, corpus, view, model_id: str) -> dict:
+    """One read of every vector, by one path (called in that path's own worker process)."""
     t0 = time.perf_counter()
     if side == "export":  # the command path: PIT pages into a memmap, then the corpus and cache checks
         from evalctl.evaluators.readback import export_vectors
@@ -99,38 +97,62 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=4000)
     ap.add_argument("--model", default="all-minilm-l6-v2")
     ap.add_argument("--view", default="T")
-    ap.add_argument("--side", choices=["setup", "export", "cache", "scan"], help=argparse.SUPPRESS)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--side", choices=["setup"], help=argparse.SUPPRESS)
+    ap.add_argument("--serve", choices=SIDES, help=argparse.SUPPRESS)
     ap.add_argument("--corpus", help=argparse.SUPPRESS)
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.side == "setup":
         print(json.dumps(setup(Path(args.corpus), args.docs, args.model, args.view)))
         return
-    if args.side:
-        print(json.dumps(run_side(args.side, args.corpus, args.model, args.view)))
+    if args.serve:
+        from evalctl.connection import make_client
+        from evalctl.corpus_store import load_corpus
+        from evalctl.views import load_views
+
+        client, corpus, view = make_client(), load_corpus(args.corpus), load_views()[args.view]
+        serve(lambda _: run_side(args.serve, client, corpus, view, args.model))
         return
     tmp = Path(tempfile.mkdtemp(prefix="evalctl-bench-readback-"))
     os.environ["EVALCTL_CACHE"] = str(tmp / "cache")
     common = ("--model", args.model, "--view", args.view)
     made = _child("--side", "setup", "--corpus", str(tmp), "--docs", str(args.docs), *common)
+    workers = {side: Worker(__file__, side, "--corpus", made["corpus"], *common) for side in SIDES}
+    results: dict[str, list[dict]] = {side: [] for side in SIDES}
+
+    def measure(side: str, r: int) -> float:
+        res = workers[side].call()
+        if r >= 0:
+            results[side].append(res)
+        return res["seconds"]
+
+    load_before = load()
     try:
-        results = {side: _child("--side", side, "--corpus", made["corpus"], *common)
-                   for side in ("export", "cache", "scan")}
+        times = run_rounds(SIDES, args.rounds, measure)  # one untimed read per side first
     finally:
+        for w in workers.values():
+            w.close()
         from evalctl.connection import make_client
 
         make_client().indices.delete(index=made["index"])
-    first = results["export"]
+    first = results["export"][0]
+    stream = [r["stream_seconds"] for r in results["export"]]
     print(f"\nvector read-back, {first['n']} docs x {first['dim']}-d ({args.model}, view {args.view}), "
-          f"index {made['index']}")
-    print(f"{'path':<52}{'seconds':>9}{'vectors/s':>11}{'peak RSS MB':>13}")
-    rows = (("evalctl vectors export (PIT+search_after, checks)", results["export"], "seconds"),
-            ("  of which streaming into the .npy", results["export"], "stream_seconds"),
-            ("embedding cache (get_or_encode, all cached)", results["cache"], "seconds"),
-            ("naive helpers.scan of _source, in memory", results["scan"], "seconds"))
-    for label, r, key in rows:
-        peak = f"{r['peak_mb']:>13.0f}" if key == "seconds" else f"{'':>13}"
-        print(f"{label:<52}{r[key]:>9.2f}{r['n'] / r[key]:>11.0f}{peak}")
+          f"index {made['index']}, {args.rounds} rounds (sides rotate, all warmed)")
+    print(f"machine: before {load_before}; after {load()}")
+    print(f"{'path':<52}{'seconds min / median / max':>28}{'vectors/s (median)':>20}{'peak RSS MB':>13}")
+    rows = (("evalctl vectors export (PIT+search_after, checks)", times["export"], results["export"]),
+            ("  of which streaming into the .npy", stream, None),
+            ("embedding cache (get_or_encode, all cached)", times["cache"], results["cache"]),
+            ("naive helpers.scan of _source, in memory", times["scan"], results["scan"]))
+    for label, xs, res in rows:
+        peak = f"{max(r['peak_mb'] for r in res):>13.0f}" if res else f"{'':>13}"
+        print(f"{label:<52}{spread(xs, '{:.2f}'):>28}{first['n'] / statistics.median(xs):>20.0f}{peak}")
+    print(ratio_line("export / naive scan throughput", [s / e for s, e in zip(times["scan"], times["export"])],
+                     ">= 1.2"))
+    print(ratio_line("export streaming part / naive scan throughput",
+                     [s / e for s, e in zip(times["scan"], stream)], "(no target; where the export's time goes)"))
 
 
 if __name__ == "__main__":

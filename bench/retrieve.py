@@ -2,26 +2,32 @@
 `took`, and vs exact brute-force similarity with numpy on the same vectors (time and nDCG@10 side by
 side). Prints a table.
 
-    python bench/retrieve.py [--docs 150] [--repeat 5] [--k 100] [--model all-minilm-l6-v2]
+    python bench/retrieve.py [--docs 150] [--repeat 5] [--rounds 5] [--k 100] [--model all-minilm-l6-v2]
 
 Corpus: a known-item task from the real USPTO grant sample (../shared/data/uspto-grants-2019):
 documents are abstracts (view A), queries are titles, each relevant to its own grant (a sanity
 task, not a citation task). Query and document vectors come from the embedding cache, warmed
-before timing, so only searching is timed. --repeat sends the query set that many times for the
-throughput rows. Client overhead ratio = client wall time / sum of `_msearch` `took`, with one
-request in flight (target <= 1.25x). The hybrid/RRF rows need the neural-search plugin on the node.
+before timing, so only searching is timed. Every side runs once untimed, then --rounds times in rotating
+order. Targets: `evalctl retrieve` wall / sum of `_msearch` `took` with one request in flight <= 1.15x;
+evalctl's sender (search_all) >= 0.9x the queries/s of a bare `_msearch` of the same pre-built bytes on
+one connection (--repeat copies of the query set). The hybrid/RRF rows need the neural-search plugin.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
+import json
 import os
+import statistics
 import sys
 import tempfile
 import time
+import urllib.parse
 from pathlib import Path
 
 import numpy as np
+from benchlib import load, ratio_line, run_rounds, spread  # bench/ is on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
@@ -31,6 +37,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--docs", type=int, default=150)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--k", type=int, default=100)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--model", default="all-minilm-l6-v2")
@@ -41,7 +48,7 @@ def main() -> None:
 
     from retrieval_data import write_known_item_beir
 
-    from evalctl.connection import make_client
+    from evalctl.connection import load_settings, make_client, resolve_url
     from evalctl.corpus_import import import_corpus
     from evalctl.evaluators.retrieve import (
         RetrievalOptions, RetrievalSpec, _bodies, load_query_set, resolve_index, retrieve, search_all,
@@ -55,7 +62,7 @@ def main() -> None:
     from evalctl.qrels import load_qrels
     from evalctl.views import load_views
 
-    client = make_client()
+    client, url = make_client(), resolve_url(load_settings())
     model = get_model(args.model)
     name = f"bench-retrieve-{os.getpid()}"
     corpus = import_corpus("beir", [write_known_item_beir(work / "beir", args.docs, dev_every=10**9)], name=name).corpus
@@ -69,60 +76,97 @@ def main() -> None:
         index, manifest = resolve_index(client, corpus, spec)
         opts = RetrievalOptions(progress=False, batch_size=args.batch_size, concurrency=1, reuse=False)
         bodies, _ = _bodies(client, spec, queries, manifest, model, opts)  # warms the query-vector cache
-        retrieve(client, spec, opts)  # warm-up: JVM, HNSW graph in memory
-        rows = []
-
-        t0 = time.perf_counter()
-        run = retrieve(client, spec, opts)
-        e2e = time.perf_counter() - t0
-        ann = score(run.ranking, qrels).mean[PRIMARY]
-        rows.append(("evalctl retrieve (end to end, 1 query set)", len(bodies), e2e, run.manifest["took_ms"] / 1000, ann))
-
-        from evalctl.evaluators.search_pipelines import FusionSpec, has_neural_search
-
-        if has_neural_search(client):
-            for method, fusion in (("hybrid", FusionSpec()), ("rrf", FusionSpec(technique="rrf"))):
-                fspec = spec.with_(method=method, fusion=fusion)
-                retrieve(client, fspec, opts)  # warm-up: pipeline created, BM25 postings cached
-                t0 = time.perf_counter()
-                frun = retrieve(client, fspec, opts)
-                rows.append((f"evalctl retrieve {method} (native, end to end)", len(bodies), time.perf_counter() - t0,
-                             frun.manifest["took_ms"] / 1000, score(frun.ranking, qrels).mean[PRIMARY]))
-        else:
-            print("no neural-search plugin on this node: no native hybrid/RRF rows")
-
-        many = bodies * args.repeat
-        for conc in (1, 2):
-            _, st = search_all(client, index, many, batch_size=args.batch_size, concurrency=conc)
-            rows.append((f"dense _msearch x{args.repeat}, {conc} in flight", len(many), st.seconds, st.took_ms / 1000, ann))
-        exact = retrieve(client, spec.with_(method="exact"), opts)
-        rows.append(("exact knn_score (engine brute force)", len(bodies), exact.manifest["search_seconds"],
-                     exact.manifest["took_ms"] / 1000, score(exact.ranking, qrels).mean[PRIMARY]))
-
         docs = [(r.id, view.render(r)) for r in corpus.records()]
         doc_ids = [d for d, _ in docs]
         dvec = get_or_encode(model, "document", "A", doc_ids, [t for _, t in docs], progress=False)
         qids = [q for q in queries.ids if q in queries.texts]
         qvec = get_or_encode(model, "query", "A", qids, [queries.texts[q] for q in qids], progress=False)
-        t0 = time.perf_counter()
-        for _ in range(args.repeat):
-            sims = qvec @ dvec.T  # normalised vectors: cosine
-            top = np.argsort(-sims, axis=1)[:, : args.k + 1]
-            brute = {q: ranked([(doc_ids[j], float(sims[i, j])) for j in top[i] if doc_ids[j] not in queries.exclude[q]],
-                               args.k) for i, q in enumerate(qids)}
-        np_s = time.perf_counter() - t0
-        rows.append((f"numpy brute force x{args.repeat} (same vectors)", len(qids) * args.repeat, np_s, float("nan"),
-                     score(brute, qrels).mean[PRIMARY]))
+        many = bodies * args.repeat
+        ndjson = msearch_ndjson(client, index, many, args.batch_size)
+        methods = {"dense": spec, "exact": spec.with_(method="exact")}
+
+        from evalctl.evaluators.search_pipelines import FusionSpec, has_neural_search
+
+        if has_neural_search(client):
+            methods["hybrid"] = spec.with_(method="hybrid", fusion=FusionSpec())
+            methods["rrf"] = spec.with_(method="rrf", fusion=FusionSpec(technique="rrf"))
+        else:
+            print("no neural-search plugin on this node: no native hybrid/RRF rows")
+        samples: dict[str, list[tuple[float, float]]] = {}  # side -> [(wall s, took s)] per round
+        ndcg: dict[str, float] = {}
+
+        def measure(side: str, r: int) -> float:
+            t0 = time.perf_counter()
+            if side in methods:  # the command path end to end: bodies, search, run stored
+                run = retrieve(client, methods[side], opts)
+                wall, took = time.perf_counter() - t0, run.manifest["took_ms"] / 1000
+                ndcg[side] = score(run.ranking, qrels).mean[PRIMARY]
+            elif side == "search_all":  # evalctl's sender alone, on bodies built once
+                _, st = search_all(client, index, many, batch_size=args.batch_size, concurrency=1)
+                wall, took = st.seconds, st.took_ms / 1000
+            elif side == "bare":  # the same bytes, pre-built, on one kept-alive connection
+                wall, took = bare_msearch(url, ndjson)
+            else:  # numpy brute force on the same vectors
+                for _ in range(args.repeat):
+                    sims = qvec @ dvec.T  # normalised vectors: cosine
+                    top = np.argsort(-sims, axis=1)[:, : args.k + 1]
+                    brute = {q: ranked([(doc_ids[j], float(sims[i, j])) for j in top[i]
+                                        if doc_ids[j] not in queries.exclude[q]], args.k) for i, q in enumerate(qids)}
+                wall, took = time.perf_counter() - t0, float("nan")
+                ndcg[side] = score(brute, qrels).mean[PRIMARY]
+            if r >= 0:
+                samples.setdefault(side, []).append((wall, took))
+            return wall
+
+        load_before = load()
+        run_rounds((*methods, "search_all", "bare", "numpy"), args.rounds, measure)  # every side warmed first
     finally:
         client.indices.delete(index=f"{corpus_alias(name)}--*", ignore_unavailable=True)
 
-    print(f"\n{len(doc_ids)} documents, {len(qids)} title queries, k={args.k}, model {args.model}, "
-          f"batch {args.batch_size}\n")
-    print(f"{'path':48} {'queries':>7} {'wall s':>8} {'q/s':>8} {'took s':>8} {'wall/took':>9} {'nDCG@10':>8}")
-    for label, n, wall, took, ndcg in rows:
-        ratio = wall / took if took == took and took > 0 else float("nan")
-        print(f"{label:48} {n:7d} {wall:8.3f} {n / wall:8.0f} {took:8.3f} {ratio:9.2f} {ndcg:8.4f}")
+    n_q = {**{m: len(bodies) for m in methods}, "search_all": len(many), "bare": len(many),
+           "numpy": len(qids) * args.repeat}
+    labels = {"dense": "evalctl retrieve dense (end to end)", "exact": "evalctl retrieve exact (engine brute force)",
+              "hybrid": "evalctl retrieve hybrid (native, end to end)", "rrf": "evalctl retrieve rrf (native, end to end)",
+              "search_all": f"evalctl search_all x{args.repeat}, 1 in flight", "bare": f"bare _msearch x{args.repeat}, 1 in flight",
+              "numpy": f"numpy brute force x{args.repeat} (same vectors)"}
+    print(f"\n{len(doc_ids)} documents, {len(qids)} title queries, k={args.k}, model {args.model}, batch "
+          f"{args.batch_size}, {args.rounds} rounds (sides rotate, all warmed)")
+    print(f"machine: before {load_before}; after {load()}")
+    print(f"{'path':46} {'queries':>7} {'wall s min / median / max':>26} {'q/s':>7} {'took s':>7} {'wall/took':>9} "
+          f"{'nDCG@10':>8}")
+    for side, xs in samples.items():
+        walls, tooks = [w for w, _ in xs], [t for _, t in xs]
+        wall, took = statistics.median(walls), statistics.median(tooks)
+        ratio = statistics.median([w / t for w, t in xs]) if took == took and took > 0 else float("nan")
+        print(f"{labels[side]:46} {n_q[side]:7d} {spread(walls):>26} {n_q[side] / wall:7.0f} {took:7.3f} {ratio:9.2f} "
+              f"{ndcg.get(side, ndcg['dense']):8.4f}")
+    print(ratio_line("evalctl retrieve dense wall / engine took", [w / t for w, t in samples["dense"]], "<= 1.15"))
+    print(ratio_line("evalctl search_all / bare _msearch q/s",
+                     [b[0] / e[0] for e, b in zip(samples["search_all"], samples["bare"])], ">= 0.9"))
 
 
-if __name__ == "__main__":
-    main()
+def msearch_ndjson(client, index: str, bodies: list, batch_size: int) -> list[bytes]:
+    """The `_msearch` request bodies evalctl sends for `bodies`, serialised once."""
+    dumps = client.transport.serializer.dumps
+    todo = [b for b in bodies if b is not None]
+    header = dumps({"index": index})
+    return ["".join(f"{header}\n{dumps(b)}\n" for b in todo[s:s + batch_size]).encode()
+            for s in range(0, len(todo), batch_size)]
+
+
+def bare_msearch(url: str, batches: list[bytes]) -> tuple[float, float]:
+    """Post pre-built `_msearch` bodies one after another on one connection: (wall s, summed took s)."""
+    parts = urllib.parse.urlsplit(url)
+    conn = (http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection)(
+        parts.hostname, parts.port)
+    took = 0
+    t0 = time.perf_counter()
+    for body in batches:
+        conn.request("POST", "/_msearch", body=body, headers={"Content-Type": "application/x-ndjson"})
+        resp = json.loads(conn.getresponse().read())
+        if any("error" in item for item in resp["responses"]):
+            raise RuntimeError("bare _msearch: a query failed")
+        took += resp["took"]
+    wall = time.perf_counter() - t0
+    conn.close()
+    return wall, took / 1000
