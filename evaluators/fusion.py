@@ -1,4 +1,4 @@
-"""Client-side fusion with ranx, and weight sweeps tuned on dev queries, reported on test queries.
+"""Client-side fusion (ranx's definitions, in ranking_metrics.py), and weight sweeps tuned on dev queries, reported on test queries.
 
 Client-side fusion is both the working hybrid on a node without neural-search and the parity check
 against the native pipeline: the same two rankings (BM25 and dense, same index, same depth) fused
@@ -12,9 +12,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ranx import fuse
-
-from evalctl.evaluators.runs import Ranking, StoredRun, as_ranx, ranked
+from evalctl.evaluators import ranking_metrics
+from evalctl.evaluators.runs import Ranking, StoredRun, ranked
 from evalctl.evaluators.search_pipelines import FusionSpec, has_neural_search
 
 # neural-search normalisation -> ranx normalisation (l2 has no ranx counterpart)
@@ -30,17 +29,16 @@ def fuse_rankings(rankings: list[Ranking], spec: FusionSpec, depth: int) -> Rank
     if spec.technique == "rrf":
         if abs(spec.dense_weight - 0.5) > 1e-9:
             raise FusionUnsupported("weighted RRF is native-only (ranx's rrf is unweighted); use --dense-weight 0.5")
-        # rank-derived scores, so ranx's ranks follow our (score, id) order even where engine scores tie
-        runs = [as_ranx(r, f"run{i}", scores="rank") for i, r in enumerate(rankings)]
-        fused = fuse(runs, norm=None, method="rrf", params={"k": spec.rank_constant})
+        # ranks in our (score, id) order, also where engine scores tie
+        fused = ranking_metrics.rrf([{q: [d for d, _ in docs] for q, docs in r.items()} for r in rankings],
+                                    spec.rank_constant)
     else:
         if spec.normalization not in _RANX_NORM or spec.combination != "arithmetic_mean":
             raise FusionUnsupported(f"client-side fusion supports min_max/z_score with arithmetic_mean, not "
                                     f"{spec.normalization}/{spec.combination} (those need the native pipeline)")
-        runs = [as_ranx(r, f"run{i}", scores="engine") for i, r in enumerate(rankings)]
-        fused = fuse(runs, norm=_RANX_NORM[spec.normalization], method="wsum", params={"weights": spec.weights})
-    out = fused.to_dict()
-    return {q: ranked(out.get(q, {}).items(), depth) for q in rankings[0]}
+        fused = ranking_metrics.weighted_sum([{q: dict(docs) for q, docs in r.items()} for r in rankings],
+                                             spec.weights, _RANX_NORM[spec.normalization])
+    return {q: ranked(fused.get(q, {}).items(), depth) for q in rankings[0]}
 
 
 @dataclass(frozen=True)

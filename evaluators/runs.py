@@ -16,12 +16,13 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
-
-from ranx import Run
+from typing import TYPE_CHECKING, Literal
 
 from evalctl import results_store
 from evalctl.results_store import Result
+
+if TYPE_CHECKING:
+    from ranx import Run
 
 Ranking = dict[str, list[tuple[str, float]]]  # query id -> [(doc id, score)], best first
 KIND = "run"
@@ -52,6 +53,8 @@ def from_json(text: str) -> Ranking:
 
 def as_ranx(ranking: Ranking, name: str, scores: Literal["rank", "engine"] = "rank") -> Run:
     """A ranx Run: "rank" scores (n, n-1, ... 1) pin our tie order for scoring; "engine" keeps scores."""
+    from ranx import Run  # only significance tests and the reference checks need ranx (and its JIT)
+
     if scores == "rank":
         data = {q: {d: float(len(docs) - i) for i, (d, _) in enumerate(docs)} for q, docs in ranking.items()}
     else:

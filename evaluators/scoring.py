@@ -1,7 +1,8 @@
-"""Metrics of a run against its qrels, via ranx, with per-query values kept (results kind "metrics").
+"""Metrics of a run against its qrels, with per-query values kept (results kind "metrics").
 
 nDCG@10 is the primary metric (the study's); nDCG@100, Recall@10/100, MAP@100 and MRR@10 follow
-MTEB / pytrec_eval definitions (ranx's defaults: binary gains as given, no 2^rel). The run's own
+MTEB / pytrec_eval definitions (ranx's defaults: binary gains as given, no 2^rel), computed by
+ranking_metrics.py (ranx's numbers without its per-process JIT; tests check them against ranx). The run's own
 order is scored (rank-derived scores, see runs.py), queries are the qrels' queries: a query with no
 positive under a filter (IN-only, OUT-only) is dropped, a qrels query missing from the run scores 0.
 """
@@ -9,21 +10,16 @@ positive under a filter (IN-only, OUT-only) is dropped, a qrels query missing fr
 from __future__ import annotations
 
 import json
-import warnings
 from dataclasses import dataclass
-
-from numba.core.errors import NumbaTypeSafetyWarning
-from ranx import Qrels, evaluate
 
 from evalctl import results_store
 from evalctl.corpus_store import load_corpus
-from evalctl.evaluators.runs import Ranking, StoredRun, as_ranx
+from evalctl.evaluators.ranking_metrics import evaluate
+from evalctl.evaluators.runs import Ranking, StoredRun
 from evalctl.qrels import QrelsSet, load_qrels
 
 METRICS: tuple[str, ...] = ("ndcg@10", "ndcg@100", "recall@10", "recall@100", "map@100", "mrr@10")
 PRIMARY = "ndcg@10"
-# ranx's compiled metrics warn about a harmless uint64 -> int64 cast on every call
-warnings.filterwarnings("ignore", category=NumbaTypeSafetyWarning)
 
 
 @dataclass(frozen=True)
@@ -40,9 +36,7 @@ def score(ranking: Ranking, qrels: dict[str, dict[str, int]], metrics: tuple[str
     """Score `ranking` on the queries of `qrels` (each with at least one positive)."""
     if not qrels:
         return Scores({m: float("nan") for m in metrics}, {m: {} for m in metrics})
-    run = as_ranx({q: ranking.get(q, []) for q in qrels}, "run")
-    evaluate(Qrels(qrels), run, list(metrics), make_comparable=True)
-    per_query = {m: {q: float(v) for q, v in run.scores[m].items()} for m in metrics}
+    per_query = evaluate(qrels, {q: [d for d, _ in ranking.get(q, [])] for q in qrels}, metrics)
     mean = {m: sum(v.values()) / len(v) for m, v in per_query.items()}
     return Scores(mean, per_query)
 
