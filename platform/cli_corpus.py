@@ -27,8 +27,8 @@ def corpus() -> None:
 @corpus.command("import")
 @click.argument("sources", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--format", "fmt", required=True,
-              type=click.Choice(["native", "lens", "espacenet", "uspto", "wipo", "beir", "dapfam"]),
-              help="Source layout (docs/corpus-format.md). beir/dapfam take one folder.")
+              type=click.Choice(["native", "lens", "espacenet", "uspto", "wipo", "beir", "dapfam", "ops"]),
+              help="Source layout (docs/corpus-format.md). beir/dapfam take one folder; ops files and/or folders.")
 @click.option("--name", default=None, help="Corpus name: stored under <cache>/corpora/<name>/.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Store here instead.")
 @click.option("--strict", is_flag=True, help="Any problem (bad row, code, date, encoding ...) aborts the import.")

@@ -22,13 +22,14 @@ from evalctl.import_beir import open_beir
 from evalctl.import_csv import open_espacenet, open_lens, open_uspto, open_wipo
 from evalctl.import_dapfam import open_dapfam
 from evalctl.import_native import open_native
+from evalctl.import_ops import open_ops
 from evalctl.import_problems import CorpusImportError, Problem, ProblemLog, Where
 from evalctl.import_source import RecordStream, Source
 from evalctl.qrels import QrelsSpec, build_given_qrels
 
 FORMATS: dict[str, Callable[[list[Path], ProblemLog], Source]] = {
     "native": open_native, "lens": open_lens, "espacenet": open_espacenet, "uspto": open_uspto,
-    "wipo": open_wipo, "beir": open_beir, "dapfam": open_dapfam,
+    "wipo": open_wipo, "beir": open_beir, "dapfam": open_dapfam, "ops": open_ops,
 }
 COUNTED_FIELDS = ("title", "abstract", "claims", "description", "cpc", "ipc", "citations", "family_id",
                   "publication_date", "priority_date", "labels", "aliases")
