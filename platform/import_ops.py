@@ -216,7 +216,11 @@ def _records(files: list[Path], log: ProblemLog) -> RecordStream:
                 log.add("malformed_row", where, None, f"exchange-document is a {type(doc).__name__}, not an object; skipped")
                 yield where, None
                 continue
-            yield where, _Doc(doc, where, log).record()
+            try:
+                yield where, _Doc(doc, where, log).record()
+            except (AttributeError, TypeError) as e:  # an element of an unexpected shape (a list where OPS sends an object ...)
+                log.add("malformed_row", where, None, f"exchange-document of an unexpected shape ({e}); skipped")
+                yield where, None
 
 
 def open_ops(paths: list[Path], log: ProblemLog) -> Source:

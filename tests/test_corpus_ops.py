@@ -130,6 +130,12 @@ def test_published_data_response_and_plain_json(tmp_path, publications):
     assert ops_files([tmp_path]) == [f]
     one = list(import_corpus("ops", [f], name="one").corpus.records())
     assert one == [r for r in publications.records() if r.id == "KR20150144232"]
+    # A document of a foreign shape is reported by position; the good one beside it is kept.
+    bad = {**raw, "@doc-number": "1", "bibliographic-data": {**raw["bibliographic-data"], "priority-claims": "?"}}
+    f.write_text(json.dumps({"ops:world-patent-data": {"exchange-documents": [
+        {"exchange-document": bad}, {"exchange-document": raw}]}}))
+    res = import_corpus("ops", [f], name="two")
+    assert [str(p.where) for p in res.problems] == ["biblio.json, row 1"] and len(res.corpus) == 1
 
 
 def test_cli_import_and_phase_filter(publications):
