@@ -67,10 +67,12 @@ def import_step(spec: ExperimentSpec, entry) -> Step:
         except CorpusNotFound:
             return False
         return (m["source"]["format"] == entry.format and list(m.get("labels", [])) == list(entry.labels)
+                and m.get("documents", "publication") == entry.documents
                 and [f["sha256"] for f in m["source"]["files"]] == [file_sha256(p) for p in sources()])
 
     def run() -> str:
-        res = import_corpus(entry.format, sources(), name=entry.name, labels=entry.labels, overwrite=True)
+        res = import_corpus(entry.format, sources(), name=entry.name, labels=entry.labels, overwrite=True,
+                            documents=entry.documents)
         problems = ", ".join(f"{k} {v}" for k, v in res.problem_counts.items()) or "no problems"
         return f"{len(res.corpus)} records ({problems})"
 

@@ -25,6 +25,7 @@ class CorpusEntry:
     sources: tuple[str, ...]
     qrels: QrelsSpec | None = None
     labels: tuple[str, ...] = ()  # free landscape labels given to every record at import
+    documents: Literal["publication", "family"] = "publication"  # family: one record per family
 
 
 @dataclass(frozen=True)
