@@ -34,6 +34,7 @@ SCHEMA = pa.schema([
     ("description", pa.string()), ("cpc", _CODES), ("ipc", _CODES),
     ("citations", pa.list_(pa.struct([("target", pa.string()), ("type", pa.string()), ("direction", pa.string())]))),
     ("labels", _CODES), ("aliases", _CODES),
+    ("title_lang", pa.string()), ("abstract_lang", pa.string()), ("applicants", _CODES),
 ])
 
 

@@ -25,6 +25,7 @@ class CorpusEntry:
     sources: tuple[str, ...]
     qrels: QrelsSpec | None = None
     labels: tuple[str, ...] = ()  # free landscape labels given to every record at import
+    documents: Literal["publication", "family"] = "publication"  # family: one record per family
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,10 @@ class RetrievalEntry:
     # plugin (the run's label then says hybrid/client).
     fusion_mode: Literal["auto", "native", "client"] = "native"
     dense_weight: float = 0.5
+    # hybrid: tune the dense weight on the dev queries over these values (as `evalctl fusion-sweep`) and
+    # report the chosen one on `split`; () = use dense_weight
+    dense_weights: tuple[float, ...] = ()
+    include_tuned: bool = True  # False: models fine-tuned by this spec do not join this entry
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,7 @@ class IndexEntry:
     corpus: str
     views: tuple[str, ...] = ("TAC",)
     models: tuple[str, ...] = ()  # default: every model of the spec; models tuned from these join them
+    include_tuned: bool = True
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,7 @@ class LabelTaskEntry:
     views: tuple[str, ...] = ("TAC",)
     label_sets: tuple[str, ...] = ("cpc_subclass",)
     models: tuple[str, ...] = ()  # default: every model of the spec; models tuned from these join them
+    include_tuned: bool = True
 
 
 

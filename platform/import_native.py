@@ -51,6 +51,7 @@ def native_record(r: RowReader) -> PatentRecord | None:
         title=r.text("title"), abstract=r.text("abstract"), claims=_claims(r), description=r.text("description"),
         cpc=r.codes("cpc"), ipc=r.codes("ipc"), citations=_citations(r),
         labels=_strings(r, "labels"), aliases=_strings(r, "aliases"),
+        title_lang=r.text("title_lang"), abstract_lang=r.text("abstract_lang"), applicants=_strings(r, "applicants"),
     )
 
 

@@ -48,6 +48,9 @@ class QrelsSpec:
     direction: Literal["cited", "citing", "both"] = "cited"  # which links make a document relevant
     level: Literal["publication", "family"] = "publication"
     citation_types: tuple[str, ...] = CITATION_TYPES
+    # A query's title and abstract must be in one of these languages where the source records it (OPS);
+    # records of other formats pass. Relevant documents count whatever their language. () = no filter.
+    query_languages: tuple[str, ...] = ("en",)
     domain_scheme: Literal["ipc", "cpc"] = "ipc"
     domain_chars: Literal[3, 4] = 3  # 3: IPC3 class (A61), 4: subclass (A61K)
     dev_fraction: float = 0.2
@@ -89,10 +92,16 @@ class _Doc:
     family: str
     jurisdiction: str | None
     domain_codes: frozenset[str]
+    may_ask: bool  # its text languages allow it as a query (QrelsSpec.query_languages)
 
 
 def domain_codes(record: PatentRecord, scheme: str, chars: int) -> frozenset[str]:
     return frozenset(c.code[:chars] for c in (record.ipc if scheme == "ipc" else record.cpc))
+
+
+def may_ask(record: PatentRecord, spec: QrelsSpec) -> bool:
+    langs = (record.title_lang, record.abstract_lang)
+    return not spec.query_languages or all(lang in spec.query_languages for lang in langs if lang)
 
 
 def domain_label(a: frozenset[str], b: frozenset[str]) -> Domain:
@@ -127,7 +136,8 @@ def _graph(corpus: Corpus, spec: QrelsSpec) -> _Graph:
     resolve: dict[str, str] = {}
     pending: list[tuple[str, str, str, str]] = []  # (record, target key, type, direction)
     for r in corpus.records():
-        g.docs[r.id] = _Doc(r.family, r.jurisdiction, domain_codes(r, spec.domain_scheme, spec.domain_chars))
+        g.docs[r.id] = _Doc(r.family, r.jurisdiction, domain_codes(r, spec.domain_scheme, spec.domain_chars),
+                            may_ask(r, spec))
         g.families[r.family].add(r.id)
         for key in (r.id, *r.aliases):
             resolve.setdefault(key, r.id)
@@ -151,6 +161,8 @@ def build_citation_qrels(corpus: Corpus, spec: QrelsSpec = QrelsSpec(), overwrit
         cited_by[b].add(a)
     queries, pairs = [], []
     for qid, q in g.docs.items():
+        if not q.may_ask:
+            continue
         linked = (cites[qid] if spec.direction != "citing" else set()) | (cited_by[qid] if spec.direction != "cited" else set())
         if spec.level == "family":
             linked = {m for d in linked for m in g.families[g.docs[d].family]}
@@ -165,7 +177,7 @@ def build_citation_qrels(corpus: Corpus, spec: QrelsSpec = QrelsSpec(), overwrit
     train_pairs = [(a, b, ",".join(sorted(t))) for (a, b), t in g.edges.items()
                    if g.docs[a].family not in held_out and g.docs[b].family not in held_out]
     stats = {"citations": g.citations, "citations_resolved": g.resolved, "citation_edges": len(g.edges),
-             "train_pairs": len(train_pairs)}
+             "train_pairs": len(train_pairs), "records_not_asking": sum(not d.may_ask for d in g.docs.values())}
     return write_qrels_set(corpus, spec, queries, pairs, train_pairs, stats, overwrite)
 
 
@@ -187,7 +199,7 @@ def build_known_item_qrels(corpus: Corpus, spec: QrelsSpec, overwrite: bool = Fa
     skipped = 0
     for r in corpus.records():
         families[r.family].add(r.id)
-        if all(views[v].render(r) for v in spec.within_views):
+        if may_ask(r, spec) and all(views[v].render(r) for v in spec.within_views):
             chosen.append(r)
         else:
             skipped += 1
