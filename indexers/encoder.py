@@ -9,7 +9,9 @@ resumes after its last committed group.
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, Sequence
 
@@ -22,6 +24,8 @@ from evalctl.models import ModelSpec, Role, TaskType
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from sentence_transformers import SentenceTransformer
 
 # A token covers at least one character, so a text shorter (in characters) than the token limit
 # cannot be truncated; longer texts are tokenised only up to this many characters per token allowed.
@@ -38,30 +42,63 @@ class TextEncoder(Protocol):
     def count_truncated(self, texts: list[str], prompt: str) -> int: ...
 
 
+# Models loaded in this process, most recently used last: every step of an `evalctl run` (index, query
+# encoding per split and view, ...) reuses them instead of loading the weights again.
+_SHARED: OrderedDict[tuple, SentenceTransformer] = OrderedDict()
+_SHARED_MAX = 3  # a study's models at once (e.g. a base, its fine-tuned copy, a second family)
+_SHARED_LOCK = threading.Lock()
+
+
+def _loaded(spec: ModelSpec, device: str | None, source: Source, precision: str, all_gpus: bool = False
+            ) -> SentenceTransformer:
+    """A freshly loaded model, in half precision on GPUs when asked (CPU kernels for fp16/bf16 are slow)."""
+    model = load_model(spec, device=device, source=source)
+    if (all_gpus or str(model.device).startswith("cuda")) and precision in ("float16", "bfloat16"):
+        import torch
+
+        model.to(getattr(torch, precision))
+    return model
+
+
+def shared_model(spec: ModelSpec, device: str | None = None, source: Source = "auto",
+                 precision: str | None = None) -> SentenceTransformer:
+    """The process's loaded model for this spec (id, revision, folder, length limit), device, source and precision:
+    loaded once, then shared by every encoder asking for the same. Only encoding uses it (read-only);
+    fine-tuning loads its own copy."""
+    key = (spec.id, spec.revision, spec.path, spec.max_seq_length, device, source, precision or spec.dtype)
+    with _SHARED_LOCK:
+        if key in _SHARED:
+            _SHARED.move_to_end(key)
+            return _SHARED[key]
+        model = _loaded(spec, device, source, precision or spec.dtype)
+        _SHARED[key] = model
+        while len(_SHARED) > _SHARED_MAX:
+            _SHARED.popitem(last=False)
+        return model
+
+
 class Encoder:
-    """A loaded model plus its runtime settings: device(s), dtype, batch size, length limit."""
+    """A loaded model (shared within the process, see shared_model) plus its runtime settings: device(s),
+    dtype, batch size, length limit."""
 
     def __init__(self, spec: ModelSpec, *, device: str | None = None, batch_size: int = 32,
                  source: Source = "auto", dtype: str | None = None):
-        import torch
-
         self.spec = spec
         self.batch_size = batch_size
-        all_gpus = device == "all"
-        self.model = load_model(spec, device=None if all_gpus else device, source=source)
         self.dim = spec.dim
         self.max_tokens = spec.max_seq_length
-        # Half precision only on GPUs: CPU kernels for fp16/bf16 are slow or missing.
-        on_gpu = all_gpus or str(self.model.device).startswith("cuda")
-        precision = dtype or spec.dtype
-        if on_gpu and precision in ("float16", "bfloat16"):
-            self.model.to(getattr(torch, precision))
         self.pool = None
-        if all_gpus:
-            gpus = [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-            if not gpus:
-                raise RuntimeError("--device all: no CUDA GPU is visible on this machine")
-            self.pool = self.model.start_multi_process_pool(gpus)
+        precision = dtype or spec.dtype
+        if device != "all":
+            self.model = shared_model(spec, device, source, precision)
+            return
+        import torch
+
+        self.model = _loaded(spec, None, source, precision, all_gpus=True)
+        gpus = [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+        if not gpus:
+            raise RuntimeError("--device all: no CUDA GPU is visible on this machine")
+        self.pool = self.model.start_multi_process_pool(gpus)
 
     def close(self) -> None:
         if self.pool is not None:
