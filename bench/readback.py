@@ -87,7 +87,7 @@ def setup(workdir: Path, n_docs: int, model_id: str, view_name: str) -> dict:
 
 
 def _child(*args: str) -> dict:
-    out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, check=True,
+    out = subprocess.run([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True, check=True,
                          env=os.environ).stdout
     return json.loads(out.strip().splitlines()[-1])
 

@@ -148,6 +148,11 @@ class SearchStats:
 _RETRYABLE = {429, 500, 502, 503, 504}
 
 
+# The response fields a run needs: the rest of each hit (index name, shard metadata) is not sent back.
+_FILTER_PATH = ",".join(("took", "responses.took", "responses.status", "responses.error", "responses.hits.hits._id",
+                          "responses.hits.hits._score"))
+
+
 def search_all(client, index: str, bodies: list[dict | None], *, batch_size: int = 32, concurrency: int = 2,
                max_retries: int = 4, progress: bool = False, desc: str = "search"
                ) -> tuple[list[list[tuple[str, float]]], SearchStats]:
@@ -156,14 +161,15 @@ def search_all(client, index: str, bodies: list[dict | None], *, batch_size: int
     results: list[list[tuple[str, float]]] = [[] for _ in bodies]
     todo = [i for i, b in enumerate(bodies) if b is not None]
     batches = [todo[s:s + batch_size] for s in range(0, len(todo), batch_size)]
+    dumps = client.transport.serializer.dumps
+    header = dumps({"index": index})
 
     def run_batch(batch: list[int]) -> None:
+        # each query is serialised once, into the ndjson lines a retry sends again
+        lines = {i: f"{header}\n{dumps(bodies[i])}\n" for i in batch}
         pending = batch
         for attempt in range(max_retries + 1):
-            lines = []
-            for i in pending:
-                lines += [{"index": index}, bodies[i]]
-            resp = client.msearch(body=lines)
+            resp = client.msearch(body="".join(lines[i] for i in pending), params={"filter_path": _FILTER_PATH})
             stats.took_ms += resp.get("took", 0)
             failed = []
             for i, item in zip(pending, resp["responses"]):
@@ -173,7 +179,7 @@ def search_all(client, index: str, bodies: list[dict | None], *, batch_size: int
                     failed.append(i)
                     continue
                 stats.took_ms_items += item.get("took", 0)
-                results[i] = [(h["_id"], h["_score"]) for h in item["hits"]["hits"]]
+                results[i] = [(h["_id"], h["_score"]) for h in item.get("hits", {}).get("hits", ())]
             if not failed:
                 return
             stats.retried += len(failed)
@@ -181,10 +187,15 @@ def search_all(client, index: str, bodies: list[dict | None], *, batch_size: int
             time.sleep(min(30.0, 0.5 * 2 ** attempt))
 
     t0 = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool, \
-            tqdm(total=len(todo), unit="q", desc=desc, disable=not progress) as bar:
-        for batch, _ in zip(batches, pool.map(run_batch, batches)):
-            bar.update(len(batch))
+    with tqdm(total=len(todo), unit="q", desc=desc, disable=not progress) as bar:
+        if concurrency <= 1:  # no thread pool between the caller and the one request in flight
+            for batch in batches:
+                run_batch(batch)
+                bar.update(len(batch))
+        else:
+            with ThreadPoolExecutor(max_workers=concurrency) as pool:
+                for batch, _ in zip(batches, pool.map(run_batch, batches)):
+                    bar.update(len(batch))
     stats.seconds = time.perf_counter() - t0
     return results, stats
 
