@@ -70,6 +70,26 @@ class Worker:
         self.proc.wait(timeout=60)
 
 
+def run_workers(script: str, sides: Sequence[str], rounds: int, *args: str
+                ) -> tuple[dict[str, list[float]], dict[str, list[dict]]]:
+    """One Worker per side (`script --serve SIDE ...args`), rotated over `rounds` after a warm-up call each:
+    seconds per side per round, and each timed reply."""
+    workers = {side: Worker(script, side, *args) for side in sides}
+    replies: dict[str, list[dict]] = {side: [] for side in sides}
+
+    def measure(side: str, r: int) -> float:
+        reply = workers[side].call()
+        if r >= 0:
+            replies[side].append(reply)
+        return reply["seconds"]
+
+    try:
+        return run_rounds(sides, rounds, measure), replies
+    finally:
+        for w in workers.values():
+            w.close()
+
+
 def serve(handle: Callable[[str], dict]) -> None:
     """The worker side: answer each stdin line with handle(line) as one JSON line on stdout. Anything
     else the code prints goes to stderr, so it cannot break the protocol."""

@@ -23,7 +23,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from benchlib import Worker, load, ratio_line, run_rounds, serve, spread  # bench/ is on sys.path
+from benchlib import load, ratio_line, run_workers, serve, spread  # bench/ is on sys.path
 
 REPO = Path(__file__).resolve().parents[1]
 USPTO = REPO / "tests" / "data" / "uspto-grants-2019" / "patent_grants.csv"
@@ -146,28 +146,16 @@ def main() -> None:
                       progress=False)  # warm the cache: only loading is timed
         print(corpus.path)
         return
-    common = ("--corpus", corpus_path, "--model", args.model, "--view", args.view)
-    workers = {side: Worker(__file__, side, *common) for side in ("evalctl", "bare")}
-    results: dict[str, list[dict]] = {side: [] for side in workers}
-
-    def measure(side: str, r: int) -> float:
-        res = workers[side].call()
-        if r >= 0:
-            results[side].append(res)
-        return res["seconds"]
-
     load_before = load()
-    try:
-        times = run_rounds(tuple(workers), args.rounds, measure)  # one untimed load per side first
-    finally:
-        for w in workers.values():
-            w.close()
+    times, results = run_workers(__file__, ("evalctl", "bare"), args.rounds, "--corpus", corpus_path,
+                                 "--model", args.model, "--view", args.view)
     ev, bare = results["evalctl"][-1], results["bare"][-1]
     print(f"\nindex load, {ev['docs']} docs x 1 view ({args.view}, {args.model}), node {ev['url']}, "
           f"{args.rounds} rounds (sides alternate, both warmed)")
     print(f"machine: before {load_before}; after {load()}")
     print(f"{'path':<36}{'seconds min / median / max':>28}{'docs/s (median)':>17}{'peak client RSS MB':>20}")
-    for label, side, r in (("evalctl index (cache warm)", "evalctl", ev), ("bare _bulk, pre-serialised NDJSON", "bare", bare)):
+    for label, side, r in (("evalctl index (cache warm)", "evalctl", ev),
+                           ("bare _bulk, pre-serialised NDJSON", "bare", bare)):
         print(f"{label:<36}{spread(times[side], '{:.2f}'):>28}{r['docs'] / statistics.median(times[side]):>17.0f}"
               f"{r['peak_mb']:>20.0f}")
     print(ratio_line("evalctl / bare throughput", [b / e for b, e in zip(times["bare"], times["evalctl"])], ">= 0.90"))

@@ -231,7 +231,8 @@ def main() -> None:
     secs["engine"] = cold["engine"]
     secs["other"] = secs.get("other", 0.0) + max(0.0, wall - sum(secs.values()))  # process start, interpreter
     work_s = secs.get("encode", 0.0) + secs.get("train", 0.0) + secs["engine"]
-    print(f"\ncold `evalctl run {args.spec}` on an empty private cache (corpora {', '.join(corpora)}): {cold['status']}")
+    print(f"\ncold `evalctl run {args.spec}` on an empty private cache (corpora {', '.join(corpora)}): "
+          f"{cold['status']}")
     print(f"machine: cold run from {load_cold}; rerun and report from {load_rerun}; end {load_end}")
     print(f"{'where the time goes':32}{'seconds':>9}{'share':>8}")
     for bucket, s in sorted(secs.items(), key=lambda kv: -kv[1]):

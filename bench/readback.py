@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from benchlib import Worker, load, ratio_line, run_rounds, serve, spread  # bench/ is on sys.path
+from benchlib import load, ratio_line, run_workers, serve, spread  # bench/ is on sys.path
 
 BENCH = Path(__file__).resolve().parent
 SIDES = ("export", "cache", "scan")
@@ -118,21 +118,10 @@ def main() -> None:
     os.environ["EVALCTL_CACHE"] = str(tmp / "cache")
     common = ("--model", args.model, "--view", args.view)
     made = _child("--side", "setup", "--corpus", str(tmp), "--docs", str(args.docs), *common)
-    workers = {side: Worker(__file__, side, "--corpus", made["corpus"], *common) for side in SIDES}
-    results: dict[str, list[dict]] = {side: [] for side in SIDES}
-
-    def measure(side: str, r: int) -> float:
-        res = workers[side].call()
-        if r >= 0:
-            results[side].append(res)
-        return res["seconds"]
-
     load_before = load()
     try:
-        times = run_rounds(SIDES, args.rounds, measure)  # one untimed read per side first
+        times, results = run_workers(__file__, SIDES, args.rounds, "--corpus", made["corpus"], *common)
     finally:
-        for w in workers.values():
-            w.close()
         from evalctl.connection import make_client
 
         make_client().indices.delete(index=made["index"])

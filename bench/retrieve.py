@@ -125,9 +125,12 @@ def main() -> None:
 
     n_q = {**{m: len(bodies) for m in methods}, "search_all": len(many), "bare": len(many),
            "numpy": len(qids) * args.repeat}
-    labels = {"dense": "evalctl retrieve dense (end to end)", "exact": "evalctl retrieve exact (engine brute force)",
-              "hybrid": "evalctl retrieve hybrid (native, end to end)", "rrf": "evalctl retrieve rrf (native, end to end)",
-              "search_all": f"evalctl search_all x{args.repeat}, 1 in flight", "bare": f"bare _msearch x{args.repeat}, 1 in flight",
+    labels = {"dense": "evalctl retrieve dense (end to end)",
+              "exact": "evalctl retrieve exact (engine brute force)",
+              "hybrid": "evalctl retrieve hybrid (native, end to end)",
+              "rrf": "evalctl retrieve rrf (native, end to end)",
+              "search_all": f"evalctl search_all x{args.repeat}, 1 in flight",
+              "bare": f"bare _msearch x{args.repeat}, 1 in flight",
               "numpy": f"numpy brute force x{args.repeat} (same vectors)"}
     print(f"\n{len(doc_ids)} documents, {len(qids)} title queries, k={args.k}, model {args.model}, batch "
           f"{args.batch_size}, {args.rounds} rounds (sides rotate, all warmed)")
