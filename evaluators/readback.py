@@ -1,8 +1,9 @@
 """`evalctl vectors export`: every document's vector and codes for one view, read back from its index.
 
-Vectors are streamed with a point-in-time and `search_after` on the keyword `doc_id` (scroll-free, no
-10k window, a consistent snapshot), each page written straight into an on-disk `.npy` (open_memmap),
-so client memory stays at one page whatever the corpus size. The export is written under a temporary
+Vectors are streamed from a point-in-time with `search_after` on the keyword `doc_id` (scroll-free, no
+10k window, a consistent snapshot): first ids and codes in doc_id order, then the vectors in parallel
+slices, each page written straight into its rows of an on-disk `.npy` (open_memmap), so client memory
+stays at a few pages (and the id -> row map) whatever the corpus size. The export is written under a temporary
 name and renamed into place once it is complete and checked:
 
   cache_root()/vectors/<index>/<view>/
@@ -22,7 +23,9 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -41,8 +44,11 @@ from evalctl.specs import SpecError
 # Codes kept per document: what label sets read (platform/label_sets.py).
 CODE_FIELDS = ("cpc", "ipc", "labels")
 PIT_KEEP_ALIVE = "5m"
-# Bytes of JSON per page (about 10 characters per float): 4096-d vectors go ~500 a page, 384-d ~2000.
+# Bytes of JSON per page (about 10 characters per float), all slices together: 4096-d vectors go ~500 a
+# page, 384-d ~5000.
 PAGE_BYTES = 20_000_000
+SLICES = 3  # vector pages fetched in parallel (see _stream)
+ID_PAGE = 10_000  # ids and codes per page (index.max_result_window)
 
 
 class ReadbackError(ValueError):
@@ -100,55 +106,78 @@ def page_size(dim: int) -> int:
     return max(50, min(5000, PAGE_BYTES // (dim * 10)))
 
 
-def iter_pages(client, index: str, fields: list[str], query: dict, size: int) -> Iterator[tuple[int, list[dict]]]:
-    """(snapshot total, hits) per page over a point-in-time, sorted on doc_id; the PIT is always freed."""
-    pit = client.create_pit(index=index, keep_alive=PIT_KEEP_ALIVE)["pit_id"]
-    try:
-        after = None
-        while True:
-            body = {"pit": {"id": pit, "keep_alive": PIT_KEEP_ALIVE}, "size": size, "query": query,
-                    "sort": [{"doc_id": "asc"}], "_source": fields, "track_total_hits": after is None}
-            if after is not None:
-                body["search_after"] = after
-            resp = client.search(body=body)
-            pit = resp.get("pit_id", pit)
-            hits = resp["hits"]["hits"]
-            if not hits:
-                return
-            yield resp["hits"]["total"]["value"] if after is None else -1, hits
-            after = hits[-1]["sort"]
-    finally:
-        client.delete_pit(body={"pit_id": [pit]})
+def iter_pages(client, pit: str, fields: list[str], query: dict, size: int, slice_: tuple[int, int] | None = None
+               ) -> Iterator[tuple[int, list[dict]]]:
+    """(slice total, hits) per page of a point-in-time (or of one slice of it), sorted on doc_id."""
+    after = None
+    while True:
+        body = {"pit": {"id": pit, "keep_alive": PIT_KEEP_ALIVE}, "size": size, "query": query,
+                "sort": [{"doc_id": "asc"}], "_source": fields, "track_total_hits": after is None}
+        if slice_ is not None:
+            body["slice"] = {"id": slice_[0], "max": slice_[1]}
+        if after is not None:
+            body["search_after"] = after
+        resp = client.search(body=body)
+        pit, hits = resp.get("pit_id", pit), resp["hits"]
+        if not hits["hits"]:
+            return
+        yield hits["total"]["value"] if after is None else -1, hits["hits"]
+        after = hits["hits"][-1]["sort"]
 
 
 def _stream(client, index: str, view: str, dim: int, dest: Path, page_docs: int, progress: bool) -> int:
-    """Write vectors.npy, ids.txt and codes.jsonl into `dest`; returns the row count."""
+    """Write vectors.npy, ids.txt and codes.jsonl into `dest`; returns the row count.
+
+    Two passes over one point-in-time: ids and codes in doc_id order (small pages of small fields), which
+    fixes each document's row; then the vectors in SLICES parallel slices, each page written straight
+    into its rows of the on-disk array. The node fetches and filters `_source` on several threads at
+    once, and the client parses one slice's page while the node prepares another's (measured on this
+    2-core machine: 2,471 384-d vectors in 0.97 s with 2 slices, 0.82 s with 3, against 1.7 s in one
+    sorted stream and 1.3 s for a plain scroll)."""
     vec = vector_field(view)
-    vectors, row = None, 0
-    with open(dest / "ids.txt", "w", encoding="utf-8") as ids_f, \
-            open(dest / "codes.jsonl", "w", encoding="utf-8") as codes_f, \
-            tqdm(unit="vec", desc=f"export {index} {vec}", disable=not progress) as bar:
-        for total, hits in iter_pages(client, index, ["doc_id", vec, *CODE_FIELDS], {"exists": {"field": vec}},
-                                      page_docs):
-            if vectors is None:
-                vectors = open_memmap(dest / "vectors.npy", mode="w+", dtype=np.float32, shape=(total, dim))
-                bar.total = total
-            if row + len(hits) > len(vectors):
-                raise ReadbackError(f"{index}: more than the {len(vectors)} documents of the snapshot came back")
-            sources = [hit["_source"] for hit in hits]
-            vectors[row:row + len(hits)] = np.array([s[vec] for s in sources], dtype=np.float32)
-            ids_f.writelines(s["doc_id"] + "\n" for s in sources)
-            codes_f.writelines(json.dumps({k: s.get(k) or [] for k in CODE_FIELDS}) + "\n" for s in sources)
-            row += len(hits)
-            bar.update(len(hits))
-    if vectors is None:  # no document carries the field
-        open_memmap(dest / "vectors.npy", mode="w+", dtype=np.float32, shape=(0, dim))
-    else:
-        if row != len(vectors):
-            raise ReadbackError(f"{index}: snapshot has {len(vectors)} documents with {vec}, {row} came back")
+    query = {"exists": {"field": vec}}
+    pit = client.create_pit(index=index, keep_alive=PIT_KEEP_ALIVE)["pit_id"]
+    try:
+        row: dict[str, int] = {}
+        n_ids = 0
+        with open(dest / "ids.txt", "w", encoding="utf-8") as ids_f, \
+                open(dest / "codes.jsonl", "w", encoding="utf-8") as codes_f:
+            for _, hits in iter_pages(client, pit, ["doc_id", *CODE_FIELDS], query, ID_PAGE):
+                for hit in hits:
+                    s = hit["_source"]
+                    row[s["doc_id"]] = n_ids
+                    n_ids += 1
+                    ids_f.write(s["doc_id"] + "\n")
+                    codes_f.write(json.dumps({k: s.get(k) or [] for k in CODE_FIELDS}) + "\n")
+        if len(row) != n_ids:
+            raise ReadbackError(f"{index}: duplicate doc_id values in the index")
+        vectors = open_memmap(dest / "vectors.npy", mode="w+", dtype=np.float32, shape=(len(row), dim))
+        filled = np.zeros(len(row), dtype=bool)
+        lock = threading.Lock()
+
+        def fetch(part: int) -> None:
+            for _, hits in iter_pages(client, pit, ["doc_id", vec], query, max(50, page_docs // SLICES),
+                                      (part, SLICES) if SLICES > 1 else None):
+                try:
+                    rows = np.fromiter((row[h["_source"]["doc_id"]] for h in hits), dtype=np.int64, count=len(hits))
+                except KeyError as e:
+                    raise ReadbackError(f"{index}: document {e} came back with a vector but not in the id pass")
+                vectors[rows] = np.array([h["_source"][vec] for h in hits], dtype=np.float32)
+                with lock:
+                    filled[rows] = True
+                    bar.update(len(hits))
+
+        with tqdm(total=len(row), unit="vec", desc=f"export {index} {vec}", disable=not progress) as bar, \
+                ThreadPoolExecutor(max_workers=SLICES) as pool:
+            list(pool.map(fetch, range(SLICES)))
+        if not filled.all():
+            raise ReadbackError(f"{index}: snapshot has {len(row)} documents with {vec}, "
+                                f"{int(filled.sum())} vectors came back")
         vectors.flush()
         del vectors
-    return row
+        return len(row)
+    finally:
+        client.delete_pit(body={"pit_id": [pit]})
 
 
 def _open_cache(meta: dict, view: str):
@@ -167,48 +196,44 @@ def _open_cache(meta: dict, view: str):
     return cache, ""
 
 
-def _check(export: VectorExport, corpus, view_spec, meta: dict, chunk: int = 5000) -> list[str]:
-    """One pass over the corpus: the exported ids are exactly the records that render the view, and
-    every exported vector whose text is cached equals the cached vector."""
+def _rendered(corpus, view_spec) -> list[tuple[str, bytes]]:
+    """(id, text hash) of every record that renders the view: the corpus pass of the checks, which runs
+    while the vectors stream in."""
+    from evalctl.indexers.embedding_cache import text_hash
+
+    return [(r.id, text_hash(text)) for r in corpus.records() if (text := view_spec.render(r))]
+
+
+def _check(export: VectorExport, rendered: list[tuple[str, bytes]], corpus_name: str, view: str, meta: dict,
+           chunk: int = 5000) -> list[str]:
+    """The exported ids are exactly the records that render the view, and every exported vector whose text
+    is cached equals the cached vector."""
     from evalctl.indexers.index_verify import FP16_TOLERANCE, REENCODE_TOLERANCE
 
     pos = {d: i for i, d in enumerate(export.ids)}
     if len(pos) != len(export.ids):
         raise ReadbackError(f"{export.path}: duplicate doc_id values in the index")
-    cache, skipped = _open_cache(meta, view_spec.name)
+    expected = {d for d, _ in rendered}
+    if expected != pos.keys():
+        missing, extra = sorted(expected - pos.keys()), sorted(pos.keys() - expected)
+        raise ReadbackError(
+            f"index has {len(pos)} documents with {vector_field(view)}, corpus {corpus_name} has "
+            f"{len(expected)} records rendering view {view}: {len(missing)} missing (e.g. "
+            f"{missing[:3]}), {len(extra)} not in the corpus (e.g. {extra[:3]}); finish or rebuild the index")
+    cache, skipped = _open_cache(meta, view)
     tol = REENCODE_TOLERANCE if meta.get("encoder", "flat") == "flat" else FP16_TOLERANCE
-    expected, n_found, worst = set(), 0, 0.0
-
-    def compare(batch: list[tuple[str, str]]) -> None:
-        nonlocal n_found, worst
-        cached, found = cache.lookup([t for _, t in batch])
+    n_found, worst = 0, 0.0
+    for start in range(0, len(rendered) if cache is not None else 0, chunk):
+        batch = rendered[start:start + chunk]
+        cached, found = cache.lookup_hashes([h for _, h in batch])
         if found.any():
             rows = np.asarray(export.vectors[[pos[d] for d, _ in batch]])
             n_found += int(found.sum())
             worst = max(worst, float(np.abs(rows[found] - cached[found]).max()))
-
-    batch = []
-    for r in corpus.records():
-        if not (text := view_spec.render(r)):
-            continue
-        expected.add(r.id)
-        if cache is not None and r.id in pos:
-            batch.append((r.id, text))
-            if len(batch) == chunk:
-                compare(batch)
-                batch = []
-    if batch:
-        compare(batch)
-    if expected != pos.keys():
-        missing, extra = sorted(expected - pos.keys()), sorted(pos.keys() - expected)
-        raise ReadbackError(
-            f"index has {len(pos)} documents with {vector_field(view_spec.name)}, corpus {corpus.name} has "
-            f"{len(expected)} records rendering view {view_spec.name}: {len(missing)} missing (e.g. "
-            f"{missing[:3]}), {len(extra)} not in the corpus (e.g. {extra[:3]}); finish or rebuild the index")
     if worst > tol:
         raise ReadbackError(f"exported vectors differ from the embedding cache by up to {worst:.3g} "
                             f"(tolerance {tol}): the index does not hold what was encoded; rebuild it")
-    return [f"count {len(pos)} = corpus records rendering view {view_spec.name} (same ids)",
+    return [f"count {len(pos)} = corpus records rendering view {view} (same ids)",
             skipped or f"{n_found} of {len(pos)} vectors found in the embedding cache, max |diff| {worst:.3g}"]
 
 
@@ -236,7 +261,11 @@ def export_vectors(client, corpus, view_spec, model_id: str, *, force: bool = Fa
     tmp = Path(tempfile.mkdtemp(prefix=f".{view_spec.name}.", dir=dest.parent))
     try:
         t0 = time.perf_counter()
-        n = _stream(client, index, view_spec.name, meta["dim"], tmp, page_docs or page_size(meta["dim"]), progress)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            streaming = pool.submit(_stream, client, index, view_spec.name, meta["dim"], tmp,
+                                    page_docs or page_size(meta["dim"]), progress)
+            rendered = _rendered(corpus, view_spec)  # client work while the node serves the pages
+            n = streaming.result()
         seconds = time.perf_counter() - t0
         manifest = {"index": index, "view": view_spec.name, "field": vector_field(view_spec.name),
                     "index_manifest": meta, "count": n, "dim": meta["dim"], "dtype": "float32",
@@ -245,7 +274,7 @@ def export_vectors(client, corpus, view_spec, model_id: str, *, force: bool = Fa
         export = VectorExport(tmp, manifest, (tmp / "ids.txt").read_text(encoding="utf-8").splitlines(),
                               np.load(tmp / "vectors.npy", mmap_mode="r"), [])
         checks = [f"count {n} = index documents with {vector_field(view_spec.name)} in the snapshot",
-                  *_check(export, corpus, view_spec, meta)]
+                  *_check(export, rendered, corpus.name, view_spec.name, meta)]
         manifest["checks"] = checks
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
         del export

@@ -187,9 +187,12 @@ class EmbeddingCache:
 
     def lookup(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """(vectors, found): cached vectors by text, for verification; rows not found are NaN."""
-        hashes = [text_hash(t) for t in texts]
+        return self.lookup_hashes([text_hash(t) for t in texts])
+
+    def lookup_hashes(self, hashes: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+        """lookup() by text_hash values."""
         found = np.array([h in self._index for h in hashes], dtype=bool)
-        out = np.full((len(texts), self.key.dim), np.nan, dtype=np.float32)
+        out = np.full((len(hashes), self.key.dim), np.nan, dtype=np.float32)
         if found.any():
             out[found] = self.get([h for h, ok in zip(hashes, found) if ok])
         return out, found
