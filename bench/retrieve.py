@@ -173,3 +173,7 @@ def bare_msearch(url: str, batches: list[bytes]) -> tuple[float, float]:
     wall = time.perf_counter() - t0
     conn.close()
     return wall, took / 1000
+
+
+if __name__ == "__main__":
+    main()
