@@ -13,6 +13,7 @@ depth, query set, split, code version).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +45,18 @@ def to_trec(ranking: Ranking, tag: str) -> str:
 
 
 def to_json(ranking: Ranking) -> str:
-    return json.dumps({q: dict(docs) for q, docs in ranking.items()}, indent=0)
+    """`json.dumps({q: dict(docs) ...}, indent=0)` byte for byte, built from the C string encoder: with an
+    indent, json falls back to its pure-Python encoder (0.2 s for 15,000 hits, a fifth of a retrieval)."""
+
+    def number(v) -> str:
+        return float.__repr__(v) if type(v) is float and math.isfinite(v) else json.dumps(v)
+
+    def block(items: list[str]) -> str:
+        return "{\n" + ",\n".join(items) + "\n}" if items else "{}"
+
+    key = json.encoder.encode_basestring_ascii
+    return block([f"{key(q)}: {block([f'{key(d)}: {number(s)}' for d, s in dict(docs).items()])}"
+                  for q, docs in ranking.items()])
 
 
 def from_json(text: str) -> Ranking:
