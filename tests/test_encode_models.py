@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import SHARED_DATA
+from conftest import USPTO
 from evalctl.indexers.encoder import Encoder, encode_texts
 from evalctl.indexers.model_loader import ModelLoadError, choose_source, load_model, offline_model_dir
 from evalctl.models import OfflineSource, get_model
@@ -30,7 +30,7 @@ def _offline_env(monkeypatch, tmp_path_factory):
 
 def patent_texts(n: int) -> tuple[list[str], list[str]]:
     csv.field_size_limit(10**8)
-    with open(SHARED_DATA / "uspto-grants-2019" / "patent_grants.csv", encoding="utf-8") as f:
+    with open(USPTO, encoding="utf-8") as f:
         rows = list(csv.DictReader(f))[:n]
     return [r["grant_id"] for r in rows], [r["patent_title"] + "\n" + r["abstract"] + "\n" + r["claims_text"] for r in rows]
 

@@ -14,10 +14,10 @@ from evalctl.corpus_import import import_corpus
 from evalctl.indexers.finetune import FinetuneError, finetune
 from evalctl.models import get_model, load_models
 from evalctl.qrels import QrelsSpec, build_citation_qrels
-from test_finetune_pairs import USPTO, native_with_citations
+from test_finetune_pairs import native_with_citations
 
 pytest.importorskip("datasets", reason="evalctl[finetune] not installed (datasets, peft)")
-pytestmark = [pytest.mark.models, pytest.mark.skipif(not USPTO.exists(), reason=f"{USPTO} not present")]
+pytestmark = pytest.mark.models
 STEPS = dict(max_steps=2, batch_size=4, save_steps=2, progress=False, device="cpu")
 
 
