@@ -103,7 +103,8 @@ def test_hub_unreachable_error_names_the_model(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0
-    assert "ModelLoadError" in out.stderr and "BAAI/bge-small-en-v1.5@5c38ec7c" in out.stderr
+    assert "ModelLoadError" in out.stderr and "It needs BAAI/bge-small-en-v1.5 at revision 5c38ec7c" in out.stderr
+    assert str(tmp_path / "hub" / "models--BAAI--bge-small-en-v1.5") in out.stderr  # where to put the weights
 
 
 def test_mpnet_split_zip_package_matches_bare_encode(tmp_path):
