@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tomllib
 import uuid
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,9 @@ def test_wheel_in_a_fresh_venv_runs_from_any_directory(tmp_path, os_client):
     wheel into the venv's own site-packages, which comes first on sys.path. The test proves the
     commands use that copy: evalctl's modules, configs, samples and Dashboards templates all resolve
     inside the venv."""
+    assert int(version("setuptools").split(".")[0]) >= 77, (
+        "the wheel is built with this environment's setuptools, which must be >= 77 as pyproject's "
+        "build-system says: pip install 'evalctl[test]'")
     src, dist, venv, work = (tmp_path / d for d in ("src", "dist", "venv", "work"))
     shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(
         ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", "tests", "bench"))
