@@ -189,7 +189,10 @@ def index_corpus(client, corpus, views, model=None, *, variant: str | None = Non
                  encode_batch_size: int = 32, progress: bool = True) -> IndexReport:
     """Load `corpus` (text of every view, and `model`'s vectors when given) into its index."""
     from evalctl.indexers.encoder import LazyEncoder, get_or_encode
+    from evalctl.indexers.model_loader import require_weights
 
+    if model is not None:  # before the index exists: missing weights must not leave an empty index behind
+        require_weights(model)
     settings = settings or load_index_settings()
     name = index_name(corpus.name, model.id if model else None)
     prompt = model.prompt_for("document", task_type="retrieval", variant=variant) if model else None

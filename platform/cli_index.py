@@ -11,14 +11,15 @@ from evalctl.errors import UserError
 DEFAULT_MODEL_VIEWS = ("TAC",)  # the study's best view; BM25-only indexes take every view
 
 
-def _resolve(corpus_name: str, model_id: str | None, view_names: tuple[str, ...]):
+def _resolve(corpus_name: str | None, model_id: str | None, view_names: tuple[str, ...]):
     from evalctl.corpus_store import CorpusNotFound, load_corpus
+    from evalctl.default_corpus import corpus_for_command
     from evalctl.indexers.index_layout import BM25_ONLY
     from evalctl.models import get_model
     from evalctl.views import load_views
 
     try:
-        corpus = load_corpus(corpus_name)
+        corpus = load_corpus(corpus_for_command(corpus_name))
     except CorpusNotFound as e:
         raise UserError(str(e)) from None
     model = None if model_id in (None, BM25_ONLY) else get_model(model_id)
@@ -31,7 +32,8 @@ def _resolve(corpus_name: str, model_id: str | None, view_names: tuple[str, ...]
 
 
 @click.group(invoke_without_command=True)
-@click.option("--corpus", "corpus_name", help="Corpus name (from `evalctl corpus import --name`) or folder.")
+@click.option("--corpus", "corpus_name", help="Corpus name (from `evalctl corpus import --name`) or folder "
+              "(default: EVALCTL_DEFAULT_CORPUS, `default_corpus` in the config file, else the only imported one).")
 @click.option("--model", "model_id", default=None, help="Model id (`evalctl models list`); omit or `bm25` for text only.")
 @click.option("--view", "view_names", multiple=True, help="View(s) to index (default: TAC with a model, all without).")
 @click.option("--prompt-variant", default=None, help="Named prompt variant of the model (default: the model's).")
@@ -44,18 +46,17 @@ def index(ctx, corpus_name, model_id, view_names, prompt_variant, device, batch_
     """Index a corpus: BM25 text per view and the model's vectors per view (resumable)."""
     if ctx.invoked_subcommand is not None:
         return
-    if not corpus_name:
-        raise UserError("--corpus is required (or use a subcommand: verify, status, delete)")
     from opensearchpy.exceptions import ConnectionError as OSConnectionError
 
     from evalctl.connection import make_client
     from evalctl.indexers.index_loader import IndexMismatch, index_corpus
+    from evalctl.indexers.model_loader import ModelLoadError
 
     corpus, model, views, names = _resolve(corpus_name, model_id, view_names)
     try:
         rep = index_corpus(make_client(), corpus, [views[n] for n in names], model, variant=prompt_variant,
                            device=device, encode_batch_size=batch_size, chunk_docs=chunk_docs)
-    except IndexMismatch as e:
+    except (IndexMismatch, ModelLoadError) as e:
         raise UserError(str(e)) from None
     except OSConnectionError as e:
         raise UserError(f"OpenSearch stopped answering during the load ({e.__class__.__name__}); "
@@ -71,7 +72,7 @@ def index(ctx, corpus_name, model_id, view_names, prompt_variant, device, batch_
 
 
 @index.command()
-@click.option("--corpus", "corpus_name", required=True)
+@click.option("--corpus", "corpus_name", default=None, help="Corpus (default: as for `evalctl index`).")
 @click.option("--model", "model_id", default=None)
 @click.option("--sample", type=int, default=50, show_default=True, help="Vectors per view compared with the cache.")
 def verify(corpus_name, model_id, sample) -> None:

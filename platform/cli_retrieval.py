@@ -21,12 +21,13 @@ def _user_errors():
     from evalctl.evaluators.retrieve import RetrievalError, SearchFailed
     from evalctl.evaluators.runs import RunNotFound
     from evalctl.evaluators.search_pipelines import NeuralSearchMissing
+    from evalctl.indexers.model_loader import ModelLoadError
     from evalctl.specs import SpecError
 
     try:
         yield
     except (CorpusNotFound, FileNotFoundError, RetrievalError, SearchFailed, RunNotFound, NotComparable,
-            NeuralSearchMissing, FusionUnsupported, SpecError) as e:
+            NeuralSearchMissing, FusionUnsupported, SpecError, ModelLoadError) as e:
         raise UserError(str(e)) from None
 
 
@@ -45,7 +46,8 @@ def _fusion_options(f):
 
 def _common(f):
     for opt in reversed([
-        click.option("--corpus", "corpus_name", required=True, help="Corpus name or folder."),
+        click.option("--corpus", "corpus_name", default=None,
+                     help="Corpus name or folder (default: the configured default, else the only imported one)."),
         click.option("--model", "model_id", default=None, help="Model id; omit for BM25 on the text-only index."),
         click.option("--view", required=True, help="Document view (text_<V> / vec_<V> fields), e.g. TAC."),
         click.option("--query-view", default=None, help="View of the query patent's text (default: --view)."),
@@ -64,9 +66,11 @@ def _common(f):
 
 def _spec(method, corpus_name, model_id, view, query_view, qrels_name, split, k, bm25_max_terms, prompt_variant,
           fusion_mode, normalization, combination, dense_weight, rank_constant):
+    from evalctl.default_corpus import corpus_for_command
     from evalctl.evaluators.retrieve import RetrievalSpec
     from evalctl.evaluators.search_pipelines import FusionSpec
 
+    corpus_name = corpus_for_command(corpus_name)
     try:
         fusion = FusionSpec("rrf" if method == "rrf" else "linear", normalization, combination, dense_weight, rank_constant)
     except ValueError as e:

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Literal
 
 from evalctl.indexers.index_layout import PREFIX, text_field
-from evalctl.specs import build, load_yaml
+from evalctl.specs import build, load_yaml, package_folder
 
-TEMPLATES = Path(__file__).resolve().parents[1] / "docker" / "dashboards" / "saved_objects.yaml"
+TEMPLATES = package_folder("docker.dashboards") / "saved_objects.yaml"
 DEFAULT_URL = "http://127.0.0.1:5601"
 INDEX_REF = "kibanaSavedObjectMeta.searchSourceJSON.index"
 # Mapping type -> Dashboards field type; other types (knn_vector) are left out of the field list.

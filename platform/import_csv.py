@@ -1,7 +1,7 @@
 """CSV exports: Lens, Espacenet, a USPTO grant table and the WIPO landscape table.
 
 Each mapper reads one row through a RowReader; column names are those of the real exports in
-shared/data (see tests/fixtures/README.md). Optional columns that richer exports add (Abstract,
+tests/data (see tests/fixtures/README.md). Optional columns that richer exports add (Abstract,
 Claims) are read when present.
 """
 

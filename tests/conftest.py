@@ -10,7 +10,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
+# Real public data copied into the repository (tests/data/*/PROVENANCE.md); the Espacenet export is the
+# quickstart's own byte copy in samples/.
+DATA = REPO / "tests" / "data"
+USPTO = DATA / "uspto-grants-2019" / "patent_grants.csv"
+LENS = DATA / "lens-pizza-1000" / "pizza_lens_1000_raw.csv"
+ESPACENET = REPO / "samples" / "espacenet-pizza-2013-2014" / "pizza_sliced_20132014_274.csv"
 
 _used_cluster: dict = {}
 
