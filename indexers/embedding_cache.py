@@ -25,13 +25,14 @@ from pathlib import Path
 
 import numpy as np
 
+from evalctl.errors import Failure
 from evalctl.paths import cache_root
 
 FORMAT = 1
 _HASH_BYTES = 32
 
 
-class EmbeddingCacheError(RuntimeError):
+class EmbeddingCacheError(Failure, RuntimeError):
     """A cache entry that must not be used (corrupt, wrong model, wrong dimension); names the file."""
 
 

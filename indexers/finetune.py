@@ -28,6 +28,7 @@ from pathlib import Path
 
 import yaml
 
+from evalctl.errors import Failure
 from evalctl.corpus_store import Corpus, load_corpus
 from evalctl.indexers.model_loader import load_model
 from evalctl.indexers.pairs import PairSet, build_pairs
@@ -39,7 +40,7 @@ from evalctl.provenance import code_version
 _ID = re.compile(r"^[a-z0-9][a-z0-9_.+@-]*$")
 
 
-class FinetuneError(RuntimeError):
+class FinetuneError(Failure, RuntimeError):
     """A run that cannot go ahead as asked (name clash, a different run under this id); says what to do."""
 
 

@@ -53,7 +53,7 @@ def list_models() -> None:
               help="Selects the prompt together with role and variant.")
 @click.option("--prompt-variant", default=None, help="Named prompt set of the model (default: its default_variant).")
 @click.option("--shard", default="0/1", show_default=True, help="i/n: encode part i (0-based) of n, split by id hash.")
-@click.option("--batch-size", type=int, default=32, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True)
 @click.option("--device", default=None, help="cpu, cuda, cuda:N, or 'all' for every local GPU (default: auto).")
 @click.option("--source", type=click.Choice(["auto", "offline", "hub"]), default="auto", show_default=True,
               help="Where weights come from; auto prefers an installed offline package.")

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from evalctl.errors import Failure
 from evalctl.connection import load_settings, make_client, resolve_url
 from evalctl.node import ManagedNode
 
 
-class ClusterUnavailable(RuntimeError):
+class ClusterUnavailable(Failure, RuntimeError):
     pass
 
 

@@ -1,15 +1,19 @@
 """Which OpenSearch cluster evalctl talks to, and the client for it.
 
 Settings come from environment variables, else the user config file's `opensearch:` section, else the
-managed local node. Secrets are never printed: `ConnectionSettings` hides them from repr and
-`describe()`.
+managed local node. Secrets are never printed: a user:password in the URL is moved into the
+credentials, `ConnectionSettings` hides them from repr and `describe()`, and `redact` scrubs any
+message that could quote them.
 """
 
 from __future__ import annotations
 
 import os
-from urllib.parse import urlparse
+import re
+import stat
+import sys
 from dataclasses import dataclass, field
+from urllib.parse import unquote, urlparse, urlunparse
 
 from evalctl import paths
 from evalctl.specs import SpecError, build, load_yaml
@@ -42,12 +46,46 @@ class ConnectionSettings:
         return f"{self.url or 'managed local node'}{auth}"
 
 
+_USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/@\s]*@", re.IGNORECASE)
+
+
+def redact(text: str, *secrets: object) -> str:
+    """`text` without URL userinfo and without any of `secrets` (as written or as repr)."""
+    text = _USERINFO.sub(r"\g<scheme>***@", str(text))
+    for s in secrets:
+        if s not in (None, ""):
+            for form in {str(s), repr(s)}:
+                text = text.replace(form, "***")
+    return text
+
+
+def _split_userinfo(data: dict) -> None:
+    """Move user:password out of the URL into the credentials, so the URL itself can be shown."""
+    url = data.get("url")
+    if not isinstance(url, str) or "@" not in url:
+        return
+    u = urlparse(url)
+    if u.username is None:
+        return
+    data.setdefault("username", unquote(u.username))
+    if u.password is not None:
+        data.setdefault("password", unquote(u.password))
+    data["url"] = urlunparse(u._replace(netloc=u.netloc.rsplit("@", 1)[1]))
+
+
+def _warn_if_readable(cfg_path, section: dict) -> None:
+    if section.get("password") and cfg_path.stat().st_mode & (stat.S_IRGRP | stat.S_IROTH):
+        print(f"warning: {cfg_path} holds an OpenSearch password and is readable by other users; "
+              f"restrict it with `chmod 600 {cfg_path}`", file=sys.stderr)
+
+
 def load_settings() -> ConnectionSettings:
     cfg_path = paths.config_file()
     data: dict = {}
     if cfg_path.exists():
         doc = load_yaml(cfg_path) or {}
         data = dict(doc.get("opensearch") or {}) if isinstance(doc, dict) else {}
+        _warn_if_readable(cfg_path, data)
     for key, var in ENV.items():
         if os.environ.get(var):
             raw = os.environ[var]
@@ -60,7 +98,11 @@ def load_settings() -> ConnectionSettings:
                     raise SpecError(f"{var}={raw!r} is not a number of seconds") from None
             else:
                 data[key] = raw
-    return build(ConnectionSettings, data, f"{cfg_path} (opensearch:) / EVALCTL_OPENSEARCH_*")
+    _split_userinfo(data)
+    try:
+        return build(ConnectionSettings, data, f"{cfg_path} (opensearch:) / EVALCTL_OPENSEARCH_*")
+    except SpecError as e:  # the message may quote the offending value: never a secret
+        raise SpecError(redact(str(e), data.get("password"))) from None
 
 
 def resolve_url(settings: ConnectionSettings) -> str:
@@ -95,6 +137,26 @@ def _serializer():
     return OrjsonSerializer()
 
 
+_answered: list[bool] = []  # set once the cluster answered a request in this process
+
+
+def node_answered() -> bool:
+    """Whether the cluster answered earlier in this command (so it was lost mid-command, not never reached)."""
+    return bool(_answered)
+
+
+def _tracked_connection():
+    from opensearchpy import Urllib3HttpConnection
+
+    class TrackedConnection(Urllib3HttpConnection):
+        def perform_request(self, *args, **kwargs):
+            out = super().perform_request(*args, **kwargs)
+            _answered[:] = [True]
+            return out
+
+    return TrackedConnection
+
+
 def make_client(settings: ConnectionSettings | None = None):
     """An opensearch-py client with retries on 429/502/503/504 and timeouts sized for vector payloads."""
     from opensearchpy import OpenSearch
@@ -108,6 +170,7 @@ def make_client(settings: ConnectionSettings | None = None):
         retry_on_timeout=True,
         retry_on_status=(429, 502, 503, 504),
         serializer=_serializer(),
+        connection_class=_tracked_connection(),
         # gzip pays off over a network; on loopback it only burns client CPU on every bulk body.
         http_compress=urlparse(url).hostname not in ("127.0.0.1", "localhost", "::1"),
     )

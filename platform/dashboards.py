@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from evalctl.errors import Failure
 from evalctl.indexers.index_layout import PREFIX, text_field
 from evalctl.specs import build, load_yaml
 
@@ -30,7 +31,7 @@ META_FIELDS = [  # what Dashboards' own field refresh lists besides the mapping
 ]
 
 
-class DashboardsError(RuntimeError):
+class DashboardsError(Failure, RuntimeError):
     """Dashboards could not be reached or refused the import; the message says which objects."""
 
 

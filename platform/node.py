@@ -23,11 +23,12 @@ import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from evalctl.errors import Failure
 from evalctl import paths
 from evalctl.specs import build, load_yaml
 
 
-class NodeError(RuntimeError):
+class NodeError(Failure, RuntimeError):
     """The managed node could not be provisioned, started or stopped; the message says why."""
 
 
