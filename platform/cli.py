@@ -73,6 +73,9 @@ class EvalctlGroup(click.Group):
     """
 
     def invoke(self, ctx):
+        from evalctl.connection import forget_answers
+
+        forget_answers()  # "the node answered earlier" means earlier in this command
         try:
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):

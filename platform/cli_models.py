@@ -59,7 +59,6 @@ def list_models() -> None:
               help="Where weights come from; auto prefers an installed offline package.")
 def encode(corpus, model_id, view, role, task_type, prompt_variant, shard, batch_size, device, source) -> None:
     """Encode one view of a corpus into the embedding cache (resumable; cached texts are skipped)."""
-    from evalctl.indexers.embedding_cache import EmbeddingCacheError
     from evalctl.indexers.encode_corpus import encode_corpus
     from evalctl.indexers.encoder import parse_shard
     from evalctl.indexers.model_loader import ModelLoadError
@@ -67,7 +66,7 @@ def encode(corpus, model_id, view, role, task_type, prompt_variant, shard, batch
     try:
         result = encode_corpus(corpus, model_id, view, role=role, variant=prompt_variant, task_type=task_type,
                                shard=parse_shard(shard), batch_size=batch_size, device=device, source=source)
-    except (SpecError, ModelLoadError, EmbeddingCacheError, KeyError, ValueError, FileNotFoundError) as e:
+    except (SpecError, ModelLoadError, KeyError, ValueError, FileNotFoundError) as e:  # a damaged cache: cli.explain
         raise UserError(str(e).strip("'\"")) from None
     r = result.report
     click.echo(f"corpus {result.corpus} ({result.corpus_hash[:12]}), view {result.view}, "

@@ -34,7 +34,9 @@ def cluster_status() -> dict:
             indices=len(client.cat.indices(format="json")),
             plugins=installed_plugins(client),
         )
-    except (OSConnectionError, TransportError) as e:
+    except OSConnectionError:
+        raise  # reported by the CLI with the URL and what to do (cli.explain)
+    except TransportError as e:
         hint = "" if settings.external else " Start it with `evalctl opensearch start`."
         raise ClusterUnavailable(f"no OpenSearch answers at {url} ({settings.describe()}): {e.__class__.__name__}.{hint}") from None
     if not settings.external:

@@ -145,6 +145,10 @@ def node_answered() -> bool:
     return bool(_answered)
 
 
+def forget_answers() -> None:
+    _answered.clear()
+
+
 def _tracked_connection():
     from opensearchpy import Urllib3HttpConnection
 

@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from evalctl.corpus_store import Corpus, load_corpus, write_json
 from evalctl.import_problems import ProblemLog
 from evalctl.import_source import GivenPair
+from evalctl.names import check_name
 from evalctl.patent_record import CITATION_TYPES, PatentRecord
 from evalctl.specs import SpecError
 
@@ -55,6 +56,7 @@ class QrelsSpec:
     seed: str = "evalctl"
 
     def __post_init__(self):
+        check_name(self.name, "qrels name")
         unknown = set(self.citation_types) - set(CITATION_TYPES)
         if unknown:
             raise ValueError(f"unknown citation type(s) {sorted(unknown)}; known: {', '.join(CITATION_TYPES)}")
