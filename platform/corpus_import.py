@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from evalctl.atomic import publish_dir, replace_dir
 from evalctl.corpus_store import (CORPUS_FILE, FORMAT_VERSION, MANIFEST_FILE, PROBLEMS_FILE, QUERIES_FILE, Corpus,
                                   RecordWriter, corpora_root, load_corpus, write_json)
 from evalctl.import_beir import open_beir
@@ -129,17 +130,13 @@ def import_corpus(fmt: str, sources: list[Path], name: str | None = None, out: P
         with open(tmp / PROBLEMS_FILE, "w", encoding="utf-8") as f:
             f.writelines(json.dumps(p.to_dict(), ensure_ascii=False) + "\n" for p in log.problems)
         write_json(tmp / MANIFEST_FILE, manifest)
-        if _is_empty_dir(dest):
-            dest.rmdir()
-        if dest.exists():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if not publish_dir(tmp, dest):  # taken, perhaps by an identical import running at the same time
             if _same(dest, manifest):
-                shutil.rmtree(tmp)
                 return ImportResult(load_corpus(dest), tuple(log.problems), written.rows_read, unchanged=True)
             if not overwrite:
                 raise CorpusImportError(_clash(dest, manifest))
-            shutil.rmtree(dest)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp.replace(dest)
+            replace_dir(tmp, dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return ImportResult(load_corpus(dest), tuple(log.problems), written.rows_read, unchanged=False)

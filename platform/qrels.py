@@ -16,7 +16,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import shutil
+import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -26,6 +26,7 @@ from typing import Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from evalctl.atomic import replace_dir
 from evalctl.corpus_store import Corpus, load_corpus, write_json
 from evalctl.import_problems import ProblemLog
 from evalctl.import_source import GivenPair
@@ -252,9 +253,9 @@ def write_qrels_set(corpus: Corpus, spec: QrelsSpec, queries: list[QrelsQuery], 
     final = qrels_root(corpus) / spec.name
     if final.exists() and not overwrite:
         raise FileExistsError(f"qrels set {spec.name!r} already exists at {final}; choose another --name or --overwrite")
-    tmp = final.with_name(final.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    (tmp / "qrels").mkdir(parents=True)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))  # private: concurrent builds
+    (tmp / "qrels").mkdir()
     for split in SPLITS:
         rows = [p for p in pairs if p.split == split]
         if rows:
@@ -278,8 +279,7 @@ def write_qrels_set(corpus: Corpus, spec: QrelsSpec, queries: list[QrelsQuery], 
         "domains": dict(Counter(p.domain for p in pairs)), **stats,
     }
     write_json(tmp / "manifest.json", manifest)
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.replace(final)
+    replace_dir(tmp, final)
     return load_qrels(corpus, spec.name)
 
 

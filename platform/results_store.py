@@ -11,18 +11,17 @@ temporary name and renamed, so a crash never leaves a half result that looks fin
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
 import shutil
 import tempfile
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from evalctl.atomic import replace_dir
 from evalctl.names import check_name, safe_component
 from evalctl.paths import cache_root
 from evalctl.provenance import code_version
@@ -74,31 +73,11 @@ def write(kind: str, corpus: str, identity: dict, files: dict[str, str | bytes],
             with open(tmp / name, mode) as f:
                 f.write(content)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
-        _put_in_place(tmp, dest)
+        replace_dir(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return Result(dest, manifest)
-
-
-def _put_in_place(tmp: Path, dest: Path, attempts: int = 20) -> None:
-    """Rename `tmp` to `dest`, moving an older `dest` aside first. Safe when several processes store the
-    same result at once: each rename is atomic, and one that loses the race moves the winner aside and
-    retries, so every writer succeeds and `dest` always ends up one complete result."""
-    for _ in range(attempts):
-        try:
-            os.replace(tmp, dest)
-            return
-        except OSError as e:
-            if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
-                raise
-        old = dest.with_name(f".{dest.name}.old-{uuid.uuid4().hex[:8]}")
-        try:
-            os.rename(dest, old)
-        except FileNotFoundError:  # another writer moved it aside just now
-            continue
-        shutil.rmtree(old, ignore_errors=True)
-    raise OSError(errno.EBUSY, f"could not replace {dest} after {attempts} attempts (other writers)", str(dest))
 
 
 def find(kind: str, corpus: str, identity: dict, root: Path | None = None) -> Result | None:

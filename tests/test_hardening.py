@@ -348,3 +348,30 @@ def test_concurrent_identical_reruns(home, pizza):
     runs = list(results_store.iter_results("run", pizza))
     assert len(runs) == 1 and sum(1 for _ in runs[0].path.parent.iterdir()) == 1  # no leftovers
     assert len(runs[0].file("run.trec").read_text().splitlines()) > 0
+
+
+def test_concurrent_identical_imports(home):
+    from evalctl.corpus_store import load_corpus
+
+    _all_ok([_evalctl("corpus", "import", "--format", "espacenet", "--name", "same", PIZZA) for _ in range(3)])
+    assert len(load_corpus("same")) == 12
+    assert [p.name for p in (home / "inside" / "cache" / "corpora").iterdir()] == ["same"]  # no leftovers
+
+
+@pytest.mark.models
+def test_two_runs_of_one_spec(home, os_client):
+    name = f"hz-{uuid.uuid4().hex[:8]}"
+    spec = home / "spec.yaml"
+    spec.write_text(yaml.safe_dump({
+        "name": "concurrent", "models": [{"id": "all-minilm-l6-v2"}],
+        "corpora": [{"name": name, "format": "espacenet", "sources": [str(PIZZA)],
+                     "qrels": {"name": "citations", "direction": "both", "dev_fraction": 0.0}}],
+        "indexes": [{"corpus": name, "views": ["T"]}],
+    }))
+    try:
+        outs = _all_ok([_evalctl("run", spec) for _ in range(2)])
+        assert all("FAILED" not in o for o in outs), outs
+        os_client.indices.refresh(index=f"evalctl-{name}--all-minilm-l6-v2")
+        assert os_client.count(index=f"evalctl-{name}--all-minilm-l6-v2")["count"] == 12
+    finally:
+        os_client.indices.delete(index=f"evalctl-{name}*", ignore_unavailable=True)
