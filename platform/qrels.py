@@ -32,6 +32,7 @@ from evalctl.import_problems import ProblemLog
 from evalctl.import_source import GivenPair
 from evalctl.names import check_name
 from evalctl.patent_record import CITATION_TYPES, PatentRecord
+from evalctl.pubnum import loose_key
 from evalctl.specs import SpecError
 
 Domain = Literal["IN", "OUT", "UNKNOWN"]
@@ -123,6 +124,7 @@ class _Graph:
     edges: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # (citing, cited) -> types
     citations: int = 0
     resolved: int = 0
+    near_misses: int = 0  # unresolved, but the target looks like an in-set number written another way
 
 
 def _graph(corpus: Corpus, spec: QrelsSpec) -> _Graph:
@@ -135,10 +137,14 @@ def _graph(corpus: Corpus, spec: QrelsSpec) -> _Graph:
         for key in (r.id, *r.aliases):
             resolve.setdefault(key, r.id)
         pending += [(r.id, c.target, c.type, c.direction) for c in r.citations if c.type in spec.citation_types]
+    loose = {loose_key(k): v for k, v in resolve.items()}
     for rid, target, type_, direction in pending:
         g.citations += 1
         other = resolve.get(target)
-        if other is None or other == rid:
+        if other is None:
+            g.near_misses += loose.get(loose_key(target)) not in (None, rid)
+            continue
+        if other == rid:
             continue
         g.resolved += 1
         edge = (rid, other) if direction == "cited" else (other, rid)
@@ -167,7 +173,8 @@ def build_citation_qrels(corpus: Corpus, spec: QrelsSpec = QrelsSpec(), overwrit
     held_out = {g.docs[q.id].family for q in queries if q.split != "train"}
     train_pairs = [(a, b, ",".join(sorted(t))) for (a, b), t in g.edges.items()
                    if g.docs[a].family not in held_out and g.docs[b].family not in held_out]
-    stats = {"citations": g.citations, "citations_resolved": g.resolved, "citation_edges": len(g.edges),
+    stats = {"citations": g.citations, "citations_resolved": g.resolved,
+             "citations_unresolved_like_in_set": g.near_misses, "citation_edges": len(g.edges),
              "train_pairs": len(train_pairs)}
     return write_qrels_set(corpus, spec, queries, pairs, train_pairs, stats, overwrite)
 
