@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from evalctl.errors import BadInput
 from evalctl.indexers.index_layout import (
-    BM25_ONLY, IndexSettings, corpus_alias, index_body, index_name, load_index_settings, text_field,
+    BM25_ONLY, IndexSettings, corpus_alias, index_body, index_name, index_prefix, load_index_settings, text_field,
     vector_field, view_properties,
 )
 from evalctl.provenance import code_version
@@ -52,6 +52,7 @@ def index_manifest(corpus, model, variant: str | None, prompt: str | None, views
                    settings: IndexSettings) -> dict:
     return {
         "evalctl_index": 1,
+        "index_prefix": index_prefix(),
         "corpus": corpus.name,
         "corpus_hash": corpus.manifest["content_hash"],
         "model": model.id if model else BM25_ONLY,

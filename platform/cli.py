@@ -36,7 +36,7 @@ def _node_url() -> str:
 
 def explain(e: BaseException) -> tuple[str, int] | None:
     """The message and exit code for an error evalctl knows (2: bad input, 1: failure); None for a bug."""
-    from opensearchpy.exceptions import AuthenticationException, AuthorizationException
+    from opensearchpy.exceptions import AuthenticationException, AuthorizationException, NotFoundError
     from opensearchpy.exceptions import ConnectionError as OSConnectionError
 
     from evalctl.connection import node_answered
@@ -51,6 +51,8 @@ def explain(e: BaseException) -> tuple[str, int] | None:
                     "(`evalctl opensearch start`) and rerun the same command to continue", 1)
         return (f"OpenSearch at {url} does not answer ({e.__class__.__name__}): start it with "
                 "`evalctl opensearch start`, or point EVALCTL_OPENSEARCH_URL at a running cluster", 1)
+    if isinstance(e, NotFoundError):
+        return f"OpenSearch at {_node_url()}: not found ({e.error}); `evalctl index status` lists the indexes", 2
     if isinstance(e, (AuthenticationException, AuthorizationException)):
         return (f"OpenSearch at {_node_url()} refused the request ({e.status_code}): set EVALCTL_OPENSEARCH_USER and "
                 "EVALCTL_OPENSEARCH_PASSWORD (or the config file's opensearch: section) to an account allowed "

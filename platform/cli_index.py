@@ -88,14 +88,16 @@ def verify(corpus_name, model_id, sample) -> None:
 def status(as_json) -> None:
     """List evalctl indexes with their manifests, sizes and counts."""
     from evalctl.connection import make_client
+    from evalctl.indexers.index_layout import index_prefix
     from evalctl.indexers.index_verify import index_status
 
     rows = index_status(make_client())
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
+    click.echo(f"index prefix: {index_prefix()} (EVALCTL_INDEX_PREFIX or opensearch.index_prefix in the config)")
     if not rows:
-        click.echo("no evalctl indexes")
+        click.echo("no evalctl indexes with this prefix")
     for r in rows:
         click.echo(f"{r['index']}  docs={r['docs']}  size={r['size_mb']}MB  corpus={r.get('corpus')}  "
                    f"model={r.get('model')}@{(r.get('revision') or '-')[:12]}  views={','.join(r.get('views', []))}  "
@@ -108,11 +110,15 @@ def status(as_json) -> None:
 def delete(name, yes) -> None:
     """Delete one evalctl index."""
     from evalctl.connection import make_client
-    from evalctl.indexers.index_layout import PREFIX
+    from evalctl.indexers.index_layout import index_prefix, owned_by_prefix
+    from evalctl.indexers.index_loader import read_manifest
 
-    if not name.startswith(f"{PREFIX}-"):
-        raise UserError(f"{name} is not an evalctl index (names start with {PREFIX}-)")
+    client = make_client()
+    prefix = index_prefix()
+    if not owned_by_prefix(name, read_manifest(client, name) or {}, prefix):
+        raise UserError(f"{name} is not an evalctl index of prefix {prefix!r} (names start with {prefix}-; "
+                        "another prefix's indexes are deleted with that EVALCTL_INDEX_PREFIX)")
     if not yes:
         click.confirm(f"Delete index {name}?", abort=True)
-    make_client().indices.delete(index=name)
+    client.indices.delete(index=name)
     click.echo(f"deleted {name}")

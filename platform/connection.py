@@ -25,7 +25,9 @@ ENV = {
     "ca_certs": "EVALCTL_OPENSEARCH_CA_CERTS",
     "verify_certs": "EVALCTL_OPENSEARCH_VERIFY_CERTS",
     "timeout": "EVALCTL_OPENSEARCH_TIMEOUT",
+    "index_prefix": "EVALCTL_INDEX_PREFIX",
 }
+DEFAULT_INDEX_PREFIX = "evalctl"
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,13 @@ class ConnectionSettings:
     ca_certs: str | None = None
     verify_certs: bool = True
     timeout: float = 120.0
+    # Start of every index name: give each cache or user sharing a cluster its own (e.g. evalctl-alice).
+    index_prefix: str = DEFAULT_INDEX_PREFIX
+
+    def __post_init__(self):
+        if not _INDEX_PREFIX.fullmatch(self.index_prefix) or "--" in self.index_prefix:
+            raise ValueError(f"index_prefix {self.index_prefix!r}: use 1-40 lowercase letters, digits, '.', '_' or "
+                             "single '-', starting with a letter (OpenSearch index names are lowercase)")
 
     @property
     def external(self) -> bool:
@@ -46,6 +55,7 @@ class ConnectionSettings:
         return f"{self.url or 'managed local node'}{auth}"
 
 
+_INDEX_PREFIX = re.compile(r"[a-z][a-z0-9._-]{0,39}")
 _USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/@\s]*@", re.IGNORECASE)
 
 
@@ -73,8 +83,14 @@ def _split_userinfo(data: dict) -> None:
     data["url"] = urlunparse(u._replace(netloc=u.netloc.rsplit("@", 1)[1]))
 
 
+_warned: set[str] = set()
+
+
 def _warn_if_readable(cfg_path, section: dict) -> None:
+    if str(cfg_path) in _warned:
+        return
     if section.get("password") and cfg_path.stat().st_mode & (stat.S_IRGRP | stat.S_IROTH):
+        _warned.add(str(cfg_path))
         print(f"warning: {cfg_path} holds an OpenSearch password and is readable by other users; "
               f"restrict it with `chmod 600 {cfg_path}`", file=sys.stderr)
 

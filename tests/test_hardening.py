@@ -375,3 +375,35 @@ def test_two_runs_of_one_spec(home, os_client):
         assert os_client.count(index=f"evalctl-{name}--all-minilm-l6-v2")["count"] == 12
     finally:
         os_client.indices.delete(index=f"evalctl-{name}*", ignore_unavailable=True)
+
+
+# --------------------------------------------------------------------------- (g) a shared cluster
+
+
+def test_index_prefix_keeps_caches_apart(home, pizza, os_client, monkeypatch):
+    """Two caches with one corpus name but different data share the cluster under their own prefixes."""
+    assert invoke("index", "--corpus", pizza).exit_code == 0  # the default prefix: evalctl
+    other = home / "other-cache"
+    monkeypatch.setenv("EVALCTL_CACHE", str(other))
+    monkeypatch.setenv("EVALCTL_INDEX_PREFIX", "evalctl-bob")
+    half = home / "half.csv"
+    half.write_text("".join(PIZZA.read_text(encoding="latin-1").splitlines(keepends=True)[:6]), encoding="latin-1")
+    assert invoke("corpus", "import", "--format", "espacenet", "--name", pizza, half).exit_code == 0
+    try:
+        assert invoke("index", "--corpus", pizza).exit_code == 0
+        status = invoke("index", "status")
+        assert "index prefix: evalctl-bob" in status.output and f"evalctl-bob-{pizza}--bm25" in status.output
+        assert f"\nevalctl-{pizza}--bm25" not in status.output
+        monkeypatch.delenv("EVALCTL_INDEX_PREFIX")
+        status = invoke("index", "status")  # the default prefix lists its own indexes, not bob's
+        assert f"evalctl-{pizza}--bm25" in status.output and "evalctl-bob-" not in status.output
+        out = invoke("index", "delete", f"evalctl-bob-{pizza}--bm25", "--yes")
+        assert out.exit_code == 2 and "not an evalctl index of prefix 'evalctl'" in out.output
+        os_client.indices.refresh(index=f"evalctl-{pizza}--bm25,evalctl-bob-{pizza}--bm25")
+        assert os_client.count(index=f"evalctl-{pizza}--bm25")["count"] == 12
+        assert os_client.count(index=f"evalctl-bob-{pizza}--bm25")["count"] == 5
+        monkeypatch.setenv("EVALCTL_INDEX_PREFIX", "Bad--Prefix")
+        out = invoke("index", "status")
+        assert out.exit_code == 2 and "index_prefix 'Bad--Prefix'" in out.output
+    finally:
+        os_client.indices.delete(index=f"evalctl-bob-{pizza}*", ignore_unavailable=True)
