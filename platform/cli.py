@@ -80,7 +80,10 @@ class EvalctlGroup(click.Group):
         forget_answers()  # "the node answered earlier" means earlier in this command
         try:
             return super().invoke(ctx)
-        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+        except click.ClickException as e:  # UserError and click's own usage errors: only scrubbed
+            e.message = _redact(e.message)
+            raise
+        except (click.exceptions.Exit, click.exceptions.Abort):
             raise
         except Exception as e:
             known = None if ctx.params.get("debug") else explain(e)

@@ -407,3 +407,9 @@ def test_index_prefix_keeps_caches_apart(home, pizza, os_client, monkeypatch):
         assert out.exit_code == 2 and "index_prefix 'Bad--Prefix'" in out.output
     finally:
         os_client.indices.delete(index=f"evalctl-bob-{pizza}*", ignore_unavailable=True)
+
+
+def test_every_message_is_scrubbed(home, monkeypatch):
+    monkeypatch.setenv("EVALCTL_DASHBOARDS_URL", f"http://kibana:{SECRET}@127.0.0.1:9")
+    out = invoke("dashboards", "install")
+    assert out.exit_code != 0 and "http://***@127.0.0.1:9" in out.output and SECRET not in out.output
