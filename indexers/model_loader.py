@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from evalctl.errors import BadInput
 from evalctl.models import ModelSpec, OfflineSource, models_dir
 from evalctl.paths import cache_root
 
@@ -26,7 +27,7 @@ Source = Literal["auto", "offline", "hub"]
 _ZIP_PART = re.compile(r"\.zip\.\d+$")
 
 
-class ModelLoadError(RuntimeError):
+class ModelLoadError(BadInput, RuntimeError):
     """The model cannot be loaded; the message says which package to install or what to change."""
 
 

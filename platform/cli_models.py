@@ -81,13 +81,12 @@ def list_models() -> None:
               help="Selects the prompt together with role and variant.")
 @click.option("--prompt-variant", default=None, help="Named prompt set of the model (default: its default_variant).")
 @click.option("--shard", default="0/1", show_default=True, help="i/n: encode part i (0-based) of n, split by id hash.")
-@click.option("--batch-size", type=int, default=32, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True)
 @click.option("--device", default=None, help="cpu, cuda, cuda:N, or 'all' for every local GPU (default: auto).")
 @click.option("--source", type=click.Choice(["auto", "offline", "hub"]), default="auto", show_default=True,
               help="Where weights come from; auto prefers an installed offline package.")
 def encode(corpus, model_id, view, role, task_type, prompt_variant, shard, batch_size, device, source) -> None:
     """Encode one view of a corpus into the embedding cache (resumable; cached texts are skipped)."""
-    from evalctl.indexers.embedding_cache import EmbeddingCacheError
     from evalctl.indexers.encode_corpus import encode_corpus
     from evalctl.indexers.encoder import parse_shard
     from evalctl.indexers.model_loader import ModelLoadError
@@ -95,7 +94,7 @@ def encode(corpus, model_id, view, role, task_type, prompt_variant, shard, batch
     try:
         result = encode_corpus(corpus, model_id, view, role=role, variant=prompt_variant, task_type=task_type,
                                shard=parse_shard(shard), batch_size=batch_size, device=device, source=source)
-    except (SpecError, ModelLoadError, EmbeddingCacheError, KeyError, ValueError, FileNotFoundError) as e:
+    except (SpecError, ModelLoadError, KeyError, ValueError, FileNotFoundError) as e:  # a damaged cache: cli.explain
         raise UserError(str(e).strip("'\"")) from None
     r = result.report
     click.echo(f"corpus {result.corpus} ({result.corpus_hash[:12]}), view {result.view}, "

@@ -54,11 +54,11 @@ def _common(f):
         click.option("--qrels", "qrels_name", default="citations", show_default=True, help="Qrels set of the corpus."),
         click.option("--split", default="test", show_default=True, help="Query split: train, dev, test or all."),
         click.option("--k", type=int, default=100, show_default=True, help="Depth: hits per query (size and knn k)."),
-        click.option("--bm25-max-terms", type=int, default=1000, show_default=True,
+        click.option("--bm25-max-terms", type=click.IntRange(min=0), default=1000, show_default=True,
                      help="BM25 query texts are cut to this many terms (Lucene's 1024-clause limit); 0: no cut."),
         click.option("--prompt-variant", default=None, help="Model prompt variant for the query encoding."),
-        click.option("--batch-size", type=int, default=32, show_default=True, help="Queries per _msearch."),
-        click.option("--concurrency", type=int, default=2, show_default=True, help="_msearch calls in flight."),
+        click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True, help="Queries per _msearch."),
+        click.option("--concurrency", type=click.IntRange(min=1), default=2, show_default=True, help="_msearch calls in flight."),
     ]):
         f = opt(f)
     return f

@@ -16,6 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from evalctl.errors import BadInput
 from evalctl import paths
 from evalctl.patent_record import PatentRecord
 
@@ -104,7 +105,7 @@ class Corpus:
         return self.manifest["content_hash"]
 
 
-class CorpusNotFound(FileNotFoundError):
+class CorpusNotFound(BadInput, FileNotFoundError):
     pass
 
 

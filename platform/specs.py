@@ -16,10 +16,12 @@ from typing import Any, TypeVar
 
 import yaml
 
+from evalctl.errors import BadInput
+
 T = TypeVar("T")
 
 
-class SpecError(ValueError):
+class SpecError(BadInput, ValueError):
     """A config value that cannot become a spec; the message names the file and setting."""
 
 

@@ -117,7 +117,7 @@ def test_commands_end_to_end_and_too_few_examples_reported(os_client, env):
 
     # The landscape label set has no labels on a Lens import: a clear message, no traceback.
     out = runner.invoke(cli, ["classify", *common, "--label-set", "landscape"])
-    assert out.exit_code == 1 and out.exception.__class__ is SystemExit
+    assert out.exit_code == 2 and out.exception.__class__ is SystemExit
     assert "label set 'landscape'" in out.output and "0 keep a label" in out.output
 
 
