@@ -4,6 +4,7 @@ one answers, else the managed local node, started here (and stopped at the end) 
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from pathlib import Path
 
@@ -32,8 +33,9 @@ def os_client():
     if not client.ping():
         if settings.external:
             pytest.fail(f"the configured cluster {settings.describe()} does not answer")
-        started = ManagedNode()
-        started.start()
+        node, asked = ManagedNode(), time.time()
+        # stopped at the end only when this session launched it (not when another process did meanwhile)
+        started = node if node.start().started_at >= asked else None
         client = make_client(settings)
     info = client.info()
     _used_cluster.update(url=resolve_url(settings), version=info["version"]["number"],

@@ -64,6 +64,6 @@ def test_cli_index_says_so_without_traceback_and_creates_no_index(empty_hf_cache
                                    str(FIXTURES / "uspto_grants_sample.csv")])
     assert imported.exit_code == 0, imported.output
     out = runner.invoke(cli, ["index", "--corpus", name, "--model", MODEL])
-    assert out.exit_code == 1 and out.exception is not None and isinstance(out.exception, SystemExit)
+    assert out.exit_code == 2 and out.exception is not None and isinstance(out.exception, SystemExit)  # BadInput
     assert "Traceback" not in out.output and f"It needs {REPO_ID} at revision main" in out.output
     assert not os_client.indices.exists(index=f"evalctl-{name}--{MODEL}")
