@@ -4,7 +4,7 @@ side). Prints a table.
 
     python bench/retrieve.py [--docs 150] [--repeat 5] [--rounds 5] [--k 100] [--model all-minilm-l6-v2]
 
-Corpus: a known-item task from the real USPTO grant sample (../shared/data/uspto-grants-2019):
+Corpus: a known-item task from the real USPTO grant sample (tests/data/uspto-grants-2019):
 documents are abstracts (view A), queries are titles, each relevant to its own grant (a sanity
 task, not a citation task). Query and document vectors come from the embedding cache, warmed
 before timing, so only searching is timed. Every side runs once untimed, then --rounds times in rotating

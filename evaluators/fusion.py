@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from evalctl.errors import BadInput
 from evalctl.evaluators import ranking_metrics
 from evalctl.evaluators.runs import Ranking, StoredRun, ranked
 from evalctl.evaluators.search_pipelines import FusionSpec, has_neural_search
@@ -20,7 +21,7 @@ from evalctl.evaluators.search_pipelines import FusionSpec, has_neural_search
 _RANX_NORM = {"min_max": "min-max", "z_score": "zmuv"}
 
 
-class FusionUnsupported(ValueError):
+class FusionUnsupported(BadInput, ValueError):
     pass
 
 

@@ -34,6 +34,7 @@ import numpy as np
 from numpy.lib.format import open_memmap
 from tqdm import tqdm
 
+from evalctl.errors import BadInput
 from evalctl.indexers.index_layout import index_name, vector_field
 from evalctl.indexers.index_loader import read_manifest
 from evalctl.paths import cache_root
@@ -51,7 +52,7 @@ SLICES = 3  # vector pages fetched in parallel (see _stream)
 ID_PAGE = 10_000  # ids per page (index.max_result_window)
 
 
-class ReadbackError(ValueError):
+class ReadbackError(BadInput, ValueError):
     """The index cannot be exported as asked, or the export disagrees with the index, corpus or cache."""
 
 

@@ -91,11 +91,14 @@ def _best_view(corpus: str, rs: list[RetrievalResult]) -> list[str]:
 
 
 def _fusion_gains(corpus: str, rs: list[RetrievalResult]) -> list[str]:
+    """Fusion over dense for each model, in the view where its dense run scores best."""
     out = []
-    for (model, view), group in _group(rs, lambda r: (r.model, r.view)).items():
-        by = {r.method: r for r in group}
-        if "dense" not in by:
+    for model, group in _group(rs, lambda r: r.model).items():
+        dense = [r for r in group if r.method == "dense"]
+        if not dense:
             continue
+        view = max(dense, key=lambda r: r.mean).view
+        by = {r.method: r for r in group if r.view == view}
         for fused in ("hybrid", "rrf"):
             if fused in by:
                 out.append(f"{corpus}, {model}, view {view}: {by[fused].label} over dense: "

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from evalctl.errors import BadInput
 from evalctl import results_store
 from evalctl.results_store import Result
 
@@ -29,7 +30,7 @@ Ranking = dict[str, list[tuple[str, float]]]  # query id -> [(doc id, score)], b
 KIND = "run"
 
 
-class RunNotFound(LookupError):
+class RunNotFound(BadInput, LookupError):
     pass
 
 

@@ -36,6 +36,8 @@ def score(ranking: Ranking, qrels: dict[str, dict[str, int]], metrics: tuple[str
     """Score `ranking` on the queries of `qrels` (each with at least one positive)."""
     if not qrels:
         return Scores({m: float("nan") for m in metrics}, {m: {} for m in metrics})
+    if not any(ranking.get(q) for q in qrels):  # nothing retrieved (e.g. a view without text): all zero
+        return Scores({m: 0.0 for m in metrics}, {m: dict.fromkeys(qrels, 0.0) for m in metrics})
     per_query = evaluate(qrels, {q: [d for d, _ in ranking.get(q, [])] for q in qrels}, metrics)
     mean = {m: sum(v.values()) / len(v) for m, v in per_query.items()}
     return Scores(mean, per_query)

@@ -14,6 +14,7 @@ from typing import Literal
 
 from opensearchpy.exceptions import NotFoundError
 
+from evalctl.errors import Failure
 from evalctl.cluster_info import installed_plugins
 
 NEURAL_SEARCH = "opensearch-neural-search"
@@ -21,7 +22,7 @@ NORMALIZATIONS = ("min_max", "l2", "z_score")
 COMBINATIONS = ("arithmetic_mean", "geometric_mean", "harmonic_mean")
 
 
-class NeuralSearchMissing(RuntimeError):
+class NeuralSearchMissing(Failure, RuntimeError):
     """Hybrid/RRF asked of a node without the neural-search plugin."""
 
 

@@ -109,6 +109,9 @@ def qrels_cmd(corpus_name, name, source, within_views, direction, level, citatio
     if m["kind"] == "citations":
         click.echo(f"  citations {m['citations']}, resolved inside the corpus {m['citations_resolved']}, "
                    f"edges {m['citation_edges']}; records whose text language may not ask {m['records_not_asking']}")
+        if m.get("citations_unresolved_like_in_set"):
+            click.echo(f"  warning: {m['citations_unresolved_like_in_set']} citations did not resolve although they look "
+                       "like numbers of this corpus written another way (docs/corpus-format.md, normalisation)")
     else:
         click.echo(f"  patents not rendering in {', '.join(spec.within_views)}: {m['records_not_rendering']}")
     click.echo(f"  queries {', '.join(f'{k} {v}' for k, v in sorted(m['queries'].items())) or 'none'}; pairs {m['pairs']}; "

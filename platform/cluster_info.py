@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from evalctl.errors import Failure
 from evalctl.connection import load_settings, make_client, resolve_url
 from evalctl.node import ManagedNode
 
 
-class ClusterUnavailable(RuntimeError):
+class ClusterUnavailable(Failure, RuntimeError):
     pass
 
 
@@ -37,7 +38,9 @@ def cluster_status() -> dict:
             indices=len(client.cat.indices(format="json")),
             plugins={n: {"version": v} for n, v in sorted(plugin_versions(client).items())},
         )
-    except (OSConnectionError, TransportError) as e:
+    except OSConnectionError:
+        raise  # reported by the CLI with the URL and what to do (cli.explain)
+    except TransportError as e:
         hint = "" if settings.external else " Start it with `evalctl opensearch start`."
         raise ClusterUnavailable(f"no OpenSearch answers at {url} ({settings.describe()}): {e.__class__.__name__}.{hint}") from None
     if not settings.external:

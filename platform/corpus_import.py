@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from evalctl.atomic import publish_dir, replace_dir
 from evalctl.corpus_store import (CORPUS_FILE, FORMAT_VERSION, MANIFEST_FILE, PROBLEMS_FILE, QUERIES_FILE, Corpus,
                                   RecordWriter, corpora_root, load_corpus, write_json)
 from evalctl.family_records import DOCUMENT_LEVELS, family_records
@@ -25,6 +26,7 @@ from evalctl.import_native import open_native
 from evalctl.import_ops import open_ops
 from evalctl.import_problems import CorpusImportError, Problem, ProblemLog, Where
 from evalctl.import_source import RecordStream, Source
+from evalctl.names import check_name
 from evalctl.provenance import file_sha256
 from evalctl.qrels import QrelsSpec, build_given_qrels
 
@@ -96,10 +98,13 @@ def import_corpus(fmt: str, sources: list[Path], name: str | None = None, out: P
         raise CorpusImportError(f"unknown document level {documents!r}; known: {', '.join(DOCUMENT_LEVELS)}")
     if not sources:
         raise CorpusImportError("no source given")
-    dest = Path(out) if out else corpora_root() / (name or "")
     if not name and not out:
         raise CorpusImportError("give the corpus a --name (or an --out folder)")
-    name = name or dest.name
+    dest = Path(out) if out else corpora_root() / check_name(name, "--name")
+    name = check_name(name or dest.name, "--name" if name else "--out folder name (give a --name instead)")
+    if dest.exists() and not _is_corpus(dest) and not _is_empty_dir(dest):
+        raise CorpusImportError(f"{dest} exists and is not an evalctl corpus (no {MANIFEST_FILE} of ours); "
+                                "nothing was changed: choose another --name or --out")
     log = ProblemLog(strict=strict)
     source = FORMATS[fmt]([Path(s) for s in sources], log)
     tmp = dest.with_name(f".{dest.name}.importing-{os.getpid()}")
@@ -130,18 +135,29 @@ def import_corpus(fmt: str, sources: list[Path], name: str | None = None, out: P
         with open(tmp / PROBLEMS_FILE, "w", encoding="utf-8") as f:
             f.writelines(json.dumps(p.to_dict(), ensure_ascii=False) + "\n" for p in log.problems)
         write_json(tmp / MANIFEST_FILE, manifest)
-        if dest.exists():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if not publish_dir(tmp, dest):  # taken, perhaps by an identical import running at the same time
             if _same(dest, manifest):
-                shutil.rmtree(tmp)
                 return ImportResult(load_corpus(dest), tuple(log.problems), written.rows_read, unchanged=True)
             if not overwrite:
                 raise CorpusImportError(_clash(dest, manifest))
-            shutil.rmtree(dest)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp.replace(dest)
+            replace_dir(tmp, dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return ImportResult(load_corpus(dest), tuple(log.problems), written.rows_read, unchanged=False)
+
+
+def _is_corpus(path: Path) -> bool:
+    """Whether `path` is a folder an import made: the only kind --overwrite may replace."""
+    try:
+        m = json.loads((path / MANIFEST_FILE).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(m, dict) and m.get("format_version") == FORMAT_VERSION and "content_hash" in m
+
+
+def _is_empty_dir(path: Path) -> bool:
+    return path.is_dir() and not any(path.iterdir())
 
 
 def _identity(m: dict) -> tuple:

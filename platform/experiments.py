@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from evalctl.qrels import QrelsSpec
-from evalctl.specs import SpecError, build, configs_dir, load_yaml
+from evalctl.specs import SpecError, build, configs_dir, load_yaml, package_folder
 
 Method = Literal["bm25", "dense", "exact", "hybrid", "rrf"]
 
@@ -121,13 +121,15 @@ class ExperimentSpec:
         return next(c for c in self.corpora if c.name == name)
 
     def resolve_source(self, source: str) -> Path:
-        """A source path as written, else relative to the spec file, else to the project root."""
-        for base in (Path.cwd(), Path(self.source_path).parent, configs_dir().parent):
+        """A source path as written, else relative to the spec file, else to the folder holding the bundled
+        samples/ (the repository, or the installed package: shipped specs name `samples/...`)."""
+        shipped = package_folder("samples").parent
+        for base in (Path.cwd(), Path(self.source_path).parent, shipped):
             p = (base / source).resolve()
             if p.exists():
                 return p
         raise SpecError(f"{self.source_path}: source {source!r} not found (relative to the working "
-                        f"directory, the spec file or {configs_dir().parent})")
+                        f"directory, the spec file or {shipped})")
 
 
 def missing_sources(spec: ExperimentSpec) -> list[str]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 

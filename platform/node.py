@@ -169,8 +169,8 @@ class ManagedNode:
             if src is None:
                 if p.required:
                     raise NodeError(f"plugin {p.name} is required but configs/opensearch.yaml gives no source")
-                missing[p.name] = (f"no public source; pass --plugin-zip PATH|URL[#sha256=HEX] or set "
-                                   f"EVALCTL_OPENSEARCH_PLUGIN_ZIPS")
+                missing[p.name] = ("no public source; pass --plugin-zip PATH|URL[#sha256=HEX] or set "
+                                   "EVALCTL_OPENSEARCH_PLUGIN_ZIPS")
                 continue
             wanted[p.name] = fetch_one(src)
         return wanted, missing

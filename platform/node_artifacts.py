@@ -19,10 +19,11 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from evalctl.errors import Failure
 from evalctl.provenance import file_sha256
 
 
-class NodeError(RuntimeError):
+class NodeError(Failure, RuntimeError):
     """The managed node could not be provisioned, started or stopped; the message says why."""
 
 

@@ -11,7 +11,7 @@ import uuid
 import pytest
 from click.testing import CliRunner
 
-from retrieval_data import NONSENSE_QUERY, USPTO, write_citation_native, write_known_item_beir
+from retrieval_data import NONSENSE_QUERY, write_citation_native, write_known_item_beir
 
 pytestmark = [pytest.mark.opensearch, pytest.mark.models]
 MODEL = "all-minilm-l6-v2"
@@ -21,8 +21,6 @@ MODEL = "all-minilm-l6-v2"
 def env(tmp_path_factory, os_client):
     """Private cache; a known-item BEIR corpus (30 grants, view A) and a hand-linked citation corpus
     (11 grants, view TA), both indexed with MiniLM."""
-    if not USPTO.exists():
-        pytest.skip(f"{USPTO} not present")
     from evalctl.corpus_import import import_corpus
     from evalctl.indexers.index_layout import corpus_alias
     from evalctl.indexers.index_loader import index_corpus
