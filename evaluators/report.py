@@ -15,11 +15,13 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from evalctl.experiments import ExperimentSpec
 from evalctl.provenance import code_version
+
+if TYPE_CHECKING:  # pandas is imported where tables are made: an up-to-date report never pays for it
+    import pandas as pd
 
 
 @dataclass
@@ -94,6 +96,8 @@ def _view_label(qview: str, view: str) -> str:
 
 
 def _retrieval(report: Report, spec: ExperimentSpec, steps, out: Path) -> None:
+    import pandas as pd
+
     from evalctl.evaluators.compare import compare_runs, tables
     from evalctl.evaluators.runs import load_run
     from evalctl.evaluators.scoring import PRIMARY
@@ -146,6 +150,8 @@ def _retrieval(report: Report, spec: ExperimentSpec, steps, out: Path) -> None:
 
 
 def _views_heatmap(report: Report, corpus: str, dense: pd.DataFrame, out: Path) -> None:
+    import pandas as pd
+
     from evalctl.evaluators.scoring import PRIMARY
 
     if dense["view"].nunique() < 2:
@@ -210,6 +216,8 @@ def _in_out_plot(report: Report, domains: pd.DataFrame, out: Path, name: str) ->
 
 
 def _label_tasks(report: Report, spec: ExperimentSpec, steps) -> None:
+    import pandas as pd
+
     from evalctl.evaluators.task_tables import task_table
 
     for task, title in (("classification", "Classification (F1, %)"), ("clustering", "Clustering (%)")):
@@ -231,6 +239,8 @@ def _label_tasks(report: Report, spec: ExperimentSpec, steps) -> None:
 
 
 def _recipes(report: Report, pairs: list[dict]) -> None:
+    import pandas as pd
+
     report.h("Fine-tuning recipes")
     keys = ("task", "corpus", "view", "what", "model", "recipe", "metric", "base_mean", "tuned_mean")
     rows = [{k: round(r[k], 4) if isinstance(r[k], float) else r[k] for k in keys}
