@@ -18,6 +18,7 @@ import statistics
 import sys
 import tempfile
 import resource
+import shutil
 import subprocess
 import time
 import urllib.request
@@ -147,8 +148,12 @@ def main() -> None:
         print(corpus.path)
         return
     load_before = load()
-    times, results = run_workers(__file__, ("evalctl", "bare"), args.rounds, "--corpus", corpus_path,
-                                 "--model", args.model, "--view", args.view)
+    try:
+        times, results = run_workers(__file__, ("evalctl", "bare"), args.rounds, "--corpus", corpus_path,
+                                     "--model", args.model, "--view", args.view)
+    finally:
+        if args.corpus is None:
+            shutil.rmtree(tmp, ignore_errors=True)
     ev, bare = results["evalctl"][-1], results["bare"][-1]
     print(f"\nindex load, {ev['docs']} docs x 1 view ({args.view}, {args.model}), node {ev['url']}, "
           f"{args.rounds} rounds (sides alternate, both warmed)")

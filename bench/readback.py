@@ -16,6 +16,7 @@ import importlib.util
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -125,6 +126,7 @@ def main() -> None:
         from evalctl.connection import make_client
 
         make_client().indices.delete(index=made["index"])
+        shutil.rmtree(tmp, ignore_errors=True)
     first = results["export"][0]
     stream = [r["stream_seconds"] for r in results["export"]]
     print(f"\nvector read-back, {first['n']} docs x {first['dim']}-d ({args.model}, view {args.view}), "

@@ -19,6 +19,7 @@ import argparse
 import http.client
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -122,6 +123,7 @@ def main() -> None:
         run_rounds((*methods, "search_all", "bare", "numpy"), args.rounds, measure)  # every side warmed first
     finally:
         client.indices.delete(index=f"{corpus_alias(name)}--*", ignore_unavailable=True)
+        shutil.rmtree(work, ignore_errors=True)
 
     n_q = {**{m: len(bodies) for m in methods}, "search_all": len(many), "bare": len(many),
            "numpy": len(qids) * args.repeat}
