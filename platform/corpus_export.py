@@ -5,7 +5,7 @@ field's formats, so other tools (MTEB, Pyserini, BEIR scripts) run the very same
           (query-id, corpus-id, score). `title` is the record's title when the view starts with it and
           `text` the view's other fields joined by its separator, so title + separator + text is the view.
 - dapfam: corpus.parquet (relevant_id), queries.parquet (query_id), each with title_en, abstract_en,
-          claims_text, description_en holding the view's fields only (others null), and qrels_all.parquet
+          claims_text ("1. ...\n2. ..."), description_en holding the view's fields only (others null), and qrels_all.parquet
           (query_id, relevant_id, relevance_score, domain_rel IN / OUT, null when unknown).
 
 Both also write excluded/<split>.tsv (query-id, corpus-id): the documents evalctl removes from a
@@ -80,6 +80,8 @@ def _dapfam_row(record: PatentRecord, view: ViewSpec, id_column: str) -> dict:
     row = {id_column: record.id, **{c: None for c in DAPFAM_COLUMNS.values()}}
     for f in view.fields:
         row[DAPFAM_COLUMNS[f]] = field_text(record, f)
+    if "claims" in view.fields and record.claims:  # numbered, as DAPFAM ships them: boundaries survive import
+        row["claims_text"] = "\n".join(f"{i}. {c.text}" for i, c in enumerate(record.claims, 1))
     return row
 
 
