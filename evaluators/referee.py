@@ -147,6 +147,29 @@ def mteb_dense(task: ExportedTask, model_id: str, batch_size: int = 32, depth: i
     return RefereeRun(ranking, {k: float(v) for k, v in scores.items() if isinstance(v, (int, float))}, notes)
 
 
+def mteb_dapfam_task(folder: Path, name: str = "DAPFAMAllTitlAbsToTitlAbsClmRetrieval"):
+    """One of MTEB's own 18 DAPFAM task classes, pointed at a local DAPFAM-layout folder (an evalctl
+    `--format dapfam` export, or a local copy of datalyes/DAPFAM_patent) instead of the hub.
+
+    MTEB builds the texts itself (mteb/tasks/retrieval/eng/dapfam_patent_retrieval.py): a query is its
+    fields joined by "\n" (TitlAbs: title_en, abstract_en; TitlAbsClm: + claims_text); a document is
+    {"title": title_en, "text": the other fields joined by "\n"} (TitlAbs / TitlAbsClm / FullText add
+    claims_text and description_en), which MTEB's loader turns into title + " " + text. Pairs with
+    relevance_score > 0 are relevant (binary); All / IN / OUT filter on domain_rel and drop queries left
+    without a positive; the main score is nDCG@100 on the single `train` split; no self or family
+    exclusion (DAPFAM's query families are not among its targets)."""
+    _need("mteb", "mteb")
+    from mteb.tasks.retrieval.eng import dapfam_patent_retrieval as dapfam
+
+    cls = getattr(dapfam, name, None)
+    if cls is None:
+        have = sorted(n for n in dir(dapfam) if n.startswith("DAPFAM"))
+        raise ValueError(f"MTEB has no DAPFAM task {name!r}; it has {', '.join(have)}")
+    task = cls()
+    task.metadata = task.metadata.model_copy(update={"dataset": {"path": str(folder), "revision": "local"}})
+    return task
+
+
 # --------------------------------------------------------------------------- Pyserini
 
 

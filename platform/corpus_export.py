@@ -6,7 +6,8 @@ field's formats, so other tools (MTEB, Pyserini, BEIR scripts) run the very same
           `text` the view's other fields joined by its separator, so title + separator + text is the view.
 - dapfam: corpus.parquet (relevant_id), queries.parquet (query_id), each with title_en, abstract_en,
           claims_text ("1. ...\n2. ..."), description_en holding the view's fields only (others null), and qrels_all.parquet
-          (query_id, relevant_id, relevance_score, domain_rel IN / OUT, null when unknown).
+          (query_id, relevant_id, relevance_score, domain_rel IN / OUT, null when unknown), and a README.md
+          dataset card with DAPFAM's three configs, so MTEB's own DAPFAM task code loads the folder.
 
 Both also write excluded/<split>.tsv (query-id, corpus-id): the documents evalctl removes from a
 query's ranking (the query and its family). Neither format has such a notion; a tool that honours it
@@ -37,6 +38,26 @@ FORMATS: tuple[str, ...] = ("beir", "dapfam")
 # evalctl view field -> DAPFAM column (platform/import_dapfam.py reads the same names)
 DAPFAM_COLUMNS = {"title": "title_en", "abstract": "abstract_en", "claims": "claims_text", "description": "description_en"}
 EXPORT_FILE = "export.json"
+# The dataset card of datalyes/DAPFAM_patent lays out three configs with one `train` split each; the same
+# card makes `datasets.load_dataset(folder, "corpus", split="train")` (what MTEB's DAPFAM tasks call) read
+# the export offline.
+DAPFAM_CARD = """---
+configs:
+- config_name: corpus
+  data_files:
+  - split: train
+    path: corpus.parquet
+- config_name: queries
+  data_files:
+  - split: train
+    path: queries.parquet
+- config_name: relations
+  data_files:
+  - split: train
+    path: qrels_all.parquet
+---
+An evalctl export in DAPFAM's layout (see export.json for the corpus, view, qrels set and split).
+"""
 
 
 class ExportError(ValueError):
@@ -149,6 +170,7 @@ def export_landscape(corpus: Corpus, qset: QrelsSet, fmt: Format, view: str, spl
         schema = pa.schema([("query_id", pa.string()), ("relevant_id", pa.string()),
                             ("relevance_score", pa.float64()), ("domain_rel", pa.string())])
         pq.write_table(pa.Table.from_pylist(rows, schema=schema), out_dir / "qrels_all.parquet")
+        (out_dir / "README.md").write_text(DAPFAM_CARD)
     _write_tsv(out_dir / "excluded" / f"{split}.tsv", ["query-id", "corpus-id"], excluded)
     summary = ExportSummary(fmt, str(out_dir), corpus.name, corpus.content_hash, view, qview_name, qset.name, split,
                             len(docs), len(qids), len(pairs), sum(p.doc_id not in doc_ids for p in pairs),

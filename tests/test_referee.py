@@ -148,6 +148,31 @@ def test_export_names_a_bad_view_or_split(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+@needs_mteb
+@pytest.mark.parametrize("task_name, domain", [("DAPFAMAllTitlAbsToTitlAbsClmRetrieval", None),
+                                               ("DAPFAMInTitlAbsToTitlAbsClmRetrieval", "IN"),
+                                               ("DAPFAMOutTitlAbsToTitlAbsClmRetrieval", "OUT")])
+def test_mteb_own_dapfam_tasks_read_the_export_offline(tmp_path, monkeypatch, task_name, domain):
+    """MTEB's DAPFAM code builds its texts from the export: queries exactly evalctl's view, documents
+    title + " " + the rest joined by "\n" with claims as numbered in DAPFAM's claims_text."""
+    import datasets
+
+    from evalctl.corpus_export import export_landscape
+    from evalctl.evaluators.referee import mteb_dapfam_task
+    from evalctl.views import load_views
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf"))
+    corpus, qset = _citation_corpus(tmp_path)
+    export_landscape(corpus, qset, "dapfam", "TAC", "test", tmp_path / "dapfam", query_view="TA")
+    docs, queries, qrels = mteb_dapfam_task(tmp_path / "dapfam", task_name).load_data()
+    views, original = load_views(), {r.id: r for r in corpus.records()}
+    assert queries["train"] == {q: views["TA"].render(original[q]) for q in qset.qrels("test")}
+    for rid, r in original.items():
+        numbered = "\n".join(f"{i}. {c.text}" for i, c in enumerate(r.claims, 1))
+        assert docs["train"][rid] == {"title": r.title, "text": f"{r.abstract}\n{numbered}"}
+    assert qrels["train"] == qset.qrels(split="test", domain=domain)
+
+
 # --------------------------------------------------------------------------- trec_eval on a hand-made run
 
 
