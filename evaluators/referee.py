@@ -251,8 +251,24 @@ def rescore(ranking: Ranking, qrels: dict[str, dict[str, int]], metrics: tuple[s
     return score(ranking, qrels, metrics).mean
 
 
-def format_rows(rows: list[Row]) -> str:
-    lines = ["| system | metric | evalctl | referee | referee value | difference |", "|---|---|---|---|---|---|"]
-    lines += [f"| {r.system} | {r.metric} | {r.evalctl:.6f} | {r.referee} | {r.value:.6f} | {r.diff:+.6f} |"
-              for r in rows]
+def format_table(rows: list[Row]) -> str:
+    """Markdown, one line per metric: per system, evalctl's value then each referee's (with its difference)."""
+    systems = list(dict.fromkeys(r.system for r in rows))
+    columns: list[tuple[str, str | None]] = [  # (system, None for evalctl's own column | referee)
+        col for s in systems for col in [(s, None), *dict.fromkeys((s, r.referee) for r in rows if r.system == s)]]
+    metrics = list(dict.fromkeys(r.metric for r in rows))
+    cell = {(r.system, r.referee, r.metric): r for r in rows}
+    ours = {(r.system, r.metric): r.evalctl for r in rows}
+    head = ["metric"] + [f"evalctl {s.split(':')[0]}" if ref is None else f"{ref} ({s.split(':')[0]})" for s, ref in columns]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for m in metrics:
+        vals = []
+        for s, ref in columns:
+            if ref is None:
+                vals.append(f"{ours[(s, m)]:.6f}" if (s, m) in ours else "")
+            elif (r := cell.get((s, ref, m))) is not None:
+                vals.append(f"{r.value:.6f} ({r.diff:+.6f})")
+            else:
+                vals.append("")
+        lines.append(f"| {m} | " + " | ".join(vals) + " |")
     return "\n".join(lines)

@@ -42,7 +42,8 @@ class RefereeReport:
         s, e = self.spec, self.export
         head = (f"Referee table: corpus {s.corpus}, view {e['query_view']}→{e['view']}, qrels {s.qrels}/{s.split}, "
                 f"model {s.model}; {e['documents']} documents, {e['queries']} queries, {e['pairs']} pairs")
-        parts = [head, "", rf.format_rows(self.rows), ""]
+        systems = ", ".join(dict.fromkeys(r.system for r in self.rows))
+        parts = [head, f"systems: {systems}; referee cells: value (referee - evalctl)", "", rf.format_table(self.rows), ""]
         parts += [f"- {k}: {v}" for k, v in self.facts.items()]
         parts += [f"- {name} skipped: {why}" for name, why in self.skipped.items()]
         return "\n".join(parts)
@@ -92,6 +93,9 @@ def referee_landscape(client, spec: LandscapeSpec, out_dir: Path) -> RefereeRepo
         mt = rf.mteb_dense(task, spec.model, depth=spec.k)
         own = {m: mt.scores[m.replace("@", "_at_")] for m in DENSE_METRICS}
         report.rows += rf.metric_rows(names["exact"], "MTEB", {m: ours_mean["exact"][m] for m in DENSE_METRICS}, own)
+        # MTEB rounds its means to 5 decimals; its own ranking rescored here shows the unrounded values
+        report.facts["MTEB ranking scored by evalctl (unrounded)"] = {
+            m: round(v, 6) for m, v in rf.rescore(mt.ranking, sub_qrels, DENSE_METRICS).items()}
         report.facts["MTEB top-10 overlap with evalctl exact"] = round(rf.top_overlap(runs["exact"].ranking, mt.ranking), 4)
         report.facts["MTEB"] = mt.notes
     except rf.RefereeUnavailable as e:
