@@ -73,6 +73,18 @@ def trec_eval_scores(ranking: Ranking, qrels: dict[str, dict[str, int]],
     return out
 
 
+def trec_eval_tie_order(ranking: Ranking, qrels: dict[str, dict[str, int]], metrics: tuple[str, ...]) -> dict[str, float]:
+    """Means of `ranking` scored by trec_eval on its engine scores, so tied documents go in trec_eval's
+    (and MTEB's) order, document id descending, instead of evalctl's: what tie order alone moves."""
+    pytrec_eval = _need("pytrec_eval", "pytrec-eval-terrier")
+    measures = {m: _trec_measure(m) for m in metrics}
+    if any(key == "recip_rank" for _, key, _ in measures.values()):
+        raise ValueError("mrr@k needs a cut run; use trec_eval_scores")
+    run = {q: dict(docs) for q in qrels if (docs := ranking.get(q))}
+    got = pytrec_eval.RelevanceEvaluator(qrels, {measure for measure, _, _ in measures.values()}).evaluate(run)
+    return {m: sum(got.get(q, {}).get(key, 0.0) for q in qrels) / len(qrels) for m, (_, key, _) in measures.items()}
+
+
 # --------------------------------------------------------------------------- MTEB
 
 

@@ -96,6 +96,9 @@ def referee_landscape(client, spec: LandscapeSpec, out_dir: Path) -> RefereeRepo
         # MTEB rounds its means to 5 decimals; its own ranking rescored here shows the unrounded values
         report.facts["MTEB ranking scored by evalctl (unrounded)"] = {
             m: round(v, 6) for m, v in rf.rescore(mt.ranking, sub_qrels, DENSE_METRICS).items()}
+        # identical texts (family members) tie; trec_eval, inside MTEB, orders ties by id descending
+        report.facts["evalctl exact in trec_eval's tie order (engine scores)"] = {
+            m: round(v, 6) for m, v in rf.trec_eval_tie_order(runs["exact"].ranking, sub_qrels, DENSE_METRICS).items()}
         report.facts["MTEB top-10 overlap with evalctl exact"] = round(rf.top_overlap(runs["exact"].ranking, mt.ranking), 4)
         report.facts["MTEB"] = mt.notes
     except rf.RefereeUnavailable as e:

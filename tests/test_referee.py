@@ -266,6 +266,13 @@ def test_mteb_dense_matches_evalctl_exact(refereed):
     for r in rows:
         assert abs(r.diff) <= 0.002, r
     assert refereed.facts["MTEB top-10 overlap with evalctl exact"] >= 0.98
+    # what is left is tie order (identical texts score alike): MTEB's own ranking in evalctl's tie order,
+    # and evalctl's run in trec_eval's tie order, each land next to the other tool's number
+    unrounded = refereed.facts["MTEB ranking scored by evalctl (unrounded)"]
+    in_trec_order = refereed.facts["evalctl exact in trec_eval's tie order (engine scores)"]
+    for r in rows:
+        assert abs(unrounded[r.metric] - r.evalctl) <= 2e-4, (r, unrounded)
+        assert abs(in_trec_order[r.metric] - r.value) <= 2e-4, (r, in_trec_order)
 
 
 @pytest.mark.opensearch
@@ -277,3 +284,15 @@ def test_pyserini_bm25_is_close_to_opensearch_bm25(refereed):
     assert refereed.facts["Pyserini"]["documents"] == refereed.export["documents"]
     assert abs(rows["ndcg@10"].diff) <= 0.01, rows["ndcg@10"]
     assert refereed.facts["Pyserini top-10 overlap with evalctl bm25"] >= 0.9
+
+
+def test_referee_table_puts_each_referee_beside_evalctl():
+    from evalctl.evaluators.referee import Row, format_table
+
+    rows = [Row("exact:m:TA", "ndcg@10", 0.5, "trec_eval", 0.5), Row("bm25:m:TA", "ndcg@10", 0.4, "trec_eval", 0.4),
+            Row("exact:m:TA", "ndcg@10", 0.5, "MTEB", 0.501), Row("bm25:m:TA", "ndcg@10", 0.4, "Pyserini", 0.39)]
+    head, _, line = format_table(rows).splitlines()
+    assert head == ("| metric | evalctl exact | trec_eval (exact) | MTEB (exact) | evalctl bm25 | trec_eval (bm25) "
+                    "| Pyserini (bm25) |")
+    assert line == ("| ndcg@10 | 0.500000 | 0.500000 (+0.000000) | 0.501000 (+0.001000) | 0.400000 "
+                    "| 0.400000 (+0.000000) | 0.390000 (-0.010000) |")
