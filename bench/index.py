@@ -3,7 +3,7 @@ HTTP client, on the same node, side by side. Prints a small table.
 
     python bench/index.py [--docs 8000] [--model all-minilm-l6-v2] [--view TAC]
 
-The corpus is the real USPTO grant sample (../shared/data/uspto-grants-2019), repeated with suffixed
+The corpus is the real USPTO grant sample (tests/data/uspto-grants-2019), repeated with suffixed
 ids up to --docs documents; vectors come from the embedding cache, warmed before timing, so both sides
 send identical documents and only the loading path is measured.
 """
@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-USPTO = REPO.parent / "shared" / "data" / "uspto-grants-2019" / "patent_grants.csv"
+USPTO = REPO / "tests" / "data" / "uspto-grants-2019" / "patent_grants.csv"
 
 
 def build_corpus(workdir: Path, n_docs: int):

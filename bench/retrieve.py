@@ -1,14 +1,15 @@
-"""Retrieval throughput: dense queries through evalctl vs the engine's own `took`, and vs exact
-brute-force similarity with numpy on the same vectors (time and nDCG@10 side by side). Prints a table.
+"""Retrieval throughput: dense, native hybrid and native RRF queries through evalctl vs the engine's own
+`took`, and vs exact brute-force similarity with numpy on the same vectors (time and nDCG@10 side by
+side). Prints a table.
 
     python bench/retrieve.py [--docs 150] [--repeat 5] [--k 100] [--model all-minilm-l6-v2]
 
-Corpus: a known-item task from the real USPTO grant sample (../shared/data/uspto-grants-2019):
+Corpus: a known-item task from the real USPTO grant sample (tests/data/uspto-grants-2019):
 documents are abstracts (view A), queries are titles, each relevant to its own grant (a sanity
 task, not a citation task). Query and document vectors come from the embedding cache, warmed
 before timing, so only searching is timed. --repeat sends the query set that many times for the
 throughput rows. Client overhead ratio = client wall time / sum of `_msearch` `took`, with one
-request in flight (target <= 1.25x).
+request in flight (target <= 1.25x). The hybrid/RRF rows need the neural-search plugin on the node.
 """
 
 from __future__ import annotations
@@ -76,6 +77,19 @@ def main() -> None:
         e2e = time.perf_counter() - t0
         ann = score(run.ranking, qrels).mean[PRIMARY]
         rows.append(("evalctl retrieve (end to end, 1 query set)", len(bodies), e2e, run.manifest["took_ms"] / 1000, ann))
+
+        from evalctl.evaluators.search_pipelines import FusionSpec, has_neural_search
+
+        if has_neural_search(client):
+            for method, fusion in (("hybrid", FusionSpec()), ("rrf", FusionSpec(technique="rrf"))):
+                fspec = spec.with_(method=method, fusion=fusion)
+                retrieve(client, fspec, opts)  # warm-up: pipeline created, BM25 postings cached
+                t0 = time.perf_counter()
+                frun = retrieve(client, fspec, opts)
+                rows.append((f"evalctl retrieve {method} (native, end to end)", len(bodies), time.perf_counter() - t0,
+                             frun.manifest["took_ms"] / 1000, score(frun.ranking, qrels).mean[PRIMARY]))
+        else:
+            print("no neural-search plugin on this node: no native hybrid/RRF rows")
 
         many = bodies * args.repeat
         for conc in (1, 2):

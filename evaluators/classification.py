@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from evalctl.errors import BadInput
 from evalctl.label_sets import LabelSetSpec, label_matrix, label_support
 
 PROBES = ("logreg", "knn")
@@ -32,7 +33,7 @@ MIN_RECORDS = 10
 MIN_LABELS = 2
 
 
-class TooFewExamples(ValueError):
+class TooFewExamples(BadInput, ValueError):
     """The label set keeps too few records or labels on this corpus to classify or cluster."""
 
 

@@ -22,6 +22,7 @@ from ranx import Qrels, compare
 from scipy.stats import bootstrap
 from tabulate import tabulate
 
+from evalctl.errors import BadInput
 from evalctl.evaluators.runs import StoredRun, as_ranx
 from evalctl.evaluators.scoring import METRICS, PRIMARY, evaluate_run, run_qrels
 from evalctl.qrels import QrelsSet
@@ -33,7 +34,7 @@ _SUPERSCRIPT = str.maketrans("abcdefghijklmnoprstuvwxyz", "ᵃᵇᶜᵈᵉᶠᵍ
 SAME = ("corpus", "corpus_hash", "qrels", "split", "query_set")
 
 
-class NotComparable(ValueError):
+class NotComparable(BadInput, ValueError):
     pass
 
 

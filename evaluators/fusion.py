@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ranx import fuse
 
+from evalctl.errors import BadInput
 from evalctl.evaluators.runs import Ranking, StoredRun, as_ranx, ranked
 from evalctl.evaluators.search_pipelines import FusionSpec, has_neural_search
 
@@ -21,7 +22,7 @@ from evalctl.evaluators.search_pipelines import FusionSpec, has_neural_search
 _RANX_NORM = {"min_max": "min-max", "z_score": "zmuv"}
 
 
-class FusionUnsupported(ValueError):
+class FusionUnsupported(BadInput, ValueError):
     pass
 
 

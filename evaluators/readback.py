@@ -31,6 +31,7 @@ import numpy as np
 from numpy.lib.format import open_memmap
 from tqdm import tqdm
 
+from evalctl.errors import BadInput
 from evalctl.indexers.index_layout import index_name, vector_field
 from evalctl.indexers.index_loader import read_manifest
 from evalctl.paths import cache_root
@@ -45,7 +46,7 @@ PIT_KEEP_ALIVE = "5m"
 PAGE_BYTES = 20_000_000
 
 
-class ReadbackError(ValueError):
+class ReadbackError(BadInput, ValueError):
     """The index cannot be exported as asked, or the export disagrees with the index, corpus or cache."""
 
 

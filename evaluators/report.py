@@ -230,29 +230,92 @@ def _label_tasks(report: Report, spec: ExperimentSpec, steps) -> None:
         report.p("Mean [bootstrap 95% CI over splits/seeds]. Produced by: " + "; ".join(produced))
 
 
-def _recipes(report: Report, spec: ExperimentSpec, steps) -> None:
+def _recipes(report: Report, pairs: list[dict]) -> None:
+    report.h("Fine-tuning recipes")
+    keys = ("task", "corpus", "view", "what", "model", "recipe", "metric", "base_mean", "tuned_mean")
+    rows = [{k: round(r[k], 4) if isinstance(r[k], float) else r[k] for k in keys}
+            | {"delta": round(r["tuned_mean"] - r["base_mean"], 4)} for r in pairs]
+    report.table(pd.DataFrame(rows) if rows else pd.DataFrame([{"note": "no fine-tuned models in this spec"}]))
+
+
+def _findings(report: Report, steps, runs: dict, pairs: list[dict]) -> None:
+    """The report's opening: findings computed from the stored results, each naming its runs/results."""
+    from evalctl.evaluators import report_findings as rf
+    from evalctl.evaluators.runs import load_run
+    from evalctl.evaluators.scoring import PRIMARY, evaluate_run
+
+    report.h("Findings")
+    results = []
+    for s in steps:
+        if s.kind == "retrieval" and s.scores and s.scores() and s.ref():
+            run = runs.get(s.ref()) or runs.setdefault(s.ref(), load_run(s.ref()))
+            _, corpus, model, view, method, qview = s.target
+            results.append(rf.RetrievalResult(corpus, model, _view_label(qview, view), method, run.id, run.label,
+                                              evaluate_run(run).per_query[PRIMARY]))
+    lines = rf.retrieval_findings(results)
+    for corpus in dict.fromkeys(r.corpus for r in results):
+        best = max((r for r in results if r.corpus == corpus), key=lambda r: r.mean)
+        run = runs[best.run_id]
+        if (run.manifest.get("qrels_spec") or {}).get("source") != "known_item":
+            domains = {d: (sc.n_queries, sc.mean[PRIMARY])
+                       for d in ("IN", "OUT") for sc in [evaluate_run(run, domain=d, metrics=(PRIMARY,))]}
+            lines += [f for f in [rf.in_out_finding(corpus, best.label, best.run_id, domains)] if f]
+    lines += rf.recipe_findings(pairs)
+    for line in lines or ["No stored results yet: run `evalctl run` first."]:
+        report.p("- " + line)
+
+
+def _per_unit(step, metric: str, runs: dict) -> dict[str, float]:
+    """Per-query (retrieval) or per-split/seed (label tasks) values of `metric` behind a step's scores."""
+    from evalctl import results_store
+    from evalctl.evaluators.runs import load_run
+    from evalctl.evaluators.scoring import evaluate_run
+
+    if step.kind == "retrieval":
+        run = runs.get(step.ref()) or runs.setdefault(step.ref(), load_run(step.ref()))
+        return evaluate_run(run).per_query[metric]
+    group, name = metric.split("/")
+    res = next(r for r in results_store.iter_results(step.kind, step.target[1]) if r.id == step.ref())
+    body = json.loads(res.file("metrics.json").read_text())[group]
+    return {str(i): unit[name] for i, unit in enumerate(body.get("splits") or body.get("seeds"))}
+
+
+def _recipe_pairs(steps, runs: dict) -> list[dict]:
+    """Base vs fine-tuned model on the same task, corpus, view and method/label set, per headline metric."""
     from evalctl.models import get_model
 
-    report.h("Fine-tuning recipes")
     rows = []
+    for s, base in _tuned_and_base(steps):
+        lineage = get_model(s.target[2]).lineage
+        for metric in s.scores():
+            if metric in base.scores() and _headline(metric):
+                view = _view_label(s.target[5], s.target[3]) if s.kind == "retrieval" else s.target[3]
+                rows.append({"task": s.kind, "corpus": s.target[1], "view": view, "what": s.target[4],
+                             "model": s.target[2], "recipe": lineage["recipe"]["id"], "metric": metric,
+                             "base_mean": base.scores()[metric], "tuned_mean": s.scores()[metric],
+                             "base": _per_unit(base, metric, runs), "tuned": _per_unit(s, metric, runs),
+                             "ids": [base.ref(), s.ref()]})
+    return rows
+
+
+def _headline(metric: str) -> bool:
+    return metric in ("ndcg@10", "logreg/micro_f1", "knn/micro_f1") or "v_measure" in metric
+
+
+def _tuned_and_base(steps):
+    """(fine-tuned model's step, its base model's step) for every task step with stored scores."""
+    from evalctl.models import get_model
+
     for s in steps:
-        if not s.scores or s.kind not in ("retrieval", "classification", "clustering"):
+        if not s.scores or s.kind not in ("retrieval", "classification", "clustering") or s.target[2] == "bm25":
             continue
-        lineage = getattr(get_model(s.target[2]), "lineage", None) if s.target[2] != "bm25" else None
-        if not lineage:
+        lineage = getattr(get_model(s.target[2]), "lineage", None)
+        if not lineage or not s.scores():
             continue
         base = next((b for b in steps if b.target[:2] == s.target[:2] and b.target[3:] == s.target[3:]
                      and b.target[2] == lineage.get("base_model")), None)
-        if base is None or not base.scores():
-            continue
-        for metric, v in s.scores().items():
-            if metric in base.scores() and (metric in ("ndcg@10", "logreg/micro_f1", "knn/micro_f1") or "v_measure" in metric):
-                view = _view_label(s.target[5], s.target[3]) if s.kind == "retrieval" else s.target[3]
-                rows.append({"task": s.kind, "corpus": s.target[1], "view": view, "method / label set": s.target[4],
-                             "model": s.target[2], "recipe": lineage["recipe"]["id"], "metric": metric,
-                             "base": round(base.scores()[metric], 4), "tuned": round(v, 4),
-                             "delta": round(v - base.scores()[metric], 4)})
-    report.table(pd.DataFrame(rows) if rows else pd.DataFrame([{"note": "no fine-tuned models in this spec"}]))
+        if base is not None and base.scores():
+            yield s, base
 
 
 def write_report(spec: ExperimentSpec, out: Path, force: bool = False) -> tuple[Path, Path, bool]:
@@ -274,9 +337,12 @@ def write_report(spec: ExperimentSpec, out: Path, force: bool = False) -> tuple[
     report = Report(f"evalctl report: {spec.name}")
     report.p(f"{spec.description.strip()} Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by "
              f"evalctl {code_version()} from the results store.")
+    runs: dict = {}  # run id -> StoredRun, loaded once for findings and recipe deltas
+    pairs = _recipe_pairs(steps, runs)
+    _findings(report, steps, runs, pairs)
     _retrieval(report, spec, steps, out)
     _label_tasks(report, spec, steps)
-    _recipes(report, spec, steps)
+    _recipes(report, pairs)
     md.write_text(report.markdown())
     page.write_text(report.html(out))
     inputs_file.write_text(inputs)

@@ -21,6 +21,7 @@ from typing import Literal
 
 from tqdm import tqdm
 
+from evalctl.errors import BadInput, Failure
 from evalctl.corpus_store import Corpus, load_corpus
 from evalctl.evaluators.retrieval_queries import (
     DEFAULT_BM25_MAX_TERMS, bm25_body, exact_body, hybrid_body, knn_body, truncate_terms,
@@ -37,7 +38,7 @@ FUSED = ("hybrid", "rrf")
 MAX_K = 10_000  # knn k and index.max_result_window
 
 
-class RetrievalError(ValueError):
+class RetrievalError(BadInput, ValueError):
     """Bad retrieval request (unknown index, view, split ...): one message naming what is wrong."""
 
 
@@ -133,7 +134,7 @@ def resolve_index(client, corpus: Corpus, spec: RetrievalSpec) -> tuple[str, dic
 # --------------------------------------------------------------------------- batched search
 
 
-class SearchFailed(RuntimeError):
+class SearchFailed(Failure, RuntimeError):
     pass
 
 

@@ -20,6 +20,7 @@ from typing import Literal
 
 from ranx import Run
 
+from evalctl.errors import BadInput
 from evalctl import results_store
 from evalctl.results_store import Result
 
@@ -27,7 +28,7 @@ Ranking = dict[str, list[tuple[str, float]]]  # query id -> [(doc id, score)], b
 KIND = "run"
 
 
-class RunNotFound(LookupError):
+class RunNotFound(BadInput, LookupError):
     pass
 
 

@@ -40,6 +40,8 @@ def score(ranking: Ranking, qrels: dict[str, dict[str, int]], metrics: tuple[str
     """Score `ranking` on the queries of `qrels` (each with at least one positive)."""
     if not qrels:
         return Scores({m: float("nan") for m in metrics}, {m: {} for m in metrics})
+    if not any(ranking.get(q) for q in qrels):  # nothing retrieved (e.g. a view without text): ranx cannot score it
+        return Scores({m: 0.0 for m in metrics}, {m: dict.fromkeys(qrels, 0.0) for m in metrics})
     run = as_ranx({q: ranking.get(q, []) for q in qrels}, "run")
     evaluate(Qrels(qrels), run, list(metrics), make_comparable=True)
     per_query = {m: {q: float(v) for q, v in run.scores[m].items()} for m in metrics}

@@ -14,6 +14,7 @@ from typing import Literal
 
 from opensearchpy.exceptions import NotFoundError
 
+from evalctl.errors import Failure
 from evalctl.cluster_info import installed_plugins
 
 NEURAL_SEARCH = "opensearch-neural-search"
@@ -21,7 +22,7 @@ NORMALIZATIONS = ("min_max", "l2", "z_score")
 COMBINATIONS = ("arithmetic_mean", "geometric_mean", "harmonic_mean")
 
 
-class NeuralSearchMissing(RuntimeError):
+class NeuralSearchMissing(Failure, RuntimeError):
     """Hybrid/RRF asked of a node without the neural-search plugin."""
 
 
@@ -72,8 +73,8 @@ def require_neural_search(client, what: str) -> None:
     if not has_neural_search(client):
         raise NeuralSearchMissing(
             f"{what} needs the {NEURAL_SEARCH} plugin, which this node lacks (Maven Central does not publish "
-            f"it; use docker-compose or `evalctl opensearch start --plugin-zip`). Client-side fusion of the BM25 "
-            f"and dense runs works on any node: add `--fusion client`."
+            f"it; use docker-compose or `evalctl opensearch start --plugin-zip PATH|URL[#sha256=HEX]`). Client-side "
+            f"fusion of the BM25 and dense runs works on any node: add `--fusion client`."
         )
 
 

@@ -54,7 +54,8 @@ class RunReport:
 
 
 def import_step(spec: ExperimentSpec, entry) -> Step:
-    from evalctl.corpus_import import file_sha256, import_corpus
+    from evalctl.corpus_import import import_corpus
+    from evalctl.provenance import file_sha256
     from evalctl.corpus_store import CorpusNotFound, load_corpus
 
     def sources() -> list:  # resolved when used, so a plan can be shown before the data is in place
@@ -66,10 +67,12 @@ def import_step(spec: ExperimentSpec, entry) -> Step:
         except CorpusNotFound:
             return False
         return (m["source"]["format"] == entry.format and list(m.get("labels", [])) == list(entry.labels)
+                and m.get("documents", "publication") == entry.documents
                 and [f["sha256"] for f in m["source"]["files"]] == [file_sha256(p) for p in sources()])
 
     def run() -> str:
-        res = import_corpus(entry.format, sources(), name=entry.name, labels=entry.labels, overwrite=True)
+        res = import_corpus(entry.format, sources(), name=entry.name, labels=entry.labels, overwrite=True,
+                            documents=entry.documents)
         problems = ", ".join(f"{k} {v}" for k, v in res.problem_counts.items()) or "no problems"
         return f"{len(res.corpus)} records ({problems})"
 
@@ -238,6 +241,7 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
     from evalctl import results_store
     from evalctl.connection import make_client
     from evalctl.corpus_store import load_corpus
+    from evalctl.evaluators.fusion import fusion_sweep
     from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec, retrieve
     from evalctl.evaluators.scoring import evaluate_run
     from evalctl.evaluators.search_pipelines import FusionSpec, has_neural_search
@@ -247,6 +251,7 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
 
     qview = entry.query_view or view
     key = f"retrieve {entry.corpus} {model_id or 'bm25'} {view} {method}" + (f" (queries {qview})" if qview != view else "")
+    sweep = entry.dense_weights if method == "hybrid" else ()
 
     def spec(client) -> RetrievalSpec:
         fusion = FusionSpec(technique="rrf" if method == "rrf" else "linear", dense_weight=entry.dense_weight)
@@ -261,7 +266,8 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
         meta = read_manifest(client, index_name(entry.corpus, model_id)) or {}
         return {"name": key.replace(" ", "_"), "corpus_hash": corpus.content_hash,
                 "index": {k: meta.get(k) for k in IDENTITY}, "retrieval": asdict(spec(client)),
-                "qrels_spec": load_qrels(corpus, entry.qrels).manifest.get("spec")}
+                "qrels_spec": load_qrels(corpus, entry.qrels).manifest.get("spec"),
+                **({"dense_weights_tuned_on_dev": list(sweep)} if sweep else {})}
 
     def record():
         return results_store.find("study-step", entry.corpus, identity())
@@ -271,11 +277,18 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
         return res.manifest["scores"] if res else {}
 
     def run() -> str:
-        stored_run = retrieve(make_client(), spec(make_client()), RetrievalOptions(progress=False))
+        client = make_client()
+        if sweep:
+            res = fusion_sweep(client, spec(client), list(sweep), mode=spec(client).fusion_mode,
+                               options=RetrievalOptions(progress=False))
+            stored_run, how = res.test_run, f", dense weight {res.best.dense_weight} tuned on dev"
+        else:
+            stored_run, how = retrieve(client, spec(client), RetrievalOptions(progress=False)), ""
         scores = evaluate_run(stored_run).mean
         results_store.write("study-step", entry.corpus, identity(), {},
                             extra={"scores": scores, "run": stored_run.id, "label": stored_run.label})
-        return f"{stored_run.label}: nDCG@10 {scores['ndcg@10']:.4f} ({stored_run.manifest['n_queries']} queries)"
+        return (f"{stored_run.label}: nDCG@10 {scores['ndcg@10']:.4f} ({stored_run.manifest['n_queries']} "
+                f"queries{how})")
 
     return Step(key, "retrieval", run, lambda: bool(stored()), deps=deps, scores=stored,
                 target=("retrieval", entry.corpus, model_id or "bm25", view, method, qview),
@@ -307,7 +320,8 @@ def plan(spec: ExperimentSpec) -> list[Step]:
                 models.append(ModelEntry(tuned))
 
     def models_of(entry) -> list:  # an entry's `models` (default all) and the models tuned from them
-        return [m for m in models if not entry.models or m.id in entry.models or base_of.get(m.id) in entry.models]
+        return [m for m in models if (entry.include_tuned or m.id not in base_of)
+                and (not entry.models or m.id in entry.models or base_of.get(m.id) in entry.models)]
 
     # One index per corpus x model, holding every view any task of the spec asks for.
     wanted: dict[tuple[str, str | None], set[str]] = {}

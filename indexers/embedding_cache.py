@@ -25,13 +25,14 @@ from pathlib import Path
 
 import numpy as np
 
+from evalctl.errors import Failure
 from evalctl.paths import cache_root
 
 FORMAT = 1
 _HASH_BYTES = 32
 
 
-class EmbeddingCacheError(RuntimeError):
+class EmbeddingCacheError(Failure, RuntimeError):
     """A cache entry that must not be used (corrupt, wrong model, wrong dimension); names the file."""
 
 
@@ -117,7 +118,8 @@ class EmbeddingCache:
             hashes = np.load(hashes_file, mmap_mode="r", allow_pickle=False)
             vectors = np.load(vectors_file, mmap_mode="r", allow_pickle=False)
         except (OSError, ValueError) as e:
-            raise EmbeddingCacheError(f"{hashes_file}: corrupt shard ({e}); remove it and its vectors file") from None
+            raise EmbeddingCacheError(f"{vectors_file}: corrupt or truncated shard ({e}); remove it and "
+                                      f"{hashes_file.name} to re-encode its texts") from None
         problem = None
         if hashes.dtype != np.uint8 or hashes.ndim != 2 or hashes.shape[1] != _HASH_BYTES:
             problem = f"hashes have shape {hashes.shape} and dtype {hashes.dtype}"

@@ -91,16 +91,16 @@ class LazyEncoder:
     def __init__(self, spec: ModelSpec, **kwargs):
         self._spec, self._kwargs, self._encoder = spec, kwargs, None
 
-    def _loaded(self) -> Encoder:
+    def load(self) -> Encoder:
         if self._encoder is None:
             self._encoder = Encoder(self._spec, **self._kwargs)
         return self._encoder
 
     def encode(self, texts: list[str], prompt: str) -> np.ndarray:
-        return self._loaded().encode(texts, prompt)
+        return self.load().encode(texts, prompt)
 
     def count_truncated(self, texts: list[str], prompt: str) -> int:
-        return self._loaded().count_truncated(texts, prompt)
+        return self.load().count_truncated(texts, prompt)
 
     def close(self) -> None:
         if self._encoder is not None:

@@ -28,18 +28,20 @@ from pathlib import Path
 
 import yaml
 
+from evalctl.errors import Failure
 from evalctl.corpus_store import Corpus, load_corpus
 from evalctl.indexers.model_loader import load_model
 from evalctl.indexers.pairs import PairSet, build_pairs
 from evalctl.indexers.recipes import LoraSpec, RecipeSpec, TrainingSpec, get_recipe
 from evalctl.models import ModelSpec, get_model, load_models, registered_dir
+from evalctl.names import check_name
 from evalctl.paths import cache_root
 from evalctl.provenance import code_version
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9_.+@-]*$")
 
 
-class FinetuneError(RuntimeError):
+class FinetuneError(Failure, RuntimeError):
     """A run that cannot go ahead as asked (name clash, a different run under this id); says what to do."""
 
 
@@ -176,7 +178,8 @@ def finetune(base_id: str, recipe_id: str, corpora: list[str | Corpus], *, match
     corpora = [c if isinstance(c, Corpus) else load_corpus(c) for c in corpora]
     training = _training(recipe, epochs=epochs, max_steps=max_steps, batch_size=batch_size,
                          learning_rate=learning_rate, save_steps=save_steps)
-    model_id = name or default_model_id(base.id, recipe.id, [c.name for c in corpora], match_size)
+    model_id = check_name(name or default_model_id(base.id, recipe.id, [c.name for c in corpora], match_size),
+                          "model name")
     if not _ID.match(model_id):
         raise FinetuneError(f"model id {model_id!r}: use lowercase letters, digits and _ . + @ - only "
                             "(it becomes part of OpenSearch index names)")

@@ -3,7 +3,7 @@
 One index per corpus x model: text fields for every view (BM25, `english` analyzer) plus one
 `knn_vector` field per view for that model, so hybrid queries see text and vectors in one index and a
 second model never touches the first model's index. An alias per corpus (`evalctl-<corpus>`) groups
-them for Dashboards.
+them for Dashboards. The `evalctl` prefix is configurable, so several caches or users can share a cluster.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import Literal
 
 from evalctl.specs import build, load_yaml
 
-PREFIX = "evalctl"
 BM25_ONLY = "bm25"
 SPACE_TYPES = {"cosine": "cosinesimil", "dot": "innerproduct"}
 # Metadata fields every index carries (keywords, so they filter and aggregate).
@@ -71,13 +70,28 @@ def _slug(s: str) -> str:
     return re.sub(r"[^a-z0-9_.+-]+", "-", s.lower()).strip("-")
 
 
+def index_prefix() -> str:
+    """The configured prefix (EVALCTL_INDEX_PREFIX or the config's opensearch.index_prefix; default evalctl)."""
+    from evalctl.connection import load_settings
+
+    return load_settings().index_prefix
+
+
 def index_name(corpus: str, model_id: str | None) -> str:
-    """evalctl-<corpus>--<model>, e.g. evalctl-pizza--minilm-l6 (lowercase, as OpenSearch requires)."""
-    return f"{PREFIX}-{_slug(corpus)}--{_slug(model_id or BM25_ONLY).replace('+', '.')}"
+    """<prefix>-<corpus>--<model>, e.g. evalctl-pizza--minilm-l6 (lowercase, as OpenSearch requires)."""
+    return f"{index_prefix()}-{_slug(corpus)}--{_slug(model_id or BM25_ONLY).replace('+', '.')}"
 
 
 def corpus_alias(corpus: str) -> str:
-    return f"{PREFIX}-{_slug(corpus)}"
+    return f"{index_prefix()}-{_slug(corpus)}"
+
+
+def owned_by_prefix(name: str, meta: dict, prefix: str) -> bool:
+    """Whether index `name` belongs to `prefix`: a longer prefix (evalctl-alice) also matches evalctl-*,
+    so the manifest's own prefix decides (indexes made before prefixes existed have the default)."""
+    from evalctl.connection import DEFAULT_INDEX_PREFIX
+
+    return name.startswith(f"{prefix}-") and meta.get("index_prefix", DEFAULT_INDEX_PREFIX) == prefix
 
 
 def text_field(view: str) -> str:

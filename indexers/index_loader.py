@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 from opensearchpy import helpers
+from opensearchpy.exceptions import RequestError
 from tqdm import tqdm
 
+from evalctl.errors import BadInput
 from evalctl.indexers.index_layout import (
-    BM25_ONLY, IndexSettings, corpus_alias, index_body, index_name, load_index_settings, text_field,
+    BM25_ONLY, IndexSettings, corpus_alias, index_body, index_name, index_prefix, load_index_settings, text_field,
     vector_field, view_properties,
 )
 from evalctl.provenance import code_version
@@ -27,7 +29,7 @@ IDENTITY = ("corpus_hash", "model", "hf_id", "revision", "prompt_variant", "docu
             "similarity", "engine", "encoder", "hnsw", "bm25")
 
 
-class IndexMismatch(ValueError):
+class IndexMismatch(BadInput, ValueError):
     """The target index was built from another corpus, model or setting: refuse, never merge."""
 
 
@@ -50,6 +52,7 @@ def index_manifest(corpus, model, variant: str | None, prompt: str | None, views
                    settings: IndexSettings) -> dict:
     return {
         "evalctl_index": 1,
+        "index_prefix": index_prefix(),
         "corpus": corpus.name,
         "corpus_hash": corpus.manifest["content_hash"],
         "model": model.id if model else BM25_ONLY,
@@ -80,10 +83,17 @@ def ensure_index(client, index: str, meta: dict, settings: IndexSettings, alias:
     Returns the index's full view list."""
     existing = read_manifest(client, index)
     if existing is None:
-        client.indices.create(index=index, body=index_body(meta["views"], meta["dim"], meta["similarity"],
-                                                           settings, meta))
+        try:
+            client.indices.create(index=index, body=index_body(meta["views"], meta["dim"], meta["similarity"],
+                                                               settings, meta))
+        except RequestError as e:
+            if e.error != "resource_already_exists_exception":
+                raise
+            # Another evalctl created it between our check and create: compare with its manifest below.
+            existing = read_manifest(client, index)
         client.indices.put_alias(index=index, name=alias)
-        return meta["views"]
+        if existing is None:
+            return meta["views"]
     diff = [k for k in IDENTITY if existing.get(k) != meta.get(k)]
     if diff:
         lines = "\n".join(f"  {k}: index has {existing.get(k)!r}, this load has {meta.get(k)!r}" for k in diff)
@@ -189,11 +199,17 @@ def index_corpus(client, corpus, views, model=None, *, variant: str | None = Non
                  encode_batch_size: int = 32, progress: bool = True) -> IndexReport:
     """Load `corpus` (text of every view, and `model`'s vectors when given) into its index."""
     from evalctl.indexers.encoder import LazyEncoder, get_or_encode
+    from evalctl.indexers.model_loader import require_weights
 
+    if model is not None:  # before the index exists: missing weights must not leave an empty index behind
+        require_weights(model)
     settings = settings or load_index_settings()
     name = index_name(corpus.name, model.id if model else None)
     prompt = model.prompt_for("document", task_type="retrieval", variant=variant) if model else None
     meta = index_manifest(corpus, model, variant, prompt, [v.name for v in views], settings)
+    encoder = LazyEncoder(model, device=device, batch_size=encode_batch_size) if model else None
+    if encoder is not None and read_manifest(client, name) is None:
+        encoder.load()  # a spec whose dim disagrees with its weights fails here, before an empty index exists
     all_views = ensure_index(client, name, meta, settings, corpus_alias(corpus.name))
     by_name = {v.name: v for v in views}
     if set(all_views) - set(by_name):
@@ -203,7 +219,6 @@ def index_corpus(client, corpus, views, model=None, *, variant: str | None = Non
     done = loaded_ids(client, name, all_views)
     report = IndexReport(index=name, n_corpus=len(corpus), n_already=len(done),
                          missing_view={v: 0 for v in all_views})
-    encoder = LazyEncoder(model, device=device, batch_size=encode_batch_size) if model else None
     dumps = client.transport.serializer.dumps
 
     def prepared() -> Iterator[list[dict]]:

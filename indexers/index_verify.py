@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from evalctl.indexers.index_layout import PREFIX, index_name, text_field, vector_field
+from evalctl.indexers.index_layout import index_name, index_prefix, owned_by_prefix, text_field, vector_field
 from evalctl.indexers.index_loader import read_manifest
 
 # sq_fp16 rounds each component to half precision (|x| <= 1 for normalised vectors).
@@ -91,9 +91,11 @@ def verify_index(client, corpus, views: dict, model=None, *, sample: int = 50, s
 
 def index_status(client) -> list[dict]:
     """Every evalctl index with its manifest, document count and size."""
-    rows = []
-    for row in client.cat.indices(index=f"{PREFIX}-*", format="json", bytes="b"):
+    rows, prefix = [], index_prefix()
+    for row in client.cat.indices(index=f"{prefix}-*", format="json", bytes="b"):
         meta = read_manifest(client, row["index"]) or {}
+        if not owned_by_prefix(row["index"], meta, prefix):
+            continue  # another cache's or user's index (a longer prefix)
         rows.append({"index": row["index"], "docs": int(row["docs.count"] or 0),
                      "size_mb": round(int(row["store.size"] or 0) / 1e6, 1), "health": row["health"], **meta})
     return sorted(rows, key=lambda r: r["index"])

@@ -16,7 +16,8 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from evalctl.models import ModelSpec, OfflineSource
+from evalctl.errors import BadInput
+from evalctl.models import ModelSpec, OfflineSource, models_dir
 from evalctl.paths import cache_root
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ Source = Literal["auto", "offline", "hub"]
 _ZIP_PART = re.compile(r"\.zip\.\d+$")
 
 
-class ModelLoadError(RuntimeError):
+class ModelLoadError(BadInput, RuntimeError):
     """The model cannot be loaded; the message says which package to install or what to change."""
 
 
@@ -41,14 +42,7 @@ def _package_files(package: str) -> list[Path]:
 
 def offline_model_dir(spec: ModelSpec) -> Path:
     """The local folder holding the spec's offline weights (unpacked into the cache if needed)."""
-    src = spec.offline
-    if src is None:
-        raise ModelLoadError(f"model {spec.id} has no offline source; it loads from the hub ({spec.hf_id})")
-    missing = src.missing_packages()
-    if missing:
-        raise ModelLoadError(
-            f"model {spec.id}: offline package(s) {', '.join(missing)} not installed; {src.install_hint()}"
-        )
+    src = _check_offline(spec)
     if src.kind == "package-dir":
         return _package_dir(spec.id, src)
     return _unpacked_split_zip(spec.id, src)
@@ -108,6 +102,75 @@ def _unpacked_split_zip(model_id: str, src: OfflineSource) -> Path:
     return model_dir
 
 
+def _hub_cached(spec: ModelSpec) -> bool:
+    """Whether the Hugging Face cache holds the spec's repository at its revision (no network)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(spec.hf_id, "config.json", revision=spec.revision), str)
+
+
+def _hub_unreachable(spec: ModelSpec) -> str | None:
+    """Why the hub cannot serve the spec's repository now, or None when it can."""
+    if hub_offline():
+        return "HF_HUB_OFFLINE is set"
+    from huggingface_hub import HfApi
+
+    try:
+        HfApi().model_info(spec.hf_id, revision=spec.revision, timeout=10)
+    except Exception as e:  # unreachable, unknown repository, gated, ...: all leave the weights missing
+        return f"the hub did not serve it: {e.__class__.__name__}"
+    return None
+
+
+def missing_weights_message(spec: ModelSpec, reason: str) -> str:
+    """What a user needs to know to put the weights in place by hand."""
+    from huggingface_hub.constants import HF_HUB_CACHE
+
+    repo_dir = Path(HF_HUB_CACHE) / f"models--{spec.hf_id.replace('/', '--')}"
+    unpinned = "" if spec.pinned else " (unpinned: the commit `main` points to)"
+    refs = "" if spec.pinned else f", and refs/{spec.revision} holding <commit>"
+    return "\n".join([
+        f"model {spec.id}: its weights are not on this machine and cannot be downloaded ({reason}).",
+        f"It needs {spec.hf_id} at revision {spec.revision}{unpinned}. Put the weights either",
+        f"  - in the Hugging Face cache, {repo_dir}/",
+        f"    (snapshots/<commit>/ holding the model files{refs}):",
+        f"    `hf download {spec.hf_id} --revision {spec.revision}` on a machine with hub access",
+        "    fills it; copy the folder here, or point HF_HUB_CACHE at it; or",
+        "  - in a folder of your choice holding the model files (modules.json, config.json, weights), named",
+        f"    in the model's spec: add `path: /that/folder` to the entry `id: {spec.id}` in",
+        f"    {models_dir()}/ (or in a copy of configs/ named by EVALCTL_CONFIGS)",
+        *([f"  - or install its offline source: {spec.offline.install_hint()}"] if spec.offline else []),
+    ])
+
+
+def _check_offline(spec: ModelSpec) -> OfflineSource:
+    src = spec.offline
+    if src is None:
+        raise ModelLoadError(f"model {spec.id} has no offline source; it loads from the hub ({spec.hf_id})")
+    missing = src.missing_packages()
+    if missing:
+        raise ModelLoadError(
+            f"model {spec.id}: offline package(s) {', '.join(missing)} not installed; {src.install_hint()}"
+        )
+    return src
+
+
+def require_weights(spec: ModelSpec, source: Source = "auto") -> None:
+    """Fail before any work when the spec's weights cannot be loaded here; the message says what to do.
+
+    Cheap: it looks for files and asks the hub about the repository, it loads nothing."""
+    if spec.path is not None:  # a fine-tuned model (or one placed by hand): its own folder, never the hub
+        if not (Path(spec.path) / "modules.json").is_file():
+            raise ModelLoadError(f"model {spec.id}: its folder {spec.path} is missing or incomplete; "
+                                 "rerun the `evalctl finetune` that made it, or correct `path` in its spec")
+    elif choose_source(spec, source) == "offline":
+        _check_offline(spec)
+    elif not _hub_cached(spec):
+        reason = _hub_unreachable(spec)
+        if reason:
+            raise ModelLoadError(missing_weights_message(spec, reason))
+
+
 def choose_source(spec: ModelSpec, source: Source = "auto") -> Literal["offline", "hub"]:
     """auto: the offline package when installed or when the hub is switched off, else the hub."""
     if source != "auto":
@@ -121,10 +184,8 @@ def load_model(spec: ModelSpec, device: str | None = None, source: Source = "aut
     """A SentenceTransformer for `spec`, with the spec's length limit, checked against its dimension."""
     from sentence_transformers import SentenceTransformer
 
+    require_weights(spec, source)
     if spec.path is not None:  # a fine-tuned model: its own folder, never the hub (hf_id names its base)
-        if not (Path(spec.path) / "modules.json").is_file():
-            raise ModelLoadError(f"model {spec.id}: its folder {spec.path} is missing or incomplete; "
-                                 "rerun the `evalctl finetune` that made it")
         model = SentenceTransformer(spec.path, device=device, local_files_only=True)
     elif choose_source(spec, source) == "offline":
         model = SentenceTransformer(str(offline_model_dir(spec)), device=device, local_files_only=True)

@@ -21,6 +21,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
+from evalctl.errors import BadInput
 from evalctl.corpus_store import Corpus, load_corpus
 from evalctl.patent_record import PatentRecord
 from evalctl.qrels import QrelsSet, list_qrels, load_qrels
@@ -29,11 +30,11 @@ from evalctl.views import ViewSpec, load_views
 from evalctl.indexers.recipes import RecipeSpec, SourceSpec
 
 
-class PairError(ValueError):
+class PairError(BadInput, ValueError):
     """Pairs cannot be made as asked (no data for a recipe, too few for --match-size); says why."""
 
 
-class LeakageError(RuntimeError):
+class LeakageError(BadInput, RuntimeError):
     """A training pair touches a held-out (dev/test) query, its family or its relevant documents."""
 
 

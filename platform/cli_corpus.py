@@ -27,21 +27,24 @@ def corpus() -> None:
 @corpus.command("import")
 @click.argument("sources", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--format", "fmt", required=True,
-              type=click.Choice(["native", "lens", "espacenet", "uspto", "wipo", "beir", "dapfam"]),
-              help="Source layout (docs/corpus-format.md). beir/dapfam take one folder.")
+              type=click.Choice(["native", "lens", "espacenet", "uspto", "wipo", "beir", "dapfam", "ops"]),
+              help="Source layout (docs/corpus-format.md). beir/dapfam take one folder; ops files and/or folders.")
 @click.option("--name", default=None, help="Corpus name: stored under <cache>/corpora/<name>/.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Store here instead.")
 @click.option("--strict", is_flag=True, help="Any problem (bad row, code, date, encoding ...) aborts the import.")
 @click.option("--label", "labels", multiple=True, help="Landscape label added to every record (repeatable).")
 @click.option("--overwrite", is_flag=True, help="Replace a different corpus already stored under that name.")
+@click.option("--documents", type=click.Choice(["publication", "family"]), default="publication", show_default=True,
+              help="family: one record per family (text from its best-described member, the others as aliases).")
 @click.option("--show", type=int, default=100, show_default=True, help="Problems to print (all are in problems.jsonl).")
-def import_cmd(sources, fmt, name, out, strict, labels, overwrite, show) -> None:
+def import_cmd(sources, fmt, name, out, strict, labels, overwrite, documents, show) -> None:
     """Import SOURCES (files, or one folder for beir/dapfam) into a corpus."""
     from evalctl.corpus_import import import_corpus
     from evalctl.import_problems import CorpusImportError
 
     try:
-        res = import_corpus(fmt, list(sources), name=name, out=out, strict=strict, labels=labels, overwrite=overwrite)
+        res = import_corpus(fmt, list(sources), name=name, out=out, strict=strict, labels=labels, overwrite=overwrite,
+                            documents=documents)
     except CorpusImportError as e:
         raise UserError(str(e)) from None
     for p in res.problems[:show]:
@@ -52,6 +55,8 @@ def import_cmd(sources, fmt, name, out, strict, labels, overwrite, show) -> None
     state = "unchanged (same content hash already stored)" if res.unchanged else "imported"
     click.echo(f"{state}: {res.corpus.name} at {res.corpus.path}")
     click.echo(f"  rows read {res.rows_read}, records {m['record_count']}, queries {m['queries_count']}")
+    if m["languages"]:
+        click.echo("  text languages: " + ", ".join(f"{k} {v}" for k, v in m["languages"].items()))
     click.echo("  problems: " + (", ".join(f"{k} {v}" for k, v in res.problem_counts.items()) or "none"))
     click.echo(f"  content hash {m['content_hash']}")
 
@@ -68,7 +73,11 @@ def import_cmd(sources, fmt, name, out, strict, labels, overwrite, show) -> None
               help="cited: documents the query cites; citing: documents citing it.")
 @click.option("--level", type=click.Choice(["publication", "family"]), default="publication", show_default=True)
 @click.option("--citation-type", "citation_types", multiple=True,
-              help="Only these citation types (repeatable; default all).")
+              help="Only these citation types (repeatable; default all). Search reports only: "
+                   "--citation-type search_report --citation-type international_search.")
+@click.option("--query-language", "query_languages", multiple=True, default=("en",), show_default=True,
+              help="Queries need title/abstract in these languages where the source records them (OPS); "
+                   "'any' for no filter (repeatable).")
 @click.option("--domain-scheme", type=click.Choice(["ipc", "cpc"]), default="ipc", show_default=True)
 @click.option("--domain-chars", type=click.Choice(["3", "4"]), default="3", show_default=True,
               help="Code prefix length for IN/OUT: 3 = class (A61), 4 = subclass (A61K).")
@@ -77,8 +86,8 @@ def import_cmd(sources, fmt, name, out, strict, labels, overwrite, show) -> None
               help="Queries held out for fine-tuning; their citation pairs go to train_pairs.tsv.")
 @click.option("--seed", default="evalctl", show_default=True)
 @click.option("--overwrite", is_flag=True)
-def qrels_cmd(corpus_name, name, source, within_views, direction, level, citation_types, domain_scheme, domain_chars,
-              dev_fraction, train_fraction, seed, overwrite) -> None:
+def qrels_cmd(corpus_name, name, source, within_views, direction, level, citation_types, query_languages,
+              domain_scheme, domain_chars, dev_fraction, train_fraction, seed, overwrite) -> None:
     """Build retrieval qrels from CORPUS_NAME's citation graph, or a known-item task."""
     from evalctl.patent_record import CITATION_TYPES
     from evalctl.qrels import QrelsSpec, build_qrels
@@ -88,6 +97,7 @@ def qrels_cmd(corpus_name, name, source, within_views, direction, level, citatio
         spec = build(QrelsSpec, dict(name=name, source=source.replace("-", "_"), within_views=list(within_views),
                                      direction=direction, level=level,
                                      citation_types=list(citation_types or CITATION_TYPES),
+                                     query_languages=[x for x in query_languages if x != "any"],
                                      domain_scheme=domain_scheme, domain_chars=int(domain_chars),
                                      dev_fraction=dev_fraction, train_fraction=train_fraction, seed=seed),
                      "evalctl corpus qrels options")
@@ -98,7 +108,10 @@ def qrels_cmd(corpus_name, name, source, within_views, direction, level, citatio
     click.echo(f"qrels {q.name} ({m['kind']}) at {q.path}")
     if m["kind"] == "citations":
         click.echo(f"  citations {m['citations']}, resolved inside the corpus {m['citations_resolved']}, "
-                   f"edges {m['citation_edges']}")
+                   f"edges {m['citation_edges']}; records whose text language may not ask {m['records_not_asking']}")
+        if m.get("citations_unresolved_like_in_set"):
+            click.echo(f"  warning: {m['citations_unresolved_like_in_set']} citations did not resolve although they look "
+                       "like numbers of this corpus written another way (docs/corpus-format.md, normalisation)")
     else:
         click.echo(f"  patents not rendering in {', '.join(spec.within_views)}: {m['records_not_rendering']}")
     click.echo(f"  queries {', '.join(f'{k} {v}' for k, v in sorted(m['queries'].items())) or 'none'}; pairs {m['pairs']}; "

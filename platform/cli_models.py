@@ -18,11 +18,31 @@ def models() -> None:
     """Embedding model specs (configs/models/)."""
 
 
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for r in [header, *rows]:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+
+
+def _weights_state(spec) -> str:
+    from evalctl.indexers.model_loader import ModelLoadError, require_weights
+
+    try:
+        require_weights(spec)
+    except ModelLoadError:
+        return "weights missing"
+    return ""
+
+
 @models.command("list")
 def list_models() -> None:
-    """Every model spec with size, dimension, revision pin, prompt variants and offline source."""
+    """Every model spec with size, dimension, revision pin, prompt variants and offline source; then the
+    fine-tuned models registered in this cache, with their base model and recipe."""
+    from evalctl.models import registered_dir
+
     try:
         specs = load_models()
+        tuned = load_models(registered_dir()) if registered_dir().is_dir() else {}
     except SpecError as e:
         raise UserError(str(e)) from None
     rows = []
@@ -35,13 +55,21 @@ def list_models() -> None:
         rows.append((s.id, s.family, _size(s.params_m), str(s.dim), str(s.max_seq_length),
                      s.revision[:10] if s.pinned else "main (unpinned)", "yes" if s.named_by_study else "",
                      ",".join(sorted(s.prompt_variants)), offline))
-    header = ("id", "family", "size", "dim", "max_len", "revision", "study", "prompt variants", "offline source")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    for r in [header, *rows]:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    _table(("id", "family", "size", "dim", "max_len", "revision", "study", "prompt variants", "offline source"), rows)
     named = sum(s.named_by_study for s in specs.values())
     with_offline = sum(s.offline is not None for s in specs.values())
     click.echo(f"{len(specs)} models ({named} named by the study, {with_offline} with an offline source)")
+    if not tuned:
+        return
+    click.echo(f"\nfine-tuned models (evalctl finetune; specs in {registered_dir()}):")
+    rows = []
+    for s in sorted(tuned.values(), key=lambda s: s.id):
+        lin = s.lineage or {}
+        rows.append(("[fine-tuned] " + s.id, lin.get("base_model", "?"), lin.get("recipe", {}).get("id", "?"),
+                     ",".join(c["name"] for c in lin.get("corpora", [])), str(s.dim), s.revision[:10],
+                     _weights_state(s)))
+    _table(("id", "base", "recipe", "corpora", "dim", "revision", ""), rows)
+    click.echo(f"{len(tuned)} fine-tuned model(s); use them by id like any other model")
 
 
 @click.command()
@@ -53,13 +81,12 @@ def list_models() -> None:
               help="Selects the prompt together with role and variant.")
 @click.option("--prompt-variant", default=None, help="Named prompt set of the model (default: its default_variant).")
 @click.option("--shard", default="0/1", show_default=True, help="i/n: encode part i (0-based) of n, split by id hash.")
-@click.option("--batch-size", type=int, default=32, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True)
 @click.option("--device", default=None, help="cpu, cuda, cuda:N, or 'all' for every local GPU (default: auto).")
 @click.option("--source", type=click.Choice(["auto", "offline", "hub"]), default="auto", show_default=True,
               help="Where weights come from; auto prefers an installed offline package.")
 def encode(corpus, model_id, view, role, task_type, prompt_variant, shard, batch_size, device, source) -> None:
     """Encode one view of a corpus into the embedding cache (resumable; cached texts are skipped)."""
-    from evalctl.indexers.embedding_cache import EmbeddingCacheError
     from evalctl.indexers.encode_corpus import encode_corpus
     from evalctl.indexers.encoder import parse_shard
     from evalctl.indexers.model_loader import ModelLoadError
@@ -67,7 +94,7 @@ def encode(corpus, model_id, view, role, task_type, prompt_variant, shard, batch
     try:
         result = encode_corpus(corpus, model_id, view, role=role, variant=prompt_variant, task_type=task_type,
                                shard=parse_shard(shard), batch_size=batch_size, device=device, source=source)
-    except (SpecError, ModelLoadError, EmbeddingCacheError, KeyError, ValueError, FileNotFoundError) as e:
+    except (SpecError, ModelLoadError, KeyError, ValueError, FileNotFoundError) as e:  # a damaged cache: cli.explain
         raise UserError(str(e).strip("'\"")) from None
     r = result.report
     click.echo(f"corpus {result.corpus} ({result.corpus_hash[:12]}), view {result.view}, "

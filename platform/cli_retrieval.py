@@ -21,12 +21,13 @@ def _user_errors():
     from evalctl.evaluators.retrieve import RetrievalError, SearchFailed
     from evalctl.evaluators.runs import RunNotFound
     from evalctl.evaluators.search_pipelines import NeuralSearchMissing
+    from evalctl.indexers.model_loader import ModelLoadError
     from evalctl.specs import SpecError
 
     try:
         yield
     except (CorpusNotFound, FileNotFoundError, RetrievalError, SearchFailed, RunNotFound, NotComparable,
-            NeuralSearchMissing, FusionUnsupported, SpecError) as e:
+            NeuralSearchMissing, FusionUnsupported, SpecError, ModelLoadError) as e:
         raise UserError(str(e)) from None
 
 
@@ -45,18 +46,19 @@ def _fusion_options(f):
 
 def _common(f):
     for opt in reversed([
-        click.option("--corpus", "corpus_name", required=True, help="Corpus name or folder."),
+        click.option("--corpus", "corpus_name", default=None,
+                     help="Corpus name or folder (default: the configured default, else the only imported one)."),
         click.option("--model", "model_id", default=None, help="Model id; omit for BM25 on the text-only index."),
         click.option("--view", required=True, help="Document view (text_<V> / vec_<V> fields), e.g. TAC."),
         click.option("--query-view", default=None, help="View of the query patent's text (default: --view)."),
         click.option("--qrels", "qrels_name", default="citations", show_default=True, help="Qrels set of the corpus."),
         click.option("--split", default="test", show_default=True, help="Query split: train, dev, test or all."),
         click.option("--k", type=int, default=100, show_default=True, help="Depth: hits per query (size and knn k)."),
-        click.option("--bm25-max-terms", type=int, default=1000, show_default=True,
+        click.option("--bm25-max-terms", type=click.IntRange(min=0), default=1000, show_default=True,
                      help="BM25 query texts are cut to this many terms (Lucene's 1024-clause limit); 0: no cut."),
         click.option("--prompt-variant", default=None, help="Model prompt variant for the query encoding."),
-        click.option("--batch-size", type=int, default=32, show_default=True, help="Queries per _msearch."),
-        click.option("--concurrency", type=int, default=2, show_default=True, help="_msearch calls in flight."),
+        click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True, help="Queries per _msearch."),
+        click.option("--concurrency", type=click.IntRange(min=1), default=2, show_default=True, help="_msearch calls in flight."),
     ]):
         f = opt(f)
     return f
@@ -64,9 +66,11 @@ def _common(f):
 
 def _spec(method, corpus_name, model_id, view, query_view, qrels_name, split, k, bm25_max_terms, prompt_variant,
           fusion_mode, normalization, combination, dense_weight, rank_constant):
+    from evalctl.default_corpus import corpus_for_command
     from evalctl.evaluators.retrieve import RetrievalSpec
     from evalctl.evaluators.search_pipelines import FusionSpec
 
+    corpus_name = corpus_for_command(corpus_name)
     try:
         fusion = FusionSpec("rrf" if method == "rrf" else "linear", normalization, combination, dense_weight, rank_constant)
     except ValueError as e:
@@ -163,8 +167,9 @@ def compare(runs, baseline, fmt, out, test, alpha, permutations, n_bootstrap, se
               default="arithmetic_mean", show_default=True)
 @click.option("--weights", default="0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9", show_default=True,
               help="Dense weights to try on the dev queries.")
-@click.option("--mode", type=click.Choice(["auto", "native", "client"]), default="auto", show_default=True,
-              help="auto: native pipelines when neural-search is installed, else client-side fusion.")
+@click.option("--mode", type=click.Choice(["native", "client", "auto"]), default="native", show_default=True,
+              help="native: inline neural-search pipelines; client: ranx fusion of stored runs; auto: native when "
+                   "the node has neural-search, else client.")
 def fusion_sweep(corpus_name, model_id, view, query_view, qrels_name, split, k, bm25_max_terms, prompt_variant,
                  batch_size, concurrency, normalization, combination, weights, mode) -> None:
     """Tune the BM25/dense weight on dev queries, report the chosen weight on --split (test)."""

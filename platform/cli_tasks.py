@@ -9,12 +9,13 @@ import click
 from evalctl.errors import UserError
 
 
-def _resolve(corpus_name: str, view_name: str):
+def _resolve(corpus_name: str | None, view_name: str):
     from evalctl.corpus_store import CorpusNotFound, load_corpus
+    from evalctl.default_corpus import corpus_for_command
     from evalctl.views import load_views
 
     try:
-        corpus = load_corpus(corpus_name)
+        corpus = load_corpus(corpus_for_command(corpus_name))
     except CorpusNotFound as e:
         raise UserError(str(e)) from None
     views = load_views()
@@ -54,7 +55,8 @@ def _settings(cls, **kwargs):
 
 def _common(f):
     for opt in reversed((
-        click.option("--corpus", "corpus_name", required=True, help="Corpus name or folder."),
+        click.option("--corpus", "corpus_name", default=None,
+                     help="Corpus name or folder (default: the configured default, else the only imported one)."),
         click.option("--model", "model_id", required=True, help="Model id of the index (`evalctl index status`)."),
         click.option("--view", "view_name", default="TAC", show_default=True, help="View whose vectors are used."),
     )):

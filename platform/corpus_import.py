@@ -7,7 +7,6 @@ is an error unless `overwrite`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -16,22 +15,27 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from evalctl.atomic import publish_dir, replace_dir
 from evalctl.corpus_store import (CORPUS_FILE, FORMAT_VERSION, MANIFEST_FILE, PROBLEMS_FILE, QUERIES_FILE, Corpus,
                                   RecordWriter, corpora_root, load_corpus, write_json)
+from evalctl.family_records import DOCUMENT_LEVELS, family_records
 from evalctl.import_beir import open_beir
 from evalctl.import_csv import open_espacenet, open_lens, open_uspto, open_wipo
 from evalctl.import_dapfam import open_dapfam
 from evalctl.import_native import open_native
+from evalctl.import_ops import open_ops
 from evalctl.import_problems import CorpusImportError, Problem, ProblemLog, Where
 from evalctl.import_source import RecordStream, Source
+from evalctl.names import check_name
+from evalctl.provenance import file_sha256
 from evalctl.qrels import QrelsSpec, build_given_qrels
 
 FORMATS: dict[str, Callable[[list[Path], ProblemLog], Source]] = {
     "native": open_native, "lens": open_lens, "espacenet": open_espacenet, "uspto": open_uspto,
-    "wipo": open_wipo, "beir": open_beir, "dapfam": open_dapfam,
+    "wipo": open_wipo, "beir": open_beir, "dapfam": open_dapfam, "ops": open_ops,
 }
 COUNTED_FIELDS = ("title", "abstract", "claims", "description", "cpc", "ipc", "citations", "family_id",
-                  "publication_date", "priority_date", "labels", "aliases")
+                  "publication_date", "priority_date", "labels", "aliases", "applicants")
 
 
 @dataclass(frozen=True)
@@ -52,12 +56,13 @@ class _Written:
     content_hash: str
     rows_read: int
     fields: Counter
+    languages: Counter  # "title:en", "abstract:fr" ... where the source records the language
 
 
 def _write(stream: RecordStream, path: Path, log: ProblemLog, labels: tuple[str, ...]) -> _Written:
     writer = RecordWriter(path)
     seen: dict[str, Where] = {}
-    rows, fields = 0, Counter()
+    rows, fields, languages = 0, Counter(), Counter()
     try:
         for where, rec in stream:
             rows += 1
@@ -73,37 +78,41 @@ def _write(stream: RecordStream, path: Path, log: ProblemLog, labels: tuple[str,
             if labels:
                 rec = replace(rec, labels=tuple(dict.fromkeys(rec.labels + labels)))
             fields.update(f for f in COUNTED_FIELDS if getattr(rec, f))
+            langs = [f"{f}:{lang}" for f in ("title", "abstract") if (lang := getattr(rec, f"{f}_lang"))]
+            languages.update(langs + (["no English text"] if langs and not rec.english_text("title") and
+                                      not rec.english_text("abstract") else []))
             writer.add(rec)
     finally:
         content_hash = writer.close()
-    return _Written(writer.count, content_hash, rows, fields)
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return "sha256:" + h.hexdigest()
+    return _Written(writer.count, content_hash, rows, fields, languages)
 
 
 def import_corpus(fmt: str, sources: list[Path], name: str | None = None, out: Path | None = None,
-                  strict: bool = False, labels: tuple[str, ...] = (), overwrite: bool = False) -> ImportResult:
+                  strict: bool = False, labels: tuple[str, ...] = (), overwrite: bool = False,
+                  documents: str = "publication") -> ImportResult:
+    """`documents`: "publication" keeps each source record; "family" merges each family into one
+    record (platform/family_records.py)."""
     if fmt not in FORMATS:
         raise CorpusImportError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+    if documents not in DOCUMENT_LEVELS:
+        raise CorpusImportError(f"unknown document level {documents!r}; known: {', '.join(DOCUMENT_LEVELS)}")
     if not sources:
         raise CorpusImportError("no source given")
-    dest = Path(out) if out else corpora_root() / (name or "")
     if not name and not out:
         raise CorpusImportError("give the corpus a --name (or an --out folder)")
-    name = name or dest.name
+    dest = Path(out) if out else corpora_root() / check_name(name, "--name")
+    name = check_name(name or dest.name, "--name" if name else "--out folder name (give a --name instead)")
+    if dest.exists() and not _is_corpus(dest) and not _is_empty_dir(dest):
+        raise CorpusImportError(f"{dest} exists and is not an evalctl corpus (no {MANIFEST_FILE} of ours); "
+                                "nothing was changed: choose another --name or --out")
     log = ProblemLog(strict=strict)
     source = FORMATS[fmt]([Path(s) for s in sources], log)
     tmp = dest.with_name(f".{dest.name}.importing-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
-        written = _write(source.records(), tmp / CORPUS_FILE, log, labels)
+        records = source.records() if documents == "publication" else family_records(source.records())
+        written = _write(records, tmp / CORPUS_FILE, log, labels)
         if written.count == 0:
             raise CorpusImportError(f"no valid records in {', '.join(map(str, sources))}; "
                                     f"problems: {log.counts() or 'none'}" + _first_problems(log))
@@ -116,7 +125,8 @@ def import_corpus(fmt: str, sources: list[Path], name: str | None = None, out: P
             "queries_hash": queries.content_hash if queries else None,
             "source": {"format": fmt, "files": [{"path": str(p.resolve()), "bytes": p.stat().st_size,
                                                    "sha256": file_sha256(p)} for p in source.files]},
-            "labels": list(labels), "strict": strict,
+            "labels": list(labels), "strict": strict, "documents": documents,
+            "languages": dict(sorted(written.languages.items())),
         }
         corpus = Corpus(name, tmp, manifest)
         if source.qrels:
@@ -125,18 +135,29 @@ def import_corpus(fmt: str, sources: list[Path], name: str | None = None, out: P
         with open(tmp / PROBLEMS_FILE, "w", encoding="utf-8") as f:
             f.writelines(json.dumps(p.to_dict(), ensure_ascii=False) + "\n" for p in log.problems)
         write_json(tmp / MANIFEST_FILE, manifest)
-        if dest.exists():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if not publish_dir(tmp, dest):  # taken, perhaps by an identical import running at the same time
             if _same(dest, manifest):
-                shutil.rmtree(tmp)
                 return ImportResult(load_corpus(dest), tuple(log.problems), written.rows_read, unchanged=True)
             if not overwrite:
                 raise CorpusImportError(_clash(dest, manifest))
-            shutil.rmtree(dest)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp.replace(dest)
+            replace_dir(tmp, dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return ImportResult(load_corpus(dest), tuple(log.problems), written.rows_read, unchanged=False)
+
+
+def _is_corpus(path: Path) -> bool:
+    """Whether `path` is a folder an import made: the only kind --overwrite may replace."""
+    try:
+        m = json.loads((path / MANIFEST_FILE).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(m, dict) and m.get("format_version") == FORMAT_VERSION and "content_hash" in m
+
+
+def _is_empty_dir(path: Path) -> bool:
+    return path.is_dir() and not any(path.iterdir())
 
 
 def _identity(m: dict) -> tuple:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from evalctl.errors import BadInput
 from evalctl import paths
 from evalctl.patent_record import PatentRecord
 
@@ -34,6 +35,7 @@ SCHEMA = pa.schema([
     ("description", pa.string()), ("cpc", _CODES), ("ipc", _CODES),
     ("citations", pa.list_(pa.struct([("target", pa.string()), ("type", pa.string()), ("direction", pa.string())]))),
     ("labels", _CODES), ("aliases", _CODES),
+    ("title_lang", pa.string()), ("abstract_lang", pa.string()), ("applicants", _CODES),
 ])
 
 
@@ -103,7 +105,7 @@ class Corpus:
         return self.manifest["content_hash"]
 
 
-class CorpusNotFound(FileNotFoundError):
+class CorpusNotFound(BadInput, FileNotFoundError):
     pass
 
 
@@ -113,11 +115,16 @@ def corpus_dir(name_or_path: str | Path) -> Path:
     return p if p.is_dir() or p.is_absolute() or len(p.parts) > 1 else corpora_root() / str(name_or_path)
 
 
+def imported_corpora() -> list[str]:
+    """Names of the corpora in the store, sorted."""
+    return sorted(p.name for p in corpora_root().glob("*") if (p / MANIFEST_FILE).is_file())
+
+
 def load_corpus(name_or_path: str | Path) -> Corpus:
     d = corpus_dir(name_or_path)
     manifest_path = d / MANIFEST_FILE
     if not manifest_path.is_file():
-        known = sorted(p.name for p in corpora_root().glob("*") if (p / MANIFEST_FILE).is_file())
+        known = imported_corpora()
         raise CorpusNotFound(
             f"no corpus at {d} (no {MANIFEST_FILE}); import one with `evalctl corpus import`"
             + (f"; known corpora: {', '.join(known)}" if known else "")

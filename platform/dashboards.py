@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from evalctl.indexers.index_layout import PREFIX, text_field
-from evalctl.specs import build, load_yaml
+from evalctl.errors import Failure
+from evalctl.indexers.index_layout import index_prefix, text_field
+from evalctl.specs import build, load_yaml, package_folder
 
-TEMPLATES = Path(__file__).resolve().parents[1] / "docker" / "dashboards" / "saved_objects.yaml"
+TEMPLATES = package_folder("docker.dashboards") / "saved_objects.yaml"
 DEFAULT_URL = "http://127.0.0.1:5601"
 INDEX_REF = "kibanaSavedObjectMeta.searchSourceJSON.index"
 # Mapping type -> Dashboards field type; other types (knn_vector) are left out of the field list.
@@ -30,7 +31,7 @@ META_FIELDS = [  # what Dashboards' own field refresh lists besides the mapping
 ]
 
 
-class DashboardsError(RuntimeError):
+class DashboardsError(Failure, RuntimeError):
     """Dashboards could not be reached or refused the import; the message says which objects."""
 
 
@@ -68,8 +69,9 @@ def load_templates(path: Path = TEMPLATES) -> DashboardTemplates:
     return build(DashboardTemplates, load_yaml(path), str(path))
 
 
-def index_properties(client, pattern: str = f"{PREFIX}-*") -> dict[str, dict]:
-    """Mapping properties of every index matching `pattern` (the evalctl indexes by default)."""
+def index_properties(client, pattern: str | None = None) -> dict[str, dict]:
+    """Mapping properties of every index matching `pattern` (default: the configured prefix's indexes)."""
+    pattern = pattern or f"{index_prefix()}-*"
     mappings = client.indices.get_mapping(index=pattern, allow_no_indices=True, expand_wildcards="open")
     return {name: m["mappings"].get("properties", {}) for name, m in sorted(mappings.items())}
 

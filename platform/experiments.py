@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from evalctl.qrels import QrelsSpec
-from evalctl.specs import SpecError, build, configs_dir, load_yaml
+from evalctl.specs import SpecError, build, configs_dir, load_yaml, package_folder
 
 Method = Literal["bm25", "dense", "exact", "hybrid", "rrf"]
 
@@ -25,6 +25,7 @@ class CorpusEntry:
     sources: tuple[str, ...]
     qrels: QrelsSpec | None = None
     labels: tuple[str, ...] = ()  # free landscape labels given to every record at import
+    documents: Literal["publication", "family"] = "publication"  # family: one record per family
 
 
 @dataclass(frozen=True)
@@ -43,10 +44,15 @@ class RetrievalEntry:
     qrels: str = "citations"
     split: str = "test"
     k: int = 100
-    # hybrid/rrf: native search pipelines (neural-search), client-side ranx fusion, or native when the
-    # node has the plugin ("auto"); the run's manifest records which one ran.
-    fusion_mode: Literal["auto", "native", "client"] = "auto"
+    # hybrid/rrf: native search pipelines (neural-search; a node without the plugin fails the step),
+    # client-side ranx fusion, or "auto": native, falling back to client fusion on a node without the
+    # plugin (the run's label then says hybrid/client).
+    fusion_mode: Literal["auto", "native", "client"] = "native"
     dense_weight: float = 0.5
+    # hybrid: tune the dense weight on the dev queries over these values (as `evalctl fusion-sweep`) and
+    # report the chosen one on `split`; () = use dense_weight
+    dense_weights: tuple[float, ...] = ()
+    include_tuned: bool = True  # False: models fine-tuned by this spec do not join this entry
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,7 @@ class IndexEntry:
     corpus: str
     views: tuple[str, ...] = ("TAC",)
     models: tuple[str, ...] = ()  # default: every model of the spec; models tuned from these join them
+    include_tuned: bool = True
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,7 @@ class LabelTaskEntry:
     views: tuple[str, ...] = ("TAC",)
     label_sets: tuple[str, ...] = ("cpc_subclass",)
     models: tuple[str, ...] = ()  # default: every model of the spec; models tuned from these join them
+    include_tuned: bool = True
 
 
 
@@ -113,13 +121,15 @@ class ExperimentSpec:
         return next(c for c in self.corpora if c.name == name)
 
     def resolve_source(self, source: str) -> Path:
-        """A source path as written, else relative to the spec file, else to the project root."""
-        for base in (Path.cwd(), Path(self.source_path).parent, configs_dir().parent):
+        """A source path as written, else relative to the spec file, else to the folder holding the bundled
+        samples/ (the repository, or the installed package: shipped specs name `samples/...`)."""
+        shipped = package_folder("samples").parent
+        for base in (Path.cwd(), Path(self.source_path).parent, shipped):
             p = (base / source).resolve()
             if p.exists():
                 return p
         raise SpecError(f"{self.source_path}: source {source!r} not found (relative to the working "
-                        f"directory, the spec file or {configs_dir().parent})")
+                        f"directory, the spec file or {shipped})")
 
 
 def missing_sources(spec: ExperimentSpec) -> list[str]:

@@ -6,6 +6,7 @@ Ids are kept verbatim (they are the dataset's own); `text` becomes the abstract;
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,8 @@ from evalctl.import_native import read_jsonl
 from evalctl.import_problems import CorpusImportError, ProblemLog, Where
 from evalctl.import_source import GivenPair, RecordStream, Source, require_file
 from evalctl.patent_record import PatentRecord
+
+_INTEGER = re.compile(r"-?[0-9]+")
 
 
 def _beir_record(r: RowReader) -> PatentRecord | None:
@@ -36,7 +39,7 @@ def _qrels(files: list[Path], log: ProblemLog) -> Iterator[GivenPair]:
                 where = Where(f"qrels/{path.name}", line_no)
                 if line_no == 1 and row and row[0] == "query-id":
                     continue
-                if len(row) != 3 or not row[2].strip().lstrip("-").isdigit():
+                if len(row) != 3 or not _INTEGER.fullmatch(row[2].strip()):  # not str.isdigit: "²" is a digit
                     log.add("malformed_row", where, None, "expected query-id<TAB>corpus-id<TAB>integer score; skipped")
                     continue
                 if int(row[2]) > 0:  # BEIR: 0 means judged not relevant

@@ -1,7 +1,7 @@
 """CSV exports: Lens, Espacenet, a USPTO grant table and the WIPO landscape table.
 
 Each mapper reads one row through a RowReader; column names are those of the real exports in
-shared/data (see tests/fixtures/README.md). Optional columns that richer exports add (Abstract,
+tests/data (see tests/fixtures/README.md). Optional columns that richer exports add (Abstract,
 Claims) are read when present.
 """
 
@@ -142,28 +142,28 @@ def wipo_row(r: RowReader) -> PatentRecord | None:
     )
 
 
-def _csv_source(mapper: RowMapper, paths: list[Path], log: ProblemLog) -> Source:
+def _csv_source(mapper: RowMapper, paths: list[Path], log: ProblemLog, id_column: str) -> Source:
     files = [require_file(p, "a CSV export") for p in paths]
 
     def records() -> RecordStream:
         for path in files:
-            for where, values in read_csv(path, log):
+            for where, values in read_csv(path, log, required=(id_column,)):
                 yield where, mapper(RowReader(values, where, log))
 
     return Source(files=files, records=records)
 
 
 def open_lens(paths: list[Path], log: ProblemLog) -> Source:
-    return _csv_source(lens_row, paths, log)
+    return _csv_source(lens_row, paths, log, "Publication Number")
 
 
 def open_espacenet(paths: list[Path], log: ProblemLog) -> Source:
-    return _csv_source(espacenet_row, paths, log)
+    return _csv_source(espacenet_row, paths, log, "Publication number")
 
 
 def open_uspto(paths: list[Path], log: ProblemLog) -> Source:
-    return _csv_source(uspto_row, paths, log)
+    return _csv_source(uspto_row, paths, log, "grant_id")
 
 
 def open_wipo(paths: list[Path], log: ProblemLog) -> Source:
-    return _csv_source(wipo_row, paths, log)
+    return _csv_source(wipo_row, paths, log, "publication number")

@@ -8,6 +8,7 @@ family is itself. DAPFAM's qrels and domain labels are taken as given.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -64,8 +65,8 @@ def _records(path: Path, id_column: str, log: ProblemLog) -> RecordStream:
 def _qrels(path: Path, log: ProblemLog) -> Iterator[GivenPair]:
     for where, v in read_parquet(path, QRELS_COLUMNS):
         score, domain = v["relevance_score"], v["domain_rel"]
-        if not isinstance(score, (int, float)) or isinstance(score, bool):
-            log.add("bad_value", where, "relevance_score", f"{score!r} is not a number; pair skipped")
+        if not isinstance(score, (int, float)) or isinstance(score, bool) or not math.isfinite(score):
+            log.add("bad_value", where, "relevance_score", f"{score!r} is not a finite number; pair skipped")
             continue
         if domain not in ("IN", "OUT", None):  # null: no IN/OUT label (e.g. an evalctl export without codes)
             log.add("bad_value", where, "domain_rel", f"{domain!r} is not IN, OUT or empty; pair skipped")

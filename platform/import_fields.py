@@ -21,6 +21,8 @@ from evalctl.pubnum import PubNum, parse_pubnum, split_pubnums
 # Sources are read as UTF-8 with errors="surrogateescape": an undecodable byte becomes a lone surrogate,
 # which we detect here per field instead of failing the whole file.
 _SURROGATE = re.compile("[\udc80-\udcff]+")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]+")
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]+")  # not tab, LF, CR (whitespace, collapsed)
 _DATE_FORMATS = ("%Y-%m-%d", "%d/%m/%Y", "%Y%m%d", "%d.%m.%Y", "%Y/%m/%d")
 
 
@@ -41,11 +43,20 @@ class RowReader:
         if not isinstance(v, str):
             if isinstance(v, float) and v != v:  # pandas' NaN for an empty cell
                 return None
+            if isinstance(v, (bool, dict, list, tuple)):  # never a text: its repr would be stored
+                self.log.add("bad_value", self.where, name, f"expected text, got {type(v).__name__}; ignored")
+                return None
             v = str(v)
         if _SURROGATE.search(v):
             self.log.add("bad_encoding", self.where, name,
                          f"bytes that are not UTF-8 ({_bad_bytes(v)}) replaced by U+FFFD (one per run)")
             v = _SURROGATE.sub("\ufffd", v)
+        if _LONE_SURROGATE.search(v):  # e.g. "\ud800" in JSON: not encodable, so never storable
+            self.log.add("bad_encoding", self.where, name, "lone UTF-16 surrogate(s) replaced by U+FFFD")
+            v = _LONE_SURROGATE.sub("\ufffd", v)
+        if _CONTROL.search(v):
+            self.log.add("bad_value", self.where, name, "NUL or other control characters removed")
+            v = _CONTROL.sub(" ", v)
         v = " ".join(html.unescape(v).split())
         return v or None
 

@@ -30,6 +30,9 @@ def read_jsonl(path: Path, log: ProblemLog):
             except json.JSONDecodeError as e:
                 log.add("malformed_row", where, None, f"not valid JSON ({e.msg} at column {e.colno}); line skipped")
                 continue
+            except RecursionError:
+                log.add("malformed_row", where, None, "JSON nested too deeply to read; line skipped")
+                continue
             if not isinstance(obj, dict):
                 log.add("malformed_row", where, None, f"expected a JSON object, got {type(obj).__name__}; line skipped")
                 continue
@@ -40,7 +43,7 @@ def native_record(r: RowReader) -> PatentRecord | None:
     unknown = sorted(set(r.values) - _FIELDS)
     if unknown:
         r.log.add("bad_value", r.where, ", ".join(unknown), f"unknown field(s) ignored; allowed: {', '.join(sorted(_FIELDS))}")
-    rid = r.text("id")
+    rid = _key(r.text("id"))
     if rid is None:
         r.log.add("missing_field", r.where, "id", "no id; record skipped")
         return None
@@ -50,7 +53,8 @@ def native_record(r: RowReader) -> PatentRecord | None:
         priority_date=r.date("priority_date", ("%Y-%m-%d",)),
         title=r.text("title"), abstract=r.text("abstract"), claims=_claims(r), description=r.text("description"),
         cpc=r.codes("cpc"), ipc=r.codes("ipc"), citations=_citations(r),
-        labels=_strings(r, "labels"), aliases=_strings(r, "aliases"),
+        labels=_strings(r, "labels"), aliases=tuple(dict.fromkeys(_key(a) for a in _strings(r, "aliases"))),
+        title_lang=r.text("title_lang"), abstract_lang=r.text("abstract_lang"), applicants=_strings(r, "applicants"),
     )
 
 
@@ -98,10 +102,21 @@ def _citations(r: RowReader) -> tuple[Citation, ...]:
             r.log.add("bad_value", r.where, name, f"type {type_!r} / direction {direction!r} not in "
                       f"{CITATION_TYPES} / {DIRECTIONS}; dropped")
             continue
-        # A publication number is normalised; any other target (a family id) is taken verbatim.
-        p = parse_pubnum(c["target"])
-        out.append(Citation(p.key if p else c["target"].strip(), type_, direction))
+        target = _key(RowReader({name: c["target"]}, r.where, r.log).text(name))
+        if target is None:
+            r.log.add("bad_value", r.where, name, "empty target; dropped")
+            continue
+        out.append(Citation(target, type_, direction))
     return tuple(out)
+
+
+def _key(value: str | None) -> str | None:
+    """The one rule for ids, aliases and citation targets (docs/corpus-format.md): a publication number
+    becomes its key, anything else (a family or dataset id) is kept as written."""
+    if value is None:
+        return None
+    p = parse_pubnum(value)
+    return p.key if p else value
 
 
 def open_native(paths: list[Path], log: ProblemLog) -> Source:

@@ -9,6 +9,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
+from evalctl.errors import BadInput
+
 ProblemKind = Literal[
     "malformed_row",  # unparsable line: wrong column count, invalid JSON, unreadable file
     "missing_field",  # a required field (id, some text) is empty: the record is dropped
@@ -22,7 +24,7 @@ ProblemKind = Literal[
 PROBLEM_KINDS: tuple[str, ...] = ProblemKind.__args__
 
 
-class CorpusImportError(ValueError):
+class CorpusImportError(BadInput, ValueError):
     """The import cannot go on (strict mode, unreadable source, or nothing valid); says why."""
 
 

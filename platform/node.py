@@ -24,18 +24,23 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from evalctl import paths
+from evalctl.node_artifacts import FetchedPlugin, NodeError, PluginSource, fetch, maven_fetch, sources_from_env
 from evalctl.specs import build, load_yaml
-
-
-class NodeError(RuntimeError):
-    """The managed node could not be provisioned, started or stopped; the message says why."""
 
 
 @dataclass(frozen=True)
 class PluginSpec:
     name: str
-    artifact: str
+    # LOCATION[#sha256] as in node_artifacts, `{version}` filled in; None: no public source (a zip must be given)
+    source: str | None = None
+    sha256: str | None = None
     required: bool = True
+
+    def plugin_source(self) -> PluginSource | None:
+        if self.source is None:
+            return None
+        src = PluginSource.parse(self.source)
+        return PluginSource(src.location, self.sha256 or src.sha256)
 
 
 @dataclass(frozen=True)
@@ -97,38 +102,6 @@ def find_java(min_major: int) -> Path:
     return ok[0][1]
 
 
-# --------------------------------------------------------------------------- Maven
-
-
-class NotServed(NodeError):
-    """Maven Central answered that the artifact does not exist."""
-
-
-def maven_fetch(coordinate: str, m2: Path) -> Path:
-    """Resolve one artifact (group:artifact:version:type) from Maven Central into the local repo m2."""
-    group, artifact, version, kind = coordinate.split(":")
-    target = m2.joinpath(*group.split("."), artifact, version, f"{artifact}-{version}.{kind}")
-    if target.exists():
-        return target
-    if shutil.which("mvn") is None:
-        raise NodeError("Maven (mvn) is needed to download OpenSearch; install it (e.g. apt-get install maven)")
-    m2.mkdir(parents=True, exist_ok=True)
-    cmd = [
-        "mvn", "-B", "-U",
-        "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:get",
-        f"-Dartifact={coordinate}", "-Dtransitive=false", f"-Dmaven.repo.local={m2}",
-    ]
-    # Maven needs a project-less working directory; run it inside its own repository folder.
-    proc = subprocess.run(cmd, cwd=m2, capture_output=True, text=True)
-    if proc.returncode != 0 or not target.exists():
-        text = proc.stdout + proc.stderr
-        if "Could not find artifact" in text or "was not found in" in text:
-            raise NotServed(f"{coordinate} is not served by Maven Central")
-        tail = "\n".join(l for l in text.splitlines() if "ERROR" in l)[-2000:]
-        raise NodeError(f"Maven could not download {coordinate}:\n{tail}")
-    return target
-
-
 # --------------------------------------------------------------------------- the node
 
 
@@ -149,7 +122,7 @@ class NodeState:
 class ManagedNode:
     def __init__(self, spec: OpenSearchSpec | None = None, home: Path | None = None,
                  heap: str | None = None, http_port: int | None = None,
-                 plugin_zips: tuple[Path, ...] = ()):
+                 plugin_sources: tuple[str | Path | PluginSource, ...] = ()):
         self.spec = spec or load_spec()
         self.home = home or paths.opensearch_home()
         s = self.spec.node
@@ -157,8 +130,8 @@ class ManagedNode:
         self.http_port = http_port or s.http_port
         # The transport port follows the HTTP port so two nodes on one machine do not collide.
         self.transport_port = s.transport_port + (self.http_port - s.http_port)
-        env_zips = [Path(p) for p in os.environ.get("EVALCTL_OPENSEARCH_PLUGIN_ZIPS", "").split(os.pathsep) if p]
-        self.plugin_zips = tuple(plugin_zips) + tuple(env_zips)
+        given = [p if isinstance(p, PluginSource) else PluginSource.parse(str(p)) for p in plugin_sources]
+        self.plugin_sources = tuple(given) + tuple(sources_from_env(os.environ.get("EVALCTL_OPENSEARCH_PLUGIN_ZIPS", "")))
 
     # paths
     @property
@@ -182,32 +155,79 @@ class ManagedNode:
         return f"http://{self.spec.node.host}:{self.http_port}"
 
     # provisioning ---------------------------------------------------------
+    def wanted_plugins(self) -> tuple[dict[str, FetchedPlugin], dict[str, str]]:
+        """Each plugin with a source, fetched and hash-checked (given sources win over the config's), and
+        why each configured plugin without one is missing."""
+        fetch_one = lambda src: fetch(src, downloads=self.home / "downloads", m2=self.home / "m2",  # noqa: E731
+                                      version=self.spec.version)
+        wanted = {f.name: f for f in map(fetch_one, self.plugin_sources)}
+        missing: dict[str, str] = {}
+        for p in self.spec.plugins:
+            if p.name in wanted:
+                continue
+            src = p.plugin_source()
+            if src is None:
+                if p.required:
+                    raise NodeError(f"plugin {p.name} is required but configs/opensearch.yaml gives no source")
+                missing[p.name] = ("no public source; pass --plugin-zip PATH|URL[#sha256=HEX] or set "
+                                   "EVALCTL_OPENSEARCH_PLUGIN_ZIPS")
+                continue
+            wanted[p.name] = fetch_one(src)
+        return wanted, missing
+
+    def installed_plugins(self) -> dict[str, dict]:
+        """What the assembled distribution holds: name -> version, source, sha256 (empty when not assembled)."""
+        try:
+            plugins = self.dist_manifest()["plugins"]
+        except FileNotFoundError:
+            return {}
+        # distributions assembled before sources were recorded name only the zip file
+        return {n: v if isinstance(v, dict) else {"zip": v} for n, v in plugins.items()}
+
+    def pending_plugins(self) -> tuple[dict[str, FetchedPlugin], dict[str, str]]:
+        """Plugins to install (absent, or installed from a zip with another hash), and the missing ones."""
+        wanted, missing = self.wanted_plugins()
+        installed = self.installed_plugins()
+        pending = {n: f for n, f in wanted.items()
+                   if n not in installed or installed[n].get("sha256") not in (None, f.sha256)}
+        return pending, {n: why for n, why in missing.items() if n not in installed}
+
     def provision(self, echo=print) -> Path:
-        """Download (once) and assemble the distribution; return its path."""
+        """Download (once) and assemble the distribution, then install any plugin not yet in it."""
+        pending, missing = self.pending_plugins()
         manifest = self.dist / "evalctl-dist.json"
-        if manifest.exists():
+        if manifest.exists() and not pending:
             return self.dist
         java = find_java(self.spec.min_java)
+        if manifest.exists():
+            target, record = self.dist, self.dist_manifest()
+        else:
+            target, record = self._unpack_core(echo), {"version": self.spec.version, "plugins": {}}
+        env = dict(os.environ, OPENSEARCH_JAVA_HOME=str(java))
+        tool = str(target / "bin" / "opensearch-plugin")
+        for name, plugin in pending.items():
+            if name in record["plugins"]:
+                echo(f"Replacing plugin {name} (installed zip differs from {plugin.source})")
+                self._plugin_tool([tool, "remove", name], env, f"removing {name}")
+            echo(f"Installing plugin {name} {plugin.version} from {plugin.source}")
+            self._plugin_tool([tool, "install", "--batch", plugin.path.resolve().as_uri()], env, f"installing {name}")
+            record["plugins"][name] = {"version": plugin.version, "source": str(plugin.source),
+                                       "sha256": plugin.sha256}
+        record.update(missing_plugins=missing, java_home=str(java))
+        tmp = target / "evalctl-dist.json.tmp"
+        tmp.write_text(json.dumps(record, indent=2))
+        tmp.replace(target / "evalctl-dist.json")
+        if target != self.dist:
+            shutil.rmtree(self.dist, ignore_errors=True)
+            target.rename(self.dist)  # atomic: a half-assembled distribution is never used
+            shutil.rmtree(target.parent, ignore_errors=True)
+        return self.dist
+
+    def _unpack_core(self, echo) -> Path:
         m2 = self.home / "m2"
         version = self.spec.version
         echo(f"Downloading OpenSearch {version} from Maven Central (cached in {m2}) ...")
         core_zip = maven_fetch(self.spec.distribution.format(version=version), m2)
-        plugin_zips: dict[str, Path] = {}
-        missing: dict[str, str] = {}
-        local = {self._plugin_name(z): z for z in self.plugin_zips}
-        for p in self.spec.plugins:
-            if p.name in local:
-                plugin_zips[p.name] = local.pop(p.name)
-                continue
-            try:
-                plugin_zips[p.name] = maven_fetch(p.artifact.format(version=version), m2)
-            except NotServed as e:
-                if p.required:
-                    raise
-                missing[p.name] = str(e)
-                echo(f"warning: {e}; continuing without {p.name} (pass --plugin-zip to add it)")
-        plugin_zips.update(local)  # extra local plugins the config does not list
-
         staging = self.dist.with_name(self.dist.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
@@ -220,35 +240,13 @@ class ManagedNode:
         absent = [m for m in self.spec.required_modules if not (inner / "modules" / m).is_dir()]
         if absent:
             raise NodeError(f"{core_zip.name} lacks module(s) {', '.join(absent)}; this version is not supported")
-        env = dict(os.environ, OPENSEARCH_JAVA_HOME=str(java))
-        for name, zpath in plugin_zips.items():
-            echo(f"Installing plugin {name} from {zpath.name}")
-            proc = subprocess.run(
-                [str(inner / "bin" / "opensearch-plugin"), "install", "--batch", zpath.resolve().as_uri()],
-                env=env, capture_output=True, text=True,
-            )
-            if proc.returncode != 0:
-                raise NodeError(f"installing {name} failed:\n{proc.stdout[-1500:]}{proc.stderr[-1500:]}")
-        (inner / "evalctl-dist.json").write_text(json.dumps({
-            "version": version,
-            "core": core_zip.name,
-            "plugins": {n: z.name for n, z in plugin_zips.items()},
-            "missing_plugins": missing,
-            "java_home": str(java),
-        }, indent=2))
-        shutil.rmtree(self.dist, ignore_errors=True)
-        inner.rename(self.dist)  # atomic: a half-assembled distribution is never used
-        shutil.rmtree(staging, ignore_errors=True)
-        return self.dist
+        return inner
 
     @staticmethod
-    def _plugin_name(zip_path: Path) -> str:
-        with zipfile.ZipFile(zip_path) as z:
-            props = z.read("plugin-descriptor.properties").decode()
-        m = re.search(r"^name=(.+)$", props, re.M)
-        if not m:
-            raise NodeError(f"{zip_path}: plugin-descriptor.properties has no name")
-        return m.group(1).strip()
+    def _plugin_tool(cmd: list[str], env: dict, what: str) -> None:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise NodeError(f"{what} failed:\n{proc.stdout[-1500:]}{proc.stderr[-1500:]}")
 
     def dist_manifest(self) -> dict:
         return json.loads((self.dist / "evalctl-dist.json").read_text())
@@ -275,8 +273,12 @@ class ManagedNode:
     def start(self, timeout: float = 180.0, echo=print) -> NodeState:
         st = self.running_state()
         if st:
-            echo(f"OpenSearch already running (pid {st.pid}) at {st.url}")
-            return st
+            pending, _ = self.pending_plugins()
+            if not pending:
+                echo(f"OpenSearch already running (pid {st.pid}) at {st.url}")
+                return st
+            echo(f"Restarting OpenSearch (pid {st.pid}) to install {', '.join(pending)}")
+            self.stop()
         if _port_open(self.spec.node.host, self.http_port):
             raise NodeError(
                 f"port {self.http_port} on {self.spec.node.host} is taken by a process evalctl did not "
@@ -322,7 +324,7 @@ class ManagedNode:
             raise NodeError(f"{e}\nLogs: {self.log_file}\n{self.tail_log(30)}") from None
         st = NodeState(
             pid=pid, url=self.url, version=self.spec.version, distribution=str(self.dist),
-            plugins=sorted(manifest["plugins"]), missing_plugins=manifest["missing_plugins"],
+            plugins=sorted(manifest["plugins"]), missing_plugins=manifest.get("missing_plugins", {}),
             started_at=time.time(), start_seconds=round(time.monotonic() - t0, 1),
         )
         self.state_file.write_text(json.dumps(asdict(st), indent=2))

@@ -57,6 +57,11 @@ class PatentRecord:
     citations: tuple[Citation, ...] = ()
     labels: tuple[str, ...] = ()  # free landscape labels
     aliases: tuple[str, ...] = field(default=())  # other publication-number keys of the same document
+    # Language of the stored title / abstract ("en", "fr", "ol" = original language, "und" = not
+    # stated) where the source says; None: not recorded (every format but OPS).
+    title_lang: str | None = None
+    abstract_lang: str | None = None
+    applicants: tuple[str, ...] = ()
 
     @property
     def family(self) -> str:
@@ -66,8 +71,12 @@ class PatentRecord:
     def has_text(self) -> bool:
         return bool(self.title or self.abstract or self.claims or self.description)
 
+    def english_text(self, *fields: str) -> bool:
+        """The fields are all present and, where the language is recorded, English."""
+        return all(getattr(self, f) and getattr(self, f"{f}_lang", None) in (None, "en") for f in fields)
+
     def to_dict(self) -> dict:
-        return {
+        d = {
             "id": self.id, "jurisdiction": self.jurisdiction, "kind": self.kind, "family_id": self.family_id,
             "publication_date": _iso(self.publication_date), "priority_date": _iso(self.priority_date),
             "title": self.title, "abstract": self.abstract,
@@ -77,6 +86,11 @@ class PatentRecord:
             "citations": [{"target": c.target, "type": c.type, "direction": c.direction} for c in self.citations],
             "labels": list(self.labels), "aliases": list(self.aliases),
         }
+        # Fields added after format 1 are left out when empty, so corpora imported before them keep
+        # their content hash (and their encoded and indexed vectors).
+        d.update({k: v for k, v in (("title_lang", self.title_lang), ("abstract_lang", self.abstract_lang),
+                                    ("applicants", list(self.applicants))) if v})
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "PatentRecord":
@@ -90,6 +104,8 @@ class PatentRecord:
             cpc=tuple(ClassCode(c) for c in d.get("cpc") or ()), ipc=tuple(ClassCode(c) for c in d.get("ipc") or ()),
             citations=tuple(Citation(c["target"], c["type"], c["direction"]) for c in d.get("citations") or ()),
             labels=tuple(d.get("labels") or ()), aliases=tuple(d.get("aliases") or ()),
+            title_lang=d.get("title_lang"), abstract_lang=d.get("abstract_lang"),
+            applicants=tuple(d.get("applicants") or ()),
         )
 
 

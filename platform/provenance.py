@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import subprocess
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -24,3 +25,12 @@ def code_version() -> str:
     except (OSError, subprocess.CalledProcessError):
         return v
     return f"{v}+g{commit}{'.dirty' if dirty else ''}"
+
+
+def file_sha256(path: Path) -> str:
+    """`sha256:<hex>` of a file's bytes, read in blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return "sha256:" + h.hexdigest()

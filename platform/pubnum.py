@@ -71,6 +71,13 @@ def _us_digits(prefix: str, digits: str) -> str:
     return digits
 
 
+def loose_key(raw: str) -> str:
+    """A deliberately lax form (country + number without zeros or kind) that different spellings of one
+    number share, used only to count citations that look like in-set numbers but do not resolve."""
+    p = parse_pubnum(raw)
+    return p.country + p.number.replace("0", "") if p else raw.strip().upper()
+
+
 def pubnum_key(raw: str) -> str | None:
     p = parse_pubnum(raw)
     return p.key if p else None

@@ -16,7 +16,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import shutil
+import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -26,10 +26,13 @@ from typing import Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from evalctl.atomic import replace_dir
 from evalctl.corpus_store import Corpus, load_corpus, write_json
 from evalctl.import_problems import ProblemLog
 from evalctl.import_source import GivenPair
+from evalctl.names import check_name
 from evalctl.patent_record import CITATION_TYPES, PatentRecord
+from evalctl.pubnum import loose_key
 from evalctl.specs import SpecError
 
 Domain = Literal["IN", "OUT", "UNKNOWN"]
@@ -48,6 +51,9 @@ class QrelsSpec:
     direction: Literal["cited", "citing", "both"] = "cited"  # which links make a document relevant
     level: Literal["publication", "family"] = "publication"
     citation_types: tuple[str, ...] = CITATION_TYPES
+    # A query's title and abstract must be in one of these languages where the source records it (OPS);
+    # records of other formats pass. Relevant documents count whatever their language. () = no filter.
+    query_languages: tuple[str, ...] = ("en",)
     domain_scheme: Literal["ipc", "cpc"] = "ipc"
     domain_chars: Literal[3, 4] = 3  # 3: IPC3 class (A61), 4: subclass (A61K)
     dev_fraction: float = 0.2
@@ -55,6 +61,7 @@ class QrelsSpec:
     seed: str = "evalctl"
 
     def __post_init__(self):
+        check_name(self.name, "qrels name")
         unknown = set(self.citation_types) - set(CITATION_TYPES)
         if unknown:
             raise ValueError(f"unknown citation type(s) {sorted(unknown)}; known: {', '.join(CITATION_TYPES)}")
@@ -89,10 +96,16 @@ class _Doc:
     family: str
     jurisdiction: str | None
     domain_codes: frozenset[str]
+    may_ask: bool  # its text languages allow it as a query (QrelsSpec.query_languages)
 
 
 def domain_codes(record: PatentRecord, scheme: str, chars: int) -> frozenset[str]:
     return frozenset(c.code[:chars] for c in (record.ipc if scheme == "ipc" else record.cpc))
+
+
+def may_ask(record: PatentRecord, spec: QrelsSpec) -> bool:
+    langs = (record.title_lang, record.abstract_lang)
+    return not spec.query_languages or all(lang in spec.query_languages for lang in langs if lang)
 
 
 def domain_label(a: frozenset[str], b: frozenset[str]) -> Domain:
@@ -120,6 +133,7 @@ class _Graph:
     edges: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # (citing, cited) -> types
     citations: int = 0
     resolved: int = 0
+    near_misses: int = 0  # unresolved, but the target looks like an in-set number written another way
 
 
 def _graph(corpus: Corpus, spec: QrelsSpec) -> _Graph:
@@ -127,15 +141,20 @@ def _graph(corpus: Corpus, spec: QrelsSpec) -> _Graph:
     resolve: dict[str, str] = {}
     pending: list[tuple[str, str, str, str]] = []  # (record, target key, type, direction)
     for r in corpus.records():
-        g.docs[r.id] = _Doc(r.family, r.jurisdiction, domain_codes(r, spec.domain_scheme, spec.domain_chars))
+        g.docs[r.id] = _Doc(r.family, r.jurisdiction, domain_codes(r, spec.domain_scheme, spec.domain_chars),
+                            may_ask(r, spec))
         g.families[r.family].add(r.id)
         for key in (r.id, *r.aliases):
             resolve.setdefault(key, r.id)
         pending += [(r.id, c.target, c.type, c.direction) for c in r.citations if c.type in spec.citation_types]
+    loose = {loose_key(k): v for k, v in resolve.items()}
     for rid, target, type_, direction in pending:
         g.citations += 1
         other = resolve.get(target)
-        if other is None or other == rid:
+        if other is None:
+            g.near_misses += loose.get(loose_key(target)) not in (None, rid)
+            continue
+        if other == rid:
             continue
         g.resolved += 1
         edge = (rid, other) if direction == "cited" else (other, rid)
@@ -151,6 +170,8 @@ def build_citation_qrels(corpus: Corpus, spec: QrelsSpec = QrelsSpec(), overwrit
         cited_by[b].add(a)
     queries, pairs = [], []
     for qid, q in g.docs.items():
+        if not q.may_ask:
+            continue
         linked = (cites[qid] if spec.direction != "citing" else set()) | (cited_by[qid] if spec.direction != "cited" else set())
         if spec.level == "family":
             linked = {m for d in linked for m in g.families[g.docs[d].family]}
@@ -164,8 +185,9 @@ def build_citation_qrels(corpus: Corpus, spec: QrelsSpec = QrelsSpec(), overwrit
     held_out = {g.docs[q.id].family for q in queries if q.split != "train"}
     train_pairs = [(a, b, ",".join(sorted(t))) for (a, b), t in g.edges.items()
                    if g.docs[a].family not in held_out and g.docs[b].family not in held_out]
-    stats = {"citations": g.citations, "citations_resolved": g.resolved, "citation_edges": len(g.edges),
-             "train_pairs": len(train_pairs)}
+    stats = {"citations": g.citations, "citations_resolved": g.resolved,
+             "citations_unresolved_like_in_set": g.near_misses, "citation_edges": len(g.edges),
+             "train_pairs": len(train_pairs), "records_not_asking": sum(not d.may_ask for d in g.docs.values())}
     return write_qrels_set(corpus, spec, queries, pairs, train_pairs, stats, overwrite)
 
 
@@ -187,7 +209,7 @@ def build_known_item_qrels(corpus: Corpus, spec: QrelsSpec, overwrite: bool = Fa
     skipped = 0
     for r in corpus.records():
         families[r.family].add(r.id)
-        if all(views[v].render(r) for v in spec.within_views):
+        if may_ask(r, spec) and all(views[v].render(r) for v in spec.within_views):
             chosen.append(r)
         else:
             skipped += 1
@@ -250,9 +272,9 @@ def write_qrels_set(corpus: Corpus, spec: QrelsSpec, queries: list[QrelsQuery], 
     final = qrels_root(corpus) / spec.name
     if final.exists() and not overwrite:
         raise FileExistsError(f"qrels set {spec.name!r} already exists at {final}; choose another --name or --overwrite")
-    tmp = final.with_name(final.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    (tmp / "qrels").mkdir(parents=True)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))  # private: concurrent builds
+    (tmp / "qrels").mkdir()
     for split in SPLITS:
         rows = [p for p in pairs if p.split == split]
         if rows:
@@ -276,8 +298,7 @@ def write_qrels_set(corpus: Corpus, spec: QrelsSpec, queries: list[QrelsQuery], 
         "domains": dict(Counter(p.domain for p in pairs)), **stats,
     }
     write_json(tmp / "manifest.json", manifest)
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.replace(final)
+    replace_dir(tmp, final)
     return load_qrels(corpus, spec.name)
 
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from evalctl.atomic import replace_dir
+from evalctl.names import check_name, safe_component
 from evalctl.paths import cache_root
 from evalctl.provenance import code_version
 
@@ -53,7 +55,8 @@ class Result:
 
 
 def _folder(kind: str, corpus: str, identity: dict, root: Path | None) -> Path:
-    return (root or results_root()) / corpus / kind / f"{identity.get('name', kind)}-{identity_hash(identity)}"
+    label = safe_component(str(identity.get("name", kind)))  # the hash keeps a shortened label unique
+    return (root or results_root()) / check_name(corpus, "corpus") / kind / f"{label}-{identity_hash(identity)}"
 
 
 def write(kind: str, corpus: str, identity: dict, files: dict[str, str | bytes], *,
@@ -70,9 +73,7 @@ def write(kind: str, corpus: str, identity: dict, files: dict[str, str | bytes],
             with open(tmp / name, mode) as f:
                 f.write(content)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
-        if dest.exists():
-            shutil.rmtree(dest)
-        os.replace(tmp, dest)
+        replace_dir(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -16,11 +16,25 @@ from typing import Any, TypeVar
 
 import yaml
 
+from evalctl.errors import BadInput
+
 T = TypeVar("T")
 
 
-class SpecError(ValueError):
+class SpecError(BadInput, ValueError):
     """A config value that cannot become a spec; the message names the file and setting."""
+
+
+def package_folder(name: str) -> Path:
+    """A data folder shipped as part of the evalctl package (`configs`, `samples`, `docker.dashboards`).
+
+    Found through the import system, so it is the same folder whether evalctl runs from a source
+    checkout, an editable install or an installed wheel (pyproject.toml maps the folders in)."""
+    # Data folders are namespace packages (no __init__.py); the search location is the folder.
+    spec = importlib.util.find_spec(f"evalctl.{name}")
+    if spec is None or not spec.submodule_search_locations:
+        raise SpecError(f"evalctl.{name} is not installed with evalctl; reinstall the package (pip install .)")
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def configs_dir() -> Path:
@@ -28,8 +42,7 @@ def configs_dir() -> Path:
     override = os.environ.get("EVALCTL_CONFIGS")
     if override:
         return Path(override)
-    # configs/ is a namespace package (no __init__.py); its search location is the folder.
-    return Path(next(iter(importlib.util.find_spec("evalctl.configs").submodule_search_locations)))
+    return package_folder("configs")
 
 
 def load_yaml(path: str | Path) -> Any:

@@ -3,13 +3,20 @@ one answers, else the managed local node, started here (and stopped at the end) 
 
 from __future__ import annotations
 
+import os
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
+# Real public data copied into the repository (tests/data/*/PROVENANCE.md); the Espacenet export is the
+# quickstart's own byte copy in samples/.
+DATA = REPO / "tests" / "data"
+USPTO = DATA / "uspto-grants-2019" / "patent_grants.csv"
+LENS = DATA / "lens-pizza-1000" / "pizza_lens_1000_raw.csv"
+ESPACENET = REPO / "samples" / "espacenet-pizza-2013-2014" / "pizza_sliced_20132014_274.csv"
 
 _used_cluster: dict = {}
 
@@ -26,8 +33,9 @@ def os_client():
     if not client.ping():
         if settings.external:
             pytest.fail(f"the configured cluster {settings.describe()} does not answer")
-        started = ManagedNode()
-        started.start()
+        node, asked = ManagedNode(), time.time()
+        # stopped at the end only when this session launched it (not when another process did meanwhile)
+        started = node if node.start().started_at >= asked else None
         client = make_client(settings)
     info = client.info()
     _used_cluster.update(url=resolve_url(settings), version=info["version"]["number"],
@@ -43,6 +51,8 @@ def neural_search(os_client):
     from evalctl.evaluators.search_pipelines import has_neural_search
 
     if not has_neural_search(os_client):
+        if os.environ.get("EVALCTL_REQUIRE_NEURAL_SEARCH"):
+            pytest.fail("EVALCTL_REQUIRE_NEURAL_SEARCH is set but the node has no opensearch-neural-search")
         pytest.skip("opensearch-neural-search is not installed on this node (Maven Central does not serve it; "
                     "use docker-compose or `evalctl opensearch start --plugin-zip`)")
 

@@ -49,7 +49,7 @@ def test_cli_prints_each_problem_and_summary():
 
 def test_cli_strict_fails_on_first_problem_without_traceback():
     out = CliRunner().invoke(cli, ["corpus", "import", "--format", "espacenet", "--name", "b", "--strict", str(BROKEN)])
-    assert out.exit_code == 1
+    assert out.exit_code == 2  # bad input
     assert out.exception is None or isinstance(out.exception, SystemExit)
     assert "line 3" in out.output and "malformed_row" in out.output and "--strict" in out.output
     assert "Traceback" not in out.output
@@ -75,4 +75,4 @@ def test_nothing_valid_is_an_error(tmp_path):
     f = tmp_path / "bad.jsonl"
     f.write_text("not json\n")
     out = CliRunner().invoke(cli, ["corpus", "import", "--format", "native", "--name", "x", str(f)])
-    assert out.exit_code == 1 and "no valid records" in out.output and "line 1" in out.output
+    assert out.exit_code == 2 and "no valid records" in out.output and "line 1" in out.output

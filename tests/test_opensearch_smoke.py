@@ -1,5 +1,5 @@
-"""Smoke tests against the real node: the `english` analyzer, lucene k-NN, the exact scoring
-script, and hybrid / RRF search pipelines (neural-search)."""
+"""Smoke tests against the real node: the `english` analyzer, lucene k-NN and the exact scoring script
+(hybrid and RRF pipelines: test_native_fusion.py)."""
 
 from __future__ import annotations
 
@@ -57,32 +57,3 @@ def test_exact_knn_score_script(os_client, patents):
     hits = resp["hits"]["hits"]
     assert [h["_id"] for h in hits[:2]] == ["d1", "d3"]
     assert hits[0]["_score"] == pytest.approx(1.0)  # (1 + cos) / 2 with cos = 1
-
-
-def hybrid(os_client, index, pipeline_body):
-    return os_client.search(index=index, body={
-        "size": 4,
-        "search_pipeline": pipeline_body,
-        "query": {"hybrid": {"queries": [
-            {"match": {"text": "wheelchair"}},
-            {"knn": {"vec": {"vector": [1.0, 0.0, 0.0, 0.0], "k": 4}}},
-        ]}},
-    })
-
-
-def test_hybrid_min_max_pipeline(os_client, patents, neural_search):
-    resp = hybrid(os_client, patents, {"phase_results_processors": [{"normalization-processor": {
-        "normalization": {"technique": "min_max"},
-        "combination": {"technique": "arithmetic_mean", "parameters": {"weights": [0.3, 0.7]}}}}]})
-    hits = resp["hits"]["hits"]
-    assert hits[0]["_id"] == "d1"  # top of both sub-queries
-    assert all(0.0 <= h["_score"] <= 1.0 for h in hits)
-    assert hits[0]["_score"] == pytest.approx(1.0)
-
-
-def test_rrf_pipeline(os_client, patents, neural_search):
-    resp = hybrid(os_client, patents, {"phase_results_processors": [{"score-ranker-processor": {
-        "combination": {"technique": "rrf", "rank_constant": 60}}}]})
-    hits = resp["hits"]["hits"]
-    assert hits[0]["_id"] == "d1"
-    assert all(0.0 <= h["_score"] <= 1.0 for h in hits)

@@ -12,19 +12,16 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import SHARED_DATA
+from conftest import LENS
 
 pytestmark = [pytest.mark.opensearch, pytest.mark.models]
 
-LENS = SHARED_DATA / "lens-pizza-1000" / "pizza_lens_1000_raw.csv"
 N_RECORDS = 60
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory, os_client):
     """A private cache, a corpus of the first 60 Lens rows, and its MiniLM index on view T."""
-    if not LENS.exists():
-        pytest.skip(f"{LENS} not present")
     from evalctl.corpus_import import import_corpus
     from evalctl.indexers.index_layout import corpus_alias
     from evalctl.indexers.index_loader import index_corpus
@@ -120,7 +117,7 @@ def test_commands_end_to_end_and_too_few_examples_reported(os_client, env):
 
     # The landscape label set has no labels on a Lens import: a clear message, no traceback.
     out = runner.invoke(cli, ["classify", *common, "--label-set", "landscape"])
-    assert out.exit_code == 1 and out.exception.__class__ is SystemExit
+    assert out.exit_code == 2 and out.exception.__class__ is SystemExit
     assert "label set 'landscape'" in out.output and "0 keep a label" in out.output
 
 

@@ -11,7 +11,7 @@ import uuid
 import pytest
 from click.testing import CliRunner
 
-from retrieval_data import NONSENSE_QUERY, USPTO, write_citation_native, write_known_item_beir
+from retrieval_data import NONSENSE_QUERY, write_citation_native, write_known_item_beir
 
 pytestmark = [pytest.mark.opensearch, pytest.mark.models]
 MODEL = "all-minilm-l6-v2"
@@ -21,8 +21,6 @@ MODEL = "all-minilm-l6-v2"
 def env(tmp_path_factory, os_client):
     """Private cache; a known-item BEIR corpus (30 grants, view A) and a hand-linked citation corpus
     (11 grants, view TA), both indexed with MiniLM."""
-    if not USPTO.exists():
-        pytest.skip(f"{USPTO} not present")
     from evalctl.corpus_import import import_corpus
     from evalctl.indexers.index_layout import corpus_alias
     from evalctl.indexers.index_loader import index_corpus
@@ -162,27 +160,26 @@ def test_fusion_values_on_a_toy_index(os_client, index_name):
     assert rrf == pytest.approx({d: sum(1 / (60 + r[d]) for r in (rank_b, rank_v) if d in r) for d in rrf})
 
 
-def test_native_hybrid_and_rrf_match_client_fusion(os_client, env, neural_search):
+@pytest.mark.parametrize("method,fusion", [("hybrid", "linear"), ("rrf", "rrf")])
+def test_native_and_client_fusion_agree_but_for_explained_cases(os_client, env, neural_search, method, fusion):
+    """Native pipelines and ranx fusion of the same two runs: every query whose top 10 differ is explained
+    (the plugin's 0.001 floor / single-valued lists, or tied scores), and the runs score alike."""
+    from evalctl.evaluators.fusion_parity import parity
+    from evalctl.evaluators.scoring import evaluate_run
     from evalctl.evaluators.search_pipelines import FusionSpec
 
-    for method, fusion in (("hybrid", FusionSpec(dense_weight=0.6)), ("rrf", FusionSpec(technique="rrf"))):
-        native = _retrieve(os_client, env["ki"], method, "A", fusion=fusion, k=30)
-        client = _retrieve(os_client, env["ki"], method, "A", fusion=fusion, k=30, fusion_mode="client")
-        assert native.manifest["pipeline"] and set(native.ranking) == set(client.ranking)
-        for q in client.ranking:  # same top documents (neural-search gives the lowest hit 0.001, ranx 0)
-            assert [d for d, _ in native.ranking[q][:3]] == [d for d, _ in client.ranking[q][:3]], (method, q)
-
-
-def test_hybrid_without_plugin_names_it_and_offers_client_fusion(os_client, env):
-    from evalctl.cli import cli
-    from evalctl.evaluators.search_pipelines import has_neural_search
-
-    if has_neural_search(os_client):
-        pytest.skip("neural-search is installed: native hybrid works here")
-    args = ["retrieve", "--corpus", env["ki"], "--model", MODEL, "--view", "A", "--qrels", "given", "--method"]
-    res = CliRunner().invoke(cli, [*args, "hybrid"])
-    assert res.exit_code != 0 and "opensearch-neural-search" in res.output and "--fusion client" in res.output
-    assert "Traceback" not in res.output
+    spec = FusionSpec(technique=fusion, dense_weight=0.6 if fusion == "linear" else 0.5)
+    runs = {m: _retrieve(os_client, env["ki"], m, "A", k=30) for m in ("bm25", "dense")}
+    native = _retrieve(os_client, env["ki"], method, "A", fusion=spec, k=30)
+    client = _retrieve(os_client, env["ki"], method, "A", fusion=spec, k=30, fusion_mode="client")
+    assert native.manifest["pipeline"] and native.label.startswith(f"{method}:")
+    assert client.label.startswith(f"{method}/client:")
+    ndcg = {r.id: evaluate_run(r).per_query["ndcg@10"] for r in (native, client)}
+    p = parity(native, client, runs["bm25"], runs["dense"], spec, ndcg)
+    assert p.n_queries == len(client.ranking) > 0
+    assert p.causes["unexplained"] == []
+    assert p.identical_top10 + sum(len(v) for v in p.causes.values()) == p.n_queries
+    assert abs(p.mean_ndcg10["native"] - p.mean_ndcg10["client"]) <= 0.02
 
 
 def test_exact_search_measures_ann_loss(os_client, env):

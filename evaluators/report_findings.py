@@ -1,0 +1,149 @@
+"""The findings a report opens with, computed from this spec's stored results: best view, best method,
+fusion gain over dense, the IN->OUT drop, models ranked, and which recipe helped which task.
+
+Every sentence names the stored runs or results it rests on. A difference is called significant only when
+its paired 95% bootstrap CI (over queries for retrieval, over splits/seeds for the label tasks) excludes 0;
+otherwise the sentence says it is not.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from evalctl.evaluators.compare import bootstrap_ci
+from evalctl.evaluators.scoring import PRIMARY
+
+
+@dataclass(frozen=True)
+class RetrievalResult:
+    corpus: str
+    model: str
+    view: str  # "TA", or "T→TA" when queries use another view
+    method: str
+    run_id: str
+    label: str
+    per_query: dict[str, float]  # PRIMARY per query
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(list(self.per_query.values()))) if self.per_query else float("nan")
+
+
+@dataclass(frozen=True)
+class Delta:
+    value: float
+    lo: float
+    hi: float
+    n: int
+
+    @property
+    def significant(self) -> bool:
+        return self.n > 1 and (self.lo > 0 or self.hi < 0)
+
+    def text(self) -> str:
+        verdict = "significant" if self.significant else "not significant"
+        return f"{self.value:+.4f} [95% CI {self.lo:+.4f}, {self.hi:+.4f}; {verdict}, n={self.n}]"
+
+
+def paired_delta(a: dict[str, float], b: dict[str, float]) -> Delta:
+    """b - a over the keys both hold, with a bootstrap CI of the mean paired difference."""
+    keys = sorted(set(a) & set(b))
+    d = np.array([b[k] - a[k] for k in keys])
+    lo, hi = bootstrap_ci(d)
+    return Delta(float(d.mean()) if len(d) else float("nan"), lo, hi, len(keys))
+
+
+def _fmt_runs(*results: RetrievalResult) -> str:
+    return "runs " + ", ".join(r.run_id for r in results)
+
+
+def retrieval_findings(results: list[RetrievalResult]) -> list[str]:
+    out: list[str] = []
+    by_corpus: dict[str, list[RetrievalResult]] = defaultdict(list)
+    for r in results:
+        by_corpus[r.corpus].append(r)
+    for corpus, rs in by_corpus.items():
+        ranked = sorted(rs, key=lambda r: -r.mean)
+        best, runner = ranked[0], next((r for r in ranked[1:] if r.view == ranked[0].view), None)
+        s = f"{corpus}: the best system is {best.label} ({PRIMARY} {best.mean:.4f})"
+        if runner:
+            s += f"; over the next one in its view, {runner.label} ({runner.mean:.4f}), the difference is " \
+                 f"{paired_delta(runner.per_query, best.per_query).text()}"
+        out.append(s + f" ({_fmt_runs(best, *([runner] if runner else []))}).")
+        out += _best_view(corpus, rs) + _fusion_gains(corpus, rs) + _models_ranked(corpus, rs)
+    return out
+
+
+def _best_view(corpus: str, rs: list[RetrievalResult]) -> list[str]:
+    out = []
+    for (model, method), group in _group(rs, lambda r: (r.model, r.method)).items():
+        if method != "dense" or len({r.view for r in group}) < 2:
+            continue
+        ranked = sorted(group, key=lambda r: -r.mean)
+        others = ", ".join(f"{r.view} {r.mean:.4f}" for r in ranked[1:])
+        out.append(f"{corpus}, dense {model}: best view {ranked[0].view} ({ranked[0].mean:.4f}; then {others}); "
+                   f"over {ranked[1].view}: {paired_delta(ranked[1].per_query, ranked[0].per_query).text()} "
+                   f"({_fmt_runs(ranked[0], ranked[1])}).")
+    return out
+
+
+def _fusion_gains(corpus: str, rs: list[RetrievalResult]) -> list[str]:
+    """Fusion over dense for each model, in the view where its dense run scores best."""
+    out = []
+    for model, group in _group(rs, lambda r: r.model).items():
+        dense = [r for r in group if r.method == "dense"]
+        if not dense:
+            continue
+        view = max(dense, key=lambda r: r.mean).view
+        by = {r.method: r for r in group if r.view == view}
+        for fused in ("hybrid", "rrf"):
+            if fused in by:
+                out.append(f"{corpus}, {model}, view {view}: {by[fused].label} over dense: "
+                           f"{paired_delta(by['dense'].per_query, by[fused].per_query).text()} "
+                           f"({_fmt_runs(by['dense'], by[fused])}).")
+    return out
+
+
+def _models_ranked(corpus: str, rs: list[RetrievalResult]) -> list[str]:
+    out = []
+    for view, group in _group([r for r in rs if r.method == "dense"], lambda r: r.view).items():
+        if len(group) < 2:
+            continue
+        ranked = sorted(group, key=lambda r: -r.mean)
+        steps = []
+        for hi, lo in zip(ranked, ranked[1:]):
+            d = paired_delta(lo.per_query, hi.per_query)
+            steps.append(f"{hi.model} {hi.mean:.4f} {'>' if d.significant else '≈'} {lo.model} {lo.mean:.4f}")
+        out.append(f"{corpus}, dense, view {view}, models ranked ('>' significant, '≈' not; paired bootstrap): "
+                   + "; ".join(steps) + f" ({_fmt_runs(*ranked)}).")
+    return out
+
+
+def in_out_finding(corpus: str, label: str, run_id: str, domains: dict[str, tuple[int, float]]) -> str | None:
+    (n_in, v_in), (n_out, v_out) = domains.get("IN", (0, 0.0)), domains.get("OUT", (0, 0.0))
+    if not n_in or not n_out or v_in <= 0:
+        return None
+    return (f"{corpus}, {label}: IN-domain queries {v_in:.4f} (n={n_in}) vs OUT-of-domain {v_out:.4f} (n={n_out}), "
+            f"a {(v_in - v_out) / v_in:.0%} drop (run {run_id}).")
+
+
+def recipe_findings(rows: list[dict]) -> list[str]:
+    """rows: task, corpus, view, what (method or label set), model, recipe, metric, base, tuned (per-query or
+    per-split values keyed alike), ids."""
+    out = []
+    for r in rows:
+        d = paired_delta(r["base"], r["tuned"])
+        verb = ("helped" if d.value > 0 else "hurt") if d.significant else "did not change significantly"
+        out.append(f"Recipe {r['recipe']} ({r['model']}) {verb} {r['task']} on {r['corpus']} ({r['view']}, "
+                   f"{r['what']}, {r['metric']}): {d.text()} (results {', '.join(r['ids'])}).")
+    return out
+
+
+def _group(rs, key) -> dict:
+    out: dict = defaultdict(list)
+    for r in rs:
+        out[key(r)].append(r)
+    return out

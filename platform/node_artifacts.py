@@ -1,0 +1,155 @@
+"""What the managed node is assembled from: Maven Central artifacts, and plugin zips from Maven, a
+local file or an http(s) URL, each optionally pinned by sha256, checked before anything is installed.
+
+A source is written `LOCATION[#sha256=HEX]`, where LOCATION is `maven:group:artifact:version:zip`, a
+path, a `file://` URI or an `http(s)://` URL (what `opensearch-plugin install` accepts). Downloads are
+kept under the node home (`downloads/`), so a later start needs no network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+import urllib.error
+import urllib.parse
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from evalctl.errors import Failure
+from evalctl.provenance import file_sha256
+
+
+class NodeError(Failure, RuntimeError):
+    """The managed node could not be provisioned, started or stopped; the message says why."""
+
+
+class NotServed(NodeError):
+    """Maven Central answered that the artifact does not exist."""
+
+
+def maven_fetch(coordinate: str, m2: Path) -> Path:
+    """Resolve one artifact (group:artifact:version:type) from Maven Central into the local repo m2."""
+    group, artifact, version, kind = coordinate.split(":")
+    target = m2.joinpath(*group.split("."), artifact, version, f"{artifact}-{version}.{kind}")
+    if target.exists():
+        return target
+    if shutil.which("mvn") is None:
+        raise NodeError("Maven (mvn) is needed to download OpenSearch; install it (e.g. apt-get install maven)")
+    m2.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        "mvn", "-B", "-U",
+        "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:get",
+        f"-Dartifact={coordinate}", "-Dtransitive=false", f"-Dmaven.repo.local={m2}",
+    ]
+    # Maven needs a project-less working directory; run it inside its own repository folder.
+    proc = subprocess.run(cmd, cwd=m2, capture_output=True, text=True)
+    if proc.returncode != 0 or not target.exists():
+        text = proc.stdout + proc.stderr
+        if "Could not find artifact" in text or "was not found in" in text:
+            raise NotServed(f"{coordinate} is not served by Maven Central")
+        tail = "\n".join(l for l in text.splitlines() if "ERROR" in l)[-2000:]
+        raise NodeError(f"Maven could not download {coordinate}:\n{tail}")
+    return target
+
+_SHA = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class PluginSource:
+    location: str
+    sha256: str | None = None
+
+    def __post_init__(self):
+        if self.sha256 is not None and not _SHA.match(self.sha256):
+            raise NodeError(f"plugin source {self.location}: sha256 must be 64 hex digits, got {self.sha256!r}")
+
+    @classmethod
+    def parse(cls, text: str) -> "PluginSource":
+        location, _, fragment = text.strip().partition("#")
+        sha = None
+        if fragment:
+            key, _, value = fragment.partition("=")
+            if key != "sha256":
+                raise NodeError(f"plugin source {text!r}: the only fragment understood is #sha256=HEX")
+            sha = value.lower()
+        return cls(location, sha)
+
+    @property
+    def kind(self) -> str:
+        if self.location.startswith("maven:"):
+            return "maven"
+        return "url" if urllib.parse.urlsplit(self.location).scheme in ("http", "https") else "file"
+
+    def __str__(self) -> str:
+        return self.location + (f"#sha256={self.sha256}" if self.sha256 else "")
+
+
+def sources_from_env(value: str) -> list[PluginSource]:
+    """EVALCTL_OPENSEARCH_PLUGIN_ZIPS: comma-separated sources (a URL holds colons, so not os.pathsep)."""
+    return [PluginSource.parse(s) for s in value.split(",") if s.strip()]
+
+
+@dataclass(frozen=True)
+class FetchedPlugin:
+    """A plugin zip on local disk whose hash was checked against its source."""
+
+    name: str
+    version: str
+    path: Path
+    sha256: str
+    source: PluginSource
+
+
+def descriptor(zip_path: Path) -> dict[str, str]:
+    """The plugin's name and version from its plugin-descriptor.properties."""
+    try:
+        with zipfile.ZipFile(zip_path) as z:
+            props = z.read("plugin-descriptor.properties").decode()
+    except (zipfile.BadZipFile, KeyError) as e:
+        raise NodeError(f"{zip_path} is not an OpenSearch plugin zip ({e})") from None
+    fields = dict(line.split("=", 1) for line in props.splitlines() if "=" in line and not line.startswith("#"))
+    if not fields.get("name"):
+        raise NodeError(f"{zip_path}: plugin-descriptor.properties has no name")
+    return {"name": fields["name"].strip(), "version": fields.get("version", "?").strip()}
+
+
+def _download(url: str, downloads: Path, timeout: float) -> Path:
+    name = Path(urllib.parse.urlsplit(url).path).name or "plugin.zip"
+    target = downloads / hashlib.sha256(url.encode()).hexdigest()[:16] / name
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(name + ".partial")
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r, open(partial, "wb") as out:
+            shutil.copyfileobj(r, out)
+    except (urllib.error.URLError, OSError) as e:
+        partial.unlink(missing_ok=True)
+        raise NodeError(f"could not download plugin {url}: {e}") from None
+    partial.rename(target)
+    return target
+
+
+def fetch(source: PluginSource, *, downloads: Path, m2: Path, version: str, timeout: float = 60.0) -> FetchedPlugin:
+    """The source's zip on local disk, its sha256 checked (a mismatch is refused naming both hashes)."""
+    location = source.location.format(version=version)
+    if source.kind == "maven":
+        path = maven_fetch(location.removeprefix("maven:"), m2)
+    elif source.kind == "url":
+        path = _download(location, downloads, timeout)
+    else:
+        path = Path(urllib.parse.urlsplit(location).path if location.startswith("file:") else location)
+        if not path.is_file():
+            raise NodeError(f"plugin zip {path} does not exist")
+    digest = file_sha256(path).removeprefix("sha256:")
+    if source.sha256 and digest != source.sha256:
+        if source.kind == "url":
+            path.unlink()  # a bad download must not be reused by the next start
+        raise NodeError(f"plugin {location}: sha256 mismatch, refusing to install it\n"
+                        f"  expected {source.sha256}\n  got      {digest}")
+    d = descriptor(path)
+    return FetchedPlugin(d["name"], d["version"], path, digest, source)

@@ -1,0 +1,45 @@
+"""The findings a report opens with: computed from per-query values, naming their runs, and saying plainly
+when a difference is not significant (paired bootstrap CI containing 0)."""
+
+from __future__ import annotations
+
+from evalctl.evaluators.report_findings import RetrievalResult, in_out_finding, paired_delta, recipe_findings, \
+    retrieval_findings
+
+Q = [f"q{i}" for i in range(40)]
+
+
+def res(model, view, method, values, run):
+    return RetrievalResult("pizza", model, view, method, run, f"{method}:{model}:{view}", dict(zip(Q, values)))
+
+
+def test_paired_delta_significance():
+    a = {q: 0.2 for q in Q}
+    assert paired_delta(a, {q: 0.5 for q in Q}).significant  # every query gains 0.3
+    noisy = {q: 0.2 + (0.3 if i % 2 else -0.3) for i, q in enumerate(Q)}  # mean gain 0
+    d = paired_delta(a, noisy)
+    assert not d.significant and "not significant" in d.text() and d.n == 40
+
+
+def test_retrieval_findings_name_runs_and_rank():
+    dense_ta = res("minilm", "TA", "dense", [0.5] * 40, "r1")
+    dense_t = res("minilm", "T", "dense", [0.3] * 40, "r2")
+    hybrid_ta = res("minilm", "TA", "hybrid", [0.5 + (0.01 if i % 2 else -0.01) for i in range(40)], "r3")
+    mpnet_ta = res("mpnet", "TA", "dense", [0.6] * 40, "r4")
+    lines = retrieval_findings([dense_ta, dense_t, hybrid_ta, mpnet_ta])
+    text = "\n".join(lines)
+    assert lines[0].startswith("pizza: the best system is dense:mpnet:TA") and "r4" in lines[0]
+    assert "best view TA" in text and "runs r1, r2" in text  # TA over T, significant
+    gain = next(line for line in lines if "hybrid:minilm:TA over dense" in line)
+    assert "not significant" in gain and "runs r1, r3" in gain
+    assert "mpnet 0.6000 > minilm 0.5000" in text
+
+
+def test_in_out_and_recipe_findings():
+    assert in_out_finding("pizza", "dense:m:TA", "r1", {"IN": (300, 0.4), "OUT": (50, 0.16)}).count("60% drop") == 1
+    assert in_out_finding("pizza", "x", "r1", {"IN": (10, 0.4), "OUT": (0, 0.0)}) is None
+    rows = [{"task": "retrieval", "corpus": "pizza", "view": "TA", "what": "dense", "model": "m+r3",
+             "recipe": "R3", "metric": "ndcg@10", "base": {q: 0.3 for q in Q}, "tuned": {q: 0.4 for q in Q},
+             "ids": ["b1", "t1"]}]
+    (line,) = recipe_findings(rows)
+    assert line.startswith("Recipe R3 (m+r3) helped retrieval") and "results b1, t1" in line
