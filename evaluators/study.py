@@ -176,7 +176,7 @@ def finetune_step(spec: ExperimentSpec, entry, base_id: str, recipe_id: str) -> 
     def run() -> str:
         res = finetune(base_id, recipe.id, [entry.corpus], match_size=entry.match_size, max_steps=entry.max_steps,
                        batch_size=entry.batch_size, guard=guard, overwrite=True, progress=False)
-        return f"{res.model_id}: {res.pairs['size']} pairs, {res.steps} steps, loss {res.train_loss:.4f}"
+        return f"{res.model_id}: {sum(res.pairs['used'].values())} pairs, {res.steps} steps, loss {res.train_loss:.4f}"
 
     # Wait for the qrels sets this run builds that guard the pairs, or that hold the training corpus's
     # train-side citations (R1).

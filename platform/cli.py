@@ -169,10 +169,11 @@ from evalctl.cli_dashboards import dashboards  # noqa: E402
 from evalctl.cli_finetune import finetune, pairs, recipes, transfer  # noqa: E402
 from evalctl.cli_index import index  # noqa: E402
 from evalctl.cli_models import encode, models  # noqa: E402
+from evalctl.cli_referee import referee  # noqa: E402
 from evalctl.cli_retrieval import compare, evaluate, fusion_sweep, retrieve  # noqa: E402
 from evalctl.cli_run import report, run  # noqa: E402
 from evalctl.cli_tasks import classify, cluster_cmd, tables, vectors  # noqa: E402
 
 for _command in (corpus, models, encode, index, run, report, dashboards, vectors, classify, cluster_cmd, tables,
-                 finetune, recipes, pairs, transfer, retrieve, evaluate, compare, fusion_sweep):
+                 finetune, recipes, pairs, transfer, retrieve, evaluate, compare, fusion_sweep, referee):
     cli.add_command(_command)

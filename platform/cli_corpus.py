@@ -1,4 +1,4 @@
-"""`evalctl corpus ...`: import, qrels, stats. Each command calls one library function."""
+"""`evalctl corpus ...`: import, qrels, stats, export. Each command calls one library function."""
 
 from __future__ import annotations
 
@@ -128,3 +128,29 @@ def stats_cmd(corpus_name) -> None:
         click.echo(format_stats(corpus_stats(_load(corpus_name))))
     except SpecError as e:
         raise UserError(str(e)) from None
+
+
+@corpus.command("export")
+@click.argument("corpus_name")
+@click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["beir", "dapfam"]), default="beir", show_default=True)
+@click.option("--view", required=True, help="Document view (configs/views.yaml), e.g. TA.")
+@click.option("--query-view", default=None, help="Query view (default: --view).")
+@click.option("--qrels", "qrels_name", default="citations", show_default=True, help="Qrels set.")
+@click.option("--split", default="test", show_default=True)
+def export_cmd(corpus_name, out_dir, fmt, view, query_view, qrels_name, split) -> None:
+    """Write CORPUS_NAME's landscape (view text, queries, qrels) as BEIR or DAPFAM files in OUT_DIR."""
+    from evalctl.corpus_export import ExportError, export_landscape
+    from evalctl.qrels import load_qrels
+
+    corpus = _load(corpus_name)
+    try:
+        s = export_landscape(corpus, load_qrels(corpus, qrels_name), fmt, view, split, out_dir, query_view)
+    except (ExportError, FileNotFoundError, SpecError) as e:
+        raise UserError(str(e)) from None
+    click.echo(f"exported {s.corpus} ({s.format}, view {s.view}, queries {s.query_view}, {s.qrels}/{s.split}) to {out_dir}")
+    click.echo(f"  documents {s.documents}, queries {s.queries}, pairs {s.pairs} "
+               f"(to documents outside the view {s.pairs_outside_view}), excluded pairs {s.excluded_pairs}")
+    if s.queries_without_text:
+        click.echo(f"  {s.queries_without_text} {s.split} queries do not render in view {s.query_view}: left out "
+                   "(evalctl scores them 0)")

@@ -2,7 +2,7 @@
 
 corpus.parquet (id column `relevant_id`), queries.parquet (`query_id`), each with title_en,
 abstract_en, claims_text, description_en; qrels_all.parquet with query_id, relevant_id,
-relevance_score (> 0 is relevant) and domain_rel (IN / OUT). Ids are family ids, so each record's
+relevance_score (> 0 is relevant) and domain_rel (IN / OUT; null: unlabelled). Ids are family ids, so each record's
 family is itself. DAPFAM's qrels and domain labels are taken as given.
 """
 
@@ -68,8 +68,8 @@ def _qrels(path: Path, log: ProblemLog) -> Iterator[GivenPair]:
         if not isinstance(score, (int, float)) or isinstance(score, bool) or not math.isfinite(score):
             log.add("bad_value", where, "relevance_score", f"{score!r} is not a finite number; pair skipped")
             continue
-        if domain not in ("IN", "OUT"):
-            log.add("bad_value", where, "domain_rel", f"{domain!r} is not IN or OUT; pair skipped")
+        if domain not in ("IN", "OUT", None):  # null: no IN/OUT label (e.g. an evalctl export without codes)
+            log.add("bad_value", where, "domain_rel", f"{domain!r} is not IN, OUT or empty; pair skipped")
             continue
         if v["query_id"] is None or v["relevant_id"] is None:
             log.add("missing_field", where, "query_id/relevant_id", "empty id; pair skipped")
