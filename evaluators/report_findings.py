@@ -60,6 +60,11 @@ def _fmt_runs(*results: RetrievalResult) -> str:
     return "runs " + ", ".join(r.run_id for r in results)
 
 
+def _over(base: RetrievalResult, other: RetrievalResult) -> str:
+    """other - base per query, with its CI and the two runs."""
+    return f"{paired_delta(base.per_query, other.per_query).text()} ({_fmt_runs(base, other)})"
+
+
 def retrieval_findings(results: list[RetrievalResult]) -> list[str]:
     out: list[str] = []
     by_corpus: dict[str, list[RetrievalResult]] = defaultdict(list)
@@ -69,10 +74,9 @@ def retrieval_findings(results: list[RetrievalResult]) -> list[str]:
         ranked = sorted(rs, key=lambda r: -r.mean)
         best, runner = ranked[0], next((r for r in ranked[1:] if r.view == ranked[0].view), None)
         s = f"{corpus}: the best system is {best.label} ({PRIMARY} {best.mean:.4f})"
-        if runner:
-            s += f"; over the next one in its view, {runner.label} ({runner.mean:.4f}), the difference is " \
-                 f"{paired_delta(runner.per_query, best.per_query).text()}"
-        out.append(s + f" ({_fmt_runs(best, *([runner] if runner else []))}).")
+        s += (f"; over the next one in its view, {runner.label} ({runner.mean:.4f}): {_over(runner, best)}"
+              if runner else f" ({_fmt_runs(best)})")
+        out.append(s + ".")
         out += _best_view(corpus, rs) + _fusion_gains(corpus, rs) + _models_ranked(corpus, rs)
     return out
 
@@ -85,8 +89,7 @@ def _best_view(corpus: str, rs: list[RetrievalResult]) -> list[str]:
         ranked = sorted(group, key=lambda r: -r.mean)
         others = ", ".join(f"{r.view} {r.mean:.4f}" for r in ranked[1:])
         out.append(f"{corpus}, dense {model}: best view {ranked[0].view} ({ranked[0].mean:.4f}; then {others}); "
-                   f"over {ranked[1].view}: {paired_delta(ranked[1].per_query, ranked[0].per_query).text()} "
-                   f"({_fmt_runs(ranked[0], ranked[1])}).")
+                   f"over {ranked[1].view}: {_over(ranked[1], ranked[0])}.")
     return out
 
 
@@ -102,8 +105,7 @@ def _fusion_gains(corpus: str, rs: list[RetrievalResult]) -> list[str]:
         for fused in ("hybrid", "rrf"):
             if fused in by:
                 out.append(f"{corpus}, {model}, view {view}: {by[fused].label} over dense: "
-                           f"{paired_delta(by['dense'].per_query, by[fused].per_query).text()} "
-                           f"({_fmt_runs(by['dense'], by[fused])}).")
+                           f"{_over(by['dense'], by[fused])}.")
     return out
 
 

@@ -29,7 +29,7 @@ def test_retrieval_findings_name_runs_and_rank():
     lines = retrieval_findings([dense_ta, dense_t, hybrid_ta, mpnet_ta])
     text = "\n".join(lines)
     assert lines[0].startswith("pizza: the best system is dense:mpnet:TA") and "r4" in lines[0]
-    assert "best view TA" in text and "runs r1, r2" in text  # TA over T, significant
+    assert "best view TA" in text and "runs r2, r1" in text  # TA over T (base run first), significant
     gain = next(line for line in lines if "hybrid:minilm:TA over dense" in line)
     assert "not significant" in gain and "runs r1, r3" in gain
     assert "mpnet 0.6000 > minilm 0.5000" in text
