@@ -270,7 +270,9 @@ def _findings(report: Report, steps, runs: dict, pairs: list[dict]) -> None:
             domains = {d: (sc.n_queries, sc.mean[PRIMARY])
                        for d in ("IN", "OUT") for sc in [evaluate_run(run, domain=d, metrics=(PRIMARY,))]}
             lines += [f for f in [rf.in_out_finding(corpus, best.label, best.run_id, domains)] if f]
-    lines += rf.recipe_findings(pairs)
+    # one line per recipe x task x label set: dense retrieval, the logistic-regression probe, V-measure
+    lines += rf.recipe_findings([p for p in pairs if p["what"] == "dense" or p["task"] != "retrieval"
+                                 and not p["metric"].startswith("knn/")])
     for line in lines or ["No stored results yet: run `evalctl run` first."]:
         report.p("- " + line)
 

@@ -54,9 +54,9 @@ class RunReport:
 
 
 def import_step(spec: ExperimentSpec, entry) -> Step:
-    from evalctl.corpus_import import import_corpus
-    from evalctl.provenance import file_sha256
+    from evalctl.corpus_import import import_corpus, source_files
     from evalctl.corpus_store import CorpusNotFound, load_corpus
+    from evalctl.provenance import file_sha256
 
     def sources() -> list:  # resolved when used, so a plan can be shown before the data is in place
         return [spec.resolve_source(s) for s in entry.sources]
@@ -68,7 +68,8 @@ def import_step(spec: ExperimentSpec, entry) -> Step:
             return False
         return (m["source"]["format"] == entry.format and list(m.get("labels", [])) == list(entry.labels)
                 and m.get("documents", "publication") == entry.documents
-                and [f["sha256"] for f in m["source"]["files"]] == [file_sha256(p) for p in sources()])
+                and [f["sha256"] for f in m["source"]["files"]]
+                == [file_sha256(p) for p in source_files(entry.format, sources())])
 
     def run() -> str:
         res = import_corpus(entry.format, sources(), name=entry.name, labels=entry.labels, overwrite=True,

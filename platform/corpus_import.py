@@ -87,6 +87,13 @@ def _write(stream: RecordStream, path: Path, log: ProblemLog, labels: tuple[str,
     return _Written(writer.count, content_hash, rows, fields, languages)
 
 
+def source_files(fmt: str, sources: list[Path]) -> list[Path]:
+    """The files an import of `sources` reads (folders expanded as the format does), without reading them."""
+    if fmt not in FORMATS:
+        raise CorpusImportError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+    return FORMATS[fmt]([Path(s) for s in sources], ProblemLog()).files
+
+
 def import_corpus(fmt: str, sources: list[Path], name: str | None = None, out: Path | None = None,
                   strict: bool = False, labels: tuple[str, ...] = (), overwrite: bool = False,
                   documents: str = "publication") -> ImportResult:
