@@ -279,12 +279,13 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
 
     def run() -> str:
         client = make_client()
+        rspec = spec(client)  # one plugin check per step
         if sweep:
-            res = fusion_sweep(client, spec(client), list(sweep), mode=spec(client).fusion_mode,
+            res = fusion_sweep(client, rspec, list(sweep), mode=rspec.fusion_mode,
                                options=RetrievalOptions(progress=False))
             stored_run, how = res.test_run, f", dense weight {res.best.dense_weight} tuned on dev"
         else:
-            stored_run, how = retrieve(client, spec(client), RetrievalOptions(progress=False)), ""
+            stored_run, how = retrieve(client, rspec, RetrievalOptions(progress=False)), ""
         scores = evaluate_run(stored_run).mean
         results_store.write("study-step", entry.corpus, identity(), {},
                             extra={"scores": scores, "run": stored_run.id, "label": stored_run.label})
