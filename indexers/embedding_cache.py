@@ -10,7 +10,9 @@ Layout: cache_root()/embeddings/<model id>/<key digest>/
 A shard is committed by renaming its hashes file into place after its vectors file: a run killed at
 any point leaves either a whole shard or nothing that counts, so a rerun resumes after the last
 committed batch. Role and prompt string are part of the key, so query and document vectors of the
-same text never share an entry (the collision of mteb#5383).
+same text never share an entry (the collision of mteb#5383). The encoder sees only prompt + text, so an entry
+may copy vectors from a sibling whose key differs in role or view alone (`siblings`): a query that is a
+document's own text is not encoded twice.
 """
 
 from __future__ import annotations
@@ -138,6 +140,23 @@ class EmbeddingCache:
 
     def __len__(self) -> int:
         return len(self._index)
+
+    def siblings(self) -> list[EmbeddingCache]:
+        """Other entries of this model whose key differs only in role or view: same weights, same prompt
+        string, so the same text has the same vector there."""
+        same = {k: v for k, v in asdict(self.key).items() if k not in ("role", "view")}
+        found = []
+        for meta_file in sorted(self.dir.parent.glob("*/meta.json")):
+            if meta_file.parent == self.dir:
+                continue
+            try:
+                meta = json.loads(meta_file.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError):
+                continue  # an unreadable entry is reported when its own key opens it
+            if meta.get("format") == FORMAT and all(meta.get(k) == v for k, v in same.items()):
+                key = CacheKey(**{k: meta[k] for k in asdict(self.key)})
+                found.append(EmbeddingCache(key, root=self.dir.parent.parent))
+        return found
 
     def __contains__(self, h: bytes) -> bool:
         return h in self._index

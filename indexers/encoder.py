@@ -155,6 +155,7 @@ class EncodeReport:
     n_unique: int
     n_cached: int  # unique texts found in the cache before this run
     n_encoded: int  # unique texts encoded now
+    n_reused: int  # of the n_cached, copied now from a sibling entry (the same text in another role or view)
     n_truncated: int  # of the n_encoded, how many exceeded the token limit
     seconds: float
 
@@ -204,6 +205,13 @@ def encode_texts(
     hashes = [text_hash(t) for t in texts]
     unique = dict(zip(hashes, texts))  # one encode per distinct text
     todo = [h for h in unique if h not in cache]
+    n_reused = 0
+    for sibling in cache.siblings() if todo else ():
+        hits = [h for h in todo if h in sibling]
+        if hits:
+            cache.commit(hits, sibling.get(hits))
+            n_reused += len(hits)
+            todo = [h for h in todo if h not in cache]
     n_truncated = 0
     if todo:
         own_encoder = encoder is None
@@ -223,7 +231,7 @@ def encode_texts(
                 enc.close()
     return EncodeReport(
         vectors=cache.get(hashes), cache_dir=cache.dir, prompt=prompt, n_texts=len(texts), n_unique=len(unique),
-        n_cached=len(unique) - len(todo), n_encoded=len(todo), n_truncated=n_truncated,
+        n_cached=len(unique) - len(todo), n_encoded=len(todo), n_reused=n_reused, n_truncated=n_truncated,
         seconds=time.perf_counter() - started,
     )
 

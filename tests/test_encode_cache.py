@@ -79,6 +79,25 @@ def test_query_and_document_vectors_never_collide(tmp_path):
     assert plain.cache_dir not in (query.cache_dir, doc.cache_dir)
 
 
+def test_same_prompt_in_another_role_or_view_reuses_vectors(tmp_path):
+    plain = get_model("all-minilm-l6-v2")  # no prompts: a query's vector is its text's document vector
+    assert plain.prompt_for("query", task_type="retrieval") == plain.prompt_for("document", task_type="retrieval")
+
+    def run(encoder, role, view, texts):
+        return encode_texts(plain, role, view, IDS[: len(texts)], texts, encoder=encoder, commit_every=8,
+                            cache_root=tmp_path, progress=False)
+
+    doc = run(FakeEncoder(), "document", "TA", TEXTS[:30])
+    enc = FakeEncoder()
+    query = run(enc, "query", "T", TEXTS[20:50])  # 10 texts are documents' texts, 20 are new
+    assert sorted(enc.encoded) == sorted(TEXTS[30:50])
+    assert (query.n_reused, query.n_cached, query.n_encoded) == (10, 10, 20)
+    assert query.cache_dir != doc.cache_dir
+    np.testing.assert_array_equal(query.vectors[:10], doc.vectors[20:30])
+    again = FakeEncoder()
+    assert run(again, "query", "T", TEXTS[20:50]).n_reused == 0 and again.encoded == []
+
+
 def test_fully_cached_rerun_encodes_nothing_and_lookup_by_text(tmp_path):
     first = _run(tmp_path, FakeEncoder())
     again = FakeEncoder()
