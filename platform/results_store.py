@@ -27,8 +27,6 @@ from evalctl.paths import cache_root
 from evalctl.provenance import code_version
 
 MANIFEST = "manifest.json"
-# Manifest keys that record circumstances, not identity.
-VOLATILE = ("created_at", "code_version", "seconds")
 
 
 def results_root() -> Path:
