@@ -61,3 +61,30 @@ def test_register_copies_every_field_of_the_base(tmp_path, monkeypatch):
     assert (tuned.id, tuned.revision, tuned.path) == ("toy-tuned", "ft-0123456789abcdef", str(tmp_path / "m"))
     assert tuned.offline is None and not tuned.named_by_study and tuned.lineage["seed"] == [1, 2]
     assert tuned.source == "evalctl finetune: all-minilm-l6-v2 + recipe R3 on c1"
+
+
+def test_scoring_stores_nothing_until_asked(tmp_path, monkeypatch):
+    import json
+
+    from evalctl import results_store
+    from evalctl.evaluators.runs import StoredRun
+    from evalctl.evaluators.scoring import METRICS, evaluate_run, store_scores
+    from evalctl.qrels import QrelsPair, QrelsQuery, QrelsSet
+
+    monkeypatch.setenv("EVALCTL_RESULTS", str(tmp_path / "results"))
+    qset = QrelsSet("citations", tmp_path, {}, tuple(QrelsQuery(q, "test", None, "corpus", frozenset()) for q in ("q1", "q2")),
+                    (QrelsPair("q1", "d1", 1, "IN", "test"), QrelsPair("q2", "d3", 1, "OUT", "test")))
+    manifest = {"name": "bm25_toy", "corpus": "toy", "qrels": "citations", "split": "test"}
+    run = StoredRun(results_store.Result(tmp_path / "run-1", manifest), {"q1": [("d1", 2.0), ("d2", 1.0)], "q2": [("d2", 1.0)]})
+    scores = evaluate_run(run, qset=qset)
+    assert scores.mean["ndcg@10"] == 0.5 and scores.per_query["ndcg@10"] == {"q1": 1.0, "q2": 0.0}
+    assert list(results_store.iter_results()) == []
+    inn = evaluate_run(run, domain="IN", qset=qset)
+    assert inn.n_queries == 1 and list(results_store.iter_results()) == []
+    stored = store_scores(run, scores)
+    # the identity (hence the result id) is the one evaluate_run stored as a side effect before
+    identity = {"name": "bm25_toy", "run": "run-1", "qrels": "citations", "split": "test", "domain": None,
+                "metrics": list(METRICS)}
+    assert results_store.find("metrics", "toy", identity).path == stored.path
+    assert json.loads(stored.file("metrics.json").read_text()) == {"n_queries": 2, "mean": scores.mean}
+    assert store_scores(run, inn, "IN").manifest["name"] == "bm25_toy-IN"
