@@ -20,7 +20,7 @@ import numpy as np
 from evalctl.class_codes import LEVELS
 
 from evalctl.evaluators.classification import METRICS as CLASSIFY_METRICS
-from evalctl.evaluators.compare import bootstrap_ci
+from evalctl.evaluators.significance import bootstrap_ci
 from evalctl.evaluators.clustering import METRICS as CLUSTER_METRICS
 
 TASKS = {"classification": CLASSIFY_METRICS, "clustering": CLUSTER_METRICS}

@@ -3,7 +3,7 @@
 For each tuned model (its base from its lineage, or given), both models' runs on the same corpus,
 view and split come from evaluators.retrieve (exact k-NN by default, so ANN noise cannot decide the
 test); ranx scores each query (nDCG@10 by default); a paired test per (model, recipe) combination
-gives a p-value; Holm's step-down correction controls the family-wise error over all combinations
+(evaluators/significance.py, scipy) gives a p-value; Holm's step-down correction controls the family-wise error over all combinations
 (study-notes section 12: "5 of 8 combinations significantly worse").
 """
 
@@ -11,34 +11,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from typing import Literal
 
 import numpy as np
-from scipy import stats
 
 from evalctl import results_store
-from evalctl.evaluators.compare import holm
 from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec, retrieve
 from evalctl.evaluators.runs import Ranking
 from evalctl.evaluators.scoring import score
+from evalctl.evaluators.significance import PairedTest, holm, paired_p
 from evalctl.models import get_model
 from evalctl.qrels import load_qrels
 
-Test = Literal["wilcoxon", "student", "permutation"]
 KIND = "transfer"
-
-
-def paired_p(a: np.ndarray, b: np.ndarray, test: Test, seed: int = 42) -> float:
-    """Two-sided p-value of a paired test on per-query scores; 1.0 when the two never differ."""
-    if len(a) < 2 or np.allclose(a, b):
-        return 1.0
-    if test == "wilcoxon":
-        return float(stats.wilcoxon(a, b).pvalue)  # zero differences dropped (the classic test)
-    if test == "student":
-        return float(stats.ttest_rel(a, b).pvalue)
-    res = stats.permutation_test((a, b), lambda x, y: np.mean(x - y), permutation_type="samples",
-                                 n_resamples=10_000, random_state=seed)
-    return float(res.pvalue)
 
 
 def per_query(qrels: dict[str, dict[str, int]], ranking: Ranking, metric: str) -> dict[str, float]:
@@ -88,7 +72,7 @@ class TransferReport:
 
 
 def transfer(client, tuned: list[str], corpus: str, view: str, *, base: str | None = None, method: str = "exact",
-             qrels: str = "citations", split: str | None = "test", metric: str = "ndcg@10", test: Test = "wilcoxon",
+             qrels: str = "citations", split: str | None = "test", metric: str = "ndcg@10", test: PairedTest = "wilcoxon",
              alpha: float = 0.05, k: int = 100, progress: bool = True) -> TransferReport:
     """Paired comparison of every tuned model with its base on `corpus`, Holm-corrected across them."""
     qset = load_qrels(corpus, qrels)
