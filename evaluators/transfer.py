@@ -13,6 +13,7 @@ import json
 from dataclasses import asdict, dataclass
 
 import numpy as np
+import pandas as pd
 
 from evalctl import results_store
 from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec, retrieve
@@ -59,12 +60,12 @@ class TransferReport:
     runs: dict[str, str]  # model -> stored run id
 
     def table(self) -> str:
-        head = (f"| tuned | base | recipe | n | base {self.metric} | tuned | delta | rel. | W/T/L | p | p (Holm) | verdict |\n"
-                "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-        return head + "".join(
-            f"| {r.tuned} | {r.base} | {r.recipe or '-'} | {r.n_queries} | {r.base_score:.4f} | {r.tuned_score:.4f} | "
-            f"{r.delta:+.4f} | {'-' if r.relative is None else f'{100 * r.relative:+.1f}%'} | "
-            f"{r.wins}/{r.ties}/{r.losses} | {r.p:.3g} | {r.p_holm:.3g} | {r.verdict} |\n" for r in self.rows)
+        columns = ["tuned", "base", "recipe", "n", f"base {self.metric}", "tuned", "delta", "rel.", "W/T/L", "p",
+                   "p (Holm)", "verdict"]
+        cells = [[r.tuned, r.base, r.recipe or "-", str(r.n_queries), f"{r.base_score:.4f}", f"{r.tuned_score:.4f}",
+                  f"{r.delta:+.4f}", "-" if r.relative is None else f"{100 * r.relative:+.1f}%",
+                  f"{r.wins}/{r.ties}/{r.losses}", f"{r.p:.3g}", f"{r.p_holm:.3g}", r.verdict] for r in self.rows]
+        return pd.DataFrame(cells, columns=columns).to_markdown(index=False, disable_numparse=True) + "\n"
 
     @property
     def degraded(self) -> list[str]:
