@@ -199,4 +199,26 @@ def load_model(spec: ModelSpec, device: str | None = None, source: Source = "aut
     actual = model.get_embedding_dimension()
     if actual != spec.dim:
         raise ModelLoadError(f"model {spec.id}: loaded weights give {actual}-dim vectors, the spec says {spec.dim}")
+    check_pooling(spec, model)
     return model
+
+
+def _pooling_mode(module) -> str | None:
+    mode = getattr(module, "pooling_mode", None)  # sentence-transformers >= 6
+    if mode is None and hasattr(module, "get_pooling_mode_str"):  # 3.x to 5.x
+        mode = module.get_pooling_mode_str()
+    return mode if isinstance(mode, str) else None
+
+
+# ModelSpec.pooling -> sentence-transformers' Pooling mode
+_POOLING_MODES = {"mean": "mean", "cls": "cls", "last-token": "lasttoken"}
+
+
+def check_pooling(spec: ModelSpec, model) -> None:
+    """The spec's pooling must be what the loaded model's Pooling module does: the spec documents how an
+    embedding is made (manifests record it), so a disagreement is refused, not silently recorded. A model
+    without a Pooling module (custom remote code) pools its own way and is not checked."""
+    modes = [mode for m in model if (mode := _pooling_mode(m))]
+    if modes and modes[0] != _POOLING_MODES[spec.pooling]:
+        raise ModelLoadError(f"model {spec.id}: the spec says pooling {spec.pooling!r}, the loaded model's Pooling "
+                             f"module does {modes[0]!r}; correct `pooling` in its spec")
