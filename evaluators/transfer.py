@@ -3,8 +3,8 @@
 For each tuned model (its base from its lineage, or given), both models' runs on the same corpus,
 view and split come from evaluators.retrieve (exact k-NN by default, so ANN noise cannot decide the
 test); ranx scores each query (nDCG@10 by default); a paired test per (model, recipe) combination
-(evaluators/significance.py, scipy) gives a p-value; Holm's step-down correction controls the family-wise error over all combinations
-(study-notes section 12: "5 of 8 combinations significantly worse").
+(evaluators/significance.py, scipy) gives a p-value; Holm's step-down correction controls the
+family-wise error over all combinations (study-notes section 12: "5 of 8 combinations significantly worse").
 """
 
 from __future__ import annotations
