@@ -43,12 +43,6 @@ def write_text(path: Path, text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
-def write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` atomically."""
-    with writing(path) as tmp:
-        tmp.write_bytes(data)
-
-
 def new_staging_dir(dest: Path) -> Path:
     """A new private empty folder beside `dest`, to build `dest` in before publishing it."""
     dest.parent.mkdir(parents=True, exist_ok=True)
