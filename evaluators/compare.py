@@ -2,8 +2,8 @@
 Holm-Bonferroni correction, and breakdowns by IN/OUT domain and by query jurisdiction.
 
 Tests come from ranx (`fisher`: approximate randomisation; `student`: paired t-test), both two-sided
-and paired on the per-query values; ranx applies no correction, so Holm is applied here over every
-comparison of the table (system pairs x metrics) separately for each test. A marker letter on a
+and paired on the per-query values (evaluators/significance.py); ranx applies no correction, so Holm is
+applied over every comparison of the table (system pairs x metrics) separately for each test. A marker letter on a
 score means: better than the system with that letter, Holm-adjusted p < alpha under the chosen test.
 
 Domain breakdown (as MTEB's DAPFAM tasks): the run is scored against the IN-only and the OUT-only
@@ -18,16 +18,15 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from ranx import Qrels, compare
-from scipy.stats import bootstrap
 from tabulate import tabulate
 
 from evalctl.errors import BadInput
-from evalctl.evaluators.runs import StoredRun, as_ranx
+from evalctl.evaluators.runs import StoredRun
 from evalctl.evaluators.scoring import METRICS, PRIMARY, evaluate_run, run_qrels
+from evalctl.evaluators.significance import RANX_TESTS as TESTS
+from evalctl.evaluators.significance import bootstrap_ci, holm, ranx_p_values
 from evalctl.qrels import QrelsSet
 
-TESTS = ("fisher", "student")
 DOMAINS = ("IN", "OUT", "UNKNOWN")
 _SUPERSCRIPT = str.maketrans("abcdefghijklmnoprstuvwxyz", "ᵃᵇᶜᵈᵉᶠᵍʰⁱʲᵏˡᵐⁿᵒᵖʳˢᵗᵘᵛʷˣʸᶻ")
 # Run manifest keys that must agree for runs to be compared query by query.
@@ -36,30 +35,6 @@ SAME = ("corpus", "corpus_hash", "qrels", "split", "query_set")
 
 class NotComparable(BadInput, ValueError):
     pass
-
-
-def holm(p_values: list[float]) -> list[float]:
-    """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1), in the input order."""
-    m = len(p_values)
-    adjusted = [0.0] * m
-    running = 0.0
-    for rank, i in enumerate(sorted(range(m), key=lambda i: p_values[i])):
-        running = max(running, min(1.0, (m - rank) * p_values[i]))
-        adjusted[i] = running
-    return adjusted
-
-
-def bootstrap_ci(values, n_resamples: int = 10_000, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap 95% CI of the mean (over queries, splits or seeds): nan for no values,
-    zero width for a single or constant value."""
-    values = np.asarray(values, dtype=float)
-    if len(values) == 0:
-        return float("nan"), float("nan")
-    if len(values) < 2 or np.ptp(values) == 0:
-        return float(values.mean()), float(values.mean())
-    res = bootstrap((values,), np.mean, n_resamples=n_resamples, confidence_level=0.95, method="percentile",
-                    random_state=seed)
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
 @dataclass(frozen=True)
@@ -137,17 +112,12 @@ def compare_runs(runs: list[StoredRun], baseline: StoredRun | None = None, metri
     queries = sorted(qrels)
     values = {s: {m: np.array([scores[s].per_query[m][q] for q in queries]) for m in metrics} for s in systems}
 
-    p_raw: dict[str, dict] = {}
-    for t in TESTS:
-        rep = compare(Qrels(qrels), [as_ranx({q: r.ranking.get(q, []) for q in qrels}, s) for s, r in zip(systems, runs)],
-                      list(metrics), stat_test=t, n_permutations=n_permutations, max_p=alpha, random_seed=seed,
-                      make_comparable=True)
-        p_raw[t] = rep.comparisons
     base = systems[0] if baseline is not None else None
     keys = [(a, b, m) for i, a in enumerate(systems) for b in systems[i + 1:] for m in metrics
             if base is None or a == base]
-    # identical per-query values give the t-test a nan p: no evidence of a difference, p = 1
-    raw = {t: [1.0 if np.isnan(p := float(p_raw[t][a, b][m]["p_value"])) else p for a, b, m in keys] for t in TESTS}
+    rankings = {s: r.ranking for s, r in zip(systems, runs)}
+    raw = {t: ranx_p_values(qrels, rankings, keys, t, n_permutations=n_permutations, alpha=alpha, seed=seed)
+           for t in TESTS}
     adjusted = {t: holm(raw[t]) for t in TESTS}
     pairs = []
     for j, (a, b, m) in enumerate(keys):

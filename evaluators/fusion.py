@@ -65,7 +65,7 @@ def fusion_sweep(client, spec, weights: list[float], *, metric: str = "ndcg@10",
     `spec` is a hybrid RetrievalSpec for the reporting split (normally test). Native mode sends each
     weight through an inline pipeline; client mode fuses the stored BM25 and dense dev runs."""
     from evalctl.evaluators.retrieve import RetrievalError, RetrievalOptions, retrieve
-    from evalctl.evaluators.scoring import evaluate_run
+    from evalctl.evaluators.scoring import evaluate_and_store
 
     if spec.split == "dev":
         raise RetrievalError("the sweep tunes on dev: report on another split (--split test)")
@@ -76,11 +76,11 @@ def fusion_sweep(client, spec, weights: list[float], *, metric: str = "ndcg@10",
     for w in weights:
         trial = dev.with_(fusion=dataclasses.replace(spec.fusion, dense_weight=w))
         run = retrieve(client, trial, dataclasses.replace(opts, inline_pipeline=True, extra={}))
-        points.append(SweepPoint(w, evaluate_run(run).mean[metric]))
+        points.append(SweepPoint(w, evaluate_and_store(run).mean[metric]))
     best_w = max(points, key=lambda p: p.dev_score).dense_weight  # max keeps the first of equal scores
     best = dataclasses.replace(spec.fusion, dense_weight=best_w)
     tuned = {"tuned_on": {"split": "dev", "metric": metric, "mode": mode,
                           "grid": {str(p.dense_weight): p.dev_score for p in points}}}
     test_run = retrieve(client, spec.with_(fusion=best, fusion_mode=mode),
                         dataclasses.replace(opts, extra=tuned, reuse=False))
-    return SweepResult(mode, metric, tuple(points), best, test_run, evaluate_run(test_run).mean[metric])
+    return SweepResult(mode, metric, tuple(points), best, test_run, evaluate_and_store(test_run).mean[metric])

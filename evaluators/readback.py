@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +33,8 @@ import numpy as np
 from numpy.lib.format import open_memmap
 from tqdm import tqdm
 
+from evalctl.atomic import new_staging_dir, replace_dir
+from evalctl.clock import utc_now
 from evalctl.errors import BadInput
 from evalctl.indexers.index_layout import index_name, vector_field
 from evalctl.indexers.index_loader import read_manifest
@@ -262,8 +263,7 @@ def export_vectors(client, corpus, view_spec, model_id: str, *, force: bool = Fa
         return ExportReport(old, reused=True, checks=old.manifest["checks"])
 
     dest = export_dir(index, view_spec.name)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{view_spec.name}.", dir=dest.parent))
+    tmp = new_staging_dir(dest)
     try:
         t0 = time.perf_counter()
         with ThreadPoolExecutor(max_workers=1) as pool:
@@ -275,7 +275,7 @@ def export_vectors(client, corpus, view_spec, model_id: str, *, force: bool = Fa
         manifest = {"index": index, "view": view_spec.name, "field": vector_field(view_spec.name),
                     "index_manifest": meta, "count": n, "dim": meta["dim"], "dtype": "float32",
                     "order": "doc_id ascending", "seconds": round(seconds, 3),
-                    "code_version": code_version(), "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                    "code_version": code_version(), "created_at": utc_now()}
         export = VectorExport(tmp, manifest, (tmp / "ids.txt").read_text(encoding="utf-8").splitlines(),
                               np.load(tmp / "vectors.npy", mmap_mode="r"), [])
         checks = [f"count {n} = index documents with {vector_field(view_spec.name)} in the snapshot",
@@ -283,9 +283,7 @@ def export_vectors(client, corpus, view_spec, model_id: str, *, force: bool = Fa
         manifest["checks"] = checks
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
         del export
-        if dest.exists():
-            shutil.rmtree(dest)
-        tmp.rename(dest)
+        replace_dir(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

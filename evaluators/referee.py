@@ -24,6 +24,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
+
 from evalctl.corpus_export import ExportedTask
 from evalctl.evaluators.runs import Ranking, ranked
 from evalctl.evaluators.scoring import METRICS, score
@@ -272,9 +274,9 @@ def format_table(rows: list[Row]) -> str:
     cell = {(r.system, r.referee, r.metric): r for r in rows}
     ours = {(r.system, r.metric): r.evalctl for r in rows}
     head = ["metric"] + [f"evalctl {s.split(':')[0]}" if ref is None else f"{ref} ({s.split(':')[0]})" for s, ref in columns]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    body = []
     for m in metrics:
-        vals = []
+        vals = [m]
         for s, ref in columns:
             if ref is None:
                 vals.append(f"{ours[(s, m)]:.6f}" if (s, m) in ours else "")
@@ -282,5 +284,5 @@ def format_table(rows: list[Row]) -> str:
                 vals.append(f"{r.value:.6f} ({r.diff:+.6f})")
             else:
                 vals.append("")
-        lines.append(f"| {m} | " + " | ".join(vals) + " |")
-    return "\n".join(lines)
+        body.append(vals)
+    return pd.DataFrame(body, columns=head).to_markdown(index=False, disable_numparse=True)

@@ -12,11 +12,11 @@ import base64
 import functools
 import html
 import json
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from evalctl.clock import utc_now
 from evalctl.experiments import ExperimentSpec
 from evalctl.provenance import code_version
 
@@ -347,7 +347,7 @@ def write_report(spec: ExperimentSpec, out: Path, force: bool = False) -> tuple[
     if not force and md.exists() and page.exists() and inputs_file.exists() and inputs_file.read_text() == inputs:
         return md, page, False
     report = Report(f"evalctl report: {spec.name}")
-    report.p(f"{spec.description.strip()} Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by "
+    report.p(f"{spec.description.strip()} Generated {utc_now('%Y-%m-%d %H:%M UTC')} by "
              f"evalctl {code_version()} from the results store.")
     runs: dict = {}  # run id -> StoredRun, loaded once for findings and recipe deltas
     pairs = _recipe_pairs(steps, runs)

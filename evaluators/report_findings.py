@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evalctl.evaluators.compare import bootstrap_ci
+from evalctl.evaluators.significance import bootstrap_ci
 from evalctl.evaluators.scoring import PRIMARY
 
 

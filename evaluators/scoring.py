@@ -1,4 +1,5 @@
-"""Metrics of a run against its qrels, with per-query values kept (results kind "metrics").
+"""Metrics of a run against its qrels, with per-query values kept. Scoring is pure; a caller that means to
+keep the scores stores them with `store_scores` (results kind "metrics").
 
 nDCG@10 is the primary metric (the study's); nDCG@100, Recall@10/100, MAP@100 and MRR@10 follow
 MTEB / pytrec_eval definitions (ranx's defaults: binary gains as given, no 2^rel), computed by
@@ -54,21 +55,31 @@ def run_qrels(run: StoredRun) -> QrelsSet:
 
 def evaluate_run(run: StoredRun, domain: str | None = None, metrics: tuple[str, ...] = METRICS,
                  qset: QrelsSet | None = None) -> Scores:
-    """Score a stored run on its split (optionally IN/OUT pairs only); stored as results kind "metrics"."""
+    """Score a stored run on its split (optionally IN/OUT pairs only); stores nothing."""
     qset = qset or run_qrels(run)
-    qrels = qset.qrels(split=run.manifest["split"], domain=domain)
-    scores = score(run.ranking, qrels, metrics)
-    identity = {"name": f"{run.manifest['name']}{'-' + domain if domain else ''}", "run": run.id,
-                "qrels": qset.name, "split": run.manifest["split"], "domain": domain, "metrics": list(metrics)}
+    return score(run.ranking, qset.qrels(split=run.manifest["split"], domain=domain), metrics)
+
+
+def store_scores(run: StoredRun, scores: Scores, domain: str | None = None) -> results_store.Result:
+    """Keep `scores` of `run` (from evaluate_run on the run's own qrels) as results kind "metrics"."""
+    m = run.manifest
+    identity = {"name": f"{m['name']}{'-' + domain if domain else ''}", "run": run.id,
+                "qrels": m["qrels"], "split": m["split"], "domain": domain, "metrics": list(scores.mean)}
     files = {"metrics.json": json.dumps({"n_queries": scores.n_queries, "mean": scores.mean}, indent=2),
              "per_query.json": json.dumps(scores.per_query)}
-    results_store.write("metrics", run.manifest["corpus"], identity, files, extra={"n_queries": scores.n_queries})
+    return results_store.write("metrics", m["corpus"], identity, files, extra={"n_queries": scores.n_queries})
+
+
+def evaluate_and_store(run: StoredRun, domain: str | None = None, qset: QrelsSet | None = None) -> Scores:
+    """evaluate_run on every metric, kept with store_scores: what `evalctl retrieve/evaluate` and the study do."""
+    scores = evaluate_run(run, domain=domain, qset=qset)
+    store_scores(run, scores, domain)
     return scores
 
 
 def ann_loss(ann: StoredRun, exact: StoredRun, depth: int = 10) -> dict[str, float]:
     """How much approximate search loses against exact search on the same queries: nDCG@10 of both
-    and the share of the exact top-`depth` that ANN also returns in its top-`depth`."""
+    and the share of the exact top-`depth` that ANN also returns in its top-`depth`. Stores nothing."""
     qset = run_qrels(exact)
     overlap = [len({d for d, _ in ann.ranking.get(q, [])[:depth]} & {d for d, _ in docs[:depth]}) / len(docs[:depth])
                for q, docs in exact.ranking.items() if docs]

@@ -18,8 +18,6 @@ from evalctl.errors import Failure
 from evalctl.cluster_info import installed_plugins
 
 NEURAL_SEARCH = "opensearch-neural-search"
-NORMALIZATIONS = ("min_max", "l2", "z_score")
-COMBINATIONS = ("arithmetic_mean", "geometric_mean", "harmonic_mean")
 
 
 class NeuralSearchMissing(Failure, RuntimeError):

@@ -244,7 +244,7 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
     from evalctl.corpus_store import load_corpus
     from evalctl.evaluators.fusion import fusion_sweep
     from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec, retrieve
-    from evalctl.evaluators.scoring import evaluate_run
+    from evalctl.evaluators.scoring import evaluate_and_store
     from evalctl.evaluators.search_pipelines import FusionSpec, has_neural_search
     from evalctl.indexers.index_layout import index_name
     from evalctl.indexers.index_loader import IDENTITY, read_manifest
@@ -286,7 +286,7 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
             stored_run, how = res.test_run, f", dense weight {res.best.dense_weight} tuned on dev"
         else:
             stored_run, how = retrieve(client, rspec, RetrievalOptions(progress=False)), ""
-        scores = evaluate_run(stored_run).mean
+        scores = evaluate_and_store(stored_run).mean
         results_store.write("study-step", entry.corpus, identity(), {},
                             extra={"scores": scores, "run": stored_run.id, "label": stored_run.label})
         return (f"{stored_run.label}: nDCG@10 {scores['ndcg@10']:.4f} ({stored_run.manifest['n_queries']} "

@@ -11,16 +11,15 @@ the variation between splits or k-means seeds only, not document sampling; with 
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 
 import numpy as np
+import pandas as pd
 
 from evalctl.class_codes import LEVELS
 
 from evalctl.evaluators.classification import METRICS as CLASSIFY_METRICS
-from evalctl.evaluators.compare import bootstrap_ci
+from evalctl.evaluators.significance import bootstrap_ci
 from evalctl.evaluators.clustering import METRICS as CLUSTER_METRICS
 
 TASKS = {"classification": CLASSIFY_METRICS, "clustering": CLUSTER_METRICS}
@@ -62,13 +61,7 @@ def task_table(task: str, corpus: str | None = None, root=None, ids: set[str] | 
 
 
 def to_csv(rows: list[dict]) -> str:
-    if not rows:
-        return ""
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return out.getvalue()
+    return pd.DataFrame(rows).to_csv(index=False, lineterminator="\n", na_rep="nan") if rows else ""
 
 
 def to_markdown(rows: list[dict], task: str) -> str:
@@ -76,10 +69,7 @@ def to_markdown(rows: list[dict], task: str) -> str:
     if not rows:
         return f"(no {task} results)"
     keys = [k for k in rows[0] if k not in TASKS[task] and not k.endswith(("_lo", "_hi"))]
-    header = keys + [m for m in TASKS[task]]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    for r in rows:
-        cells = [str(r[k]) for k in keys]
-        cells += [f"{100 * r[m]:.1f} [{100 * r[m + '_lo']:.1f}, {100 * r[m + '_hi']:.1f}]" for m in TASKS[task]]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    df = pd.DataFrame([{**{k: r[k] for k in keys},
+                        **{m: f"{100 * r[m]:.1f} [{100 * r[m + '_lo']:.1f}, {100 * r[m + '_hi']:.1f}]" for m in TASKS[task]}}
+                       for r in rows])
+    return df.to_markdown(index=False, disable_numparse=True)

@@ -3,42 +3,27 @@
 For each tuned model (its base from its lineage, or given), both models' runs on the same corpus,
 view and split come from evaluators.retrieve (exact k-NN by default, so ANN noise cannot decide the
 test); ranx scores each query (nDCG@10 by default); a paired test per (model, recipe) combination
-gives a p-value; Holm's step-down correction controls the family-wise error over all combinations
-(study-notes section 12: "5 of 8 combinations significantly worse").
+(evaluators/significance.py, scipy) gives a p-value; Holm's step-down correction controls the
+family-wise error over all combinations (study-notes section 12: "5 of 8 combinations significantly worse").
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from typing import Literal
 
 import numpy as np
-from scipy import stats
+import pandas as pd
 
 from evalctl import results_store
-from evalctl.evaluators.compare import holm
 from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec, retrieve
 from evalctl.evaluators.runs import Ranking
 from evalctl.evaluators.scoring import score
+from evalctl.evaluators.significance import PairedTest, holm, paired_p
 from evalctl.models import get_model
 from evalctl.qrels import load_qrels
 
-Test = Literal["wilcoxon", "student", "permutation"]
 KIND = "transfer"
-
-
-def paired_p(a: np.ndarray, b: np.ndarray, test: Test, seed: int = 42) -> float:
-    """Two-sided p-value of a paired test on per-query scores; 1.0 when the two never differ."""
-    if len(a) < 2 or np.allclose(a, b):
-        return 1.0
-    if test == "wilcoxon":
-        return float(stats.wilcoxon(a, b).pvalue)  # zero differences dropped (the classic test)
-    if test == "student":
-        return float(stats.ttest_rel(a, b).pvalue)
-    res = stats.permutation_test((a, b), lambda x, y: np.mean(x - y), permutation_type="samples",
-                                 n_resamples=10_000, random_state=seed)
-    return float(res.pvalue)
 
 
 def per_query(qrels: dict[str, dict[str, int]], ranking: Ranking, metric: str) -> dict[str, float]:
@@ -75,12 +60,12 @@ class TransferReport:
     runs: dict[str, str]  # model -> stored run id
 
     def table(self) -> str:
-        head = (f"| tuned | base | recipe | n | base {self.metric} | tuned | delta | rel. | W/T/L | p | p (Holm) | verdict |\n"
-                "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-        return head + "".join(
-            f"| {r.tuned} | {r.base} | {r.recipe or '-'} | {r.n_queries} | {r.base_score:.4f} | {r.tuned_score:.4f} | "
-            f"{r.delta:+.4f} | {'-' if r.relative is None else f'{100 * r.relative:+.1f}%'} | "
-            f"{r.wins}/{r.ties}/{r.losses} | {r.p:.3g} | {r.p_holm:.3g} | {r.verdict} |\n" for r in self.rows)
+        columns = ["tuned", "base", "recipe", "n", f"base {self.metric}", "tuned", "delta", "rel.", "W/T/L", "p",
+                   "p (Holm)", "verdict"]
+        cells = [[r.tuned, r.base, r.recipe or "-", str(r.n_queries), f"{r.base_score:.4f}", f"{r.tuned_score:.4f}",
+                  f"{r.delta:+.4f}", "-" if r.relative is None else f"{100 * r.relative:+.1f}%",
+                  f"{r.wins}/{r.ties}/{r.losses}", f"{r.p:.3g}", f"{r.p_holm:.3g}", r.verdict] for r in self.rows]
+        return pd.DataFrame(cells, columns=columns).to_markdown(index=False, disable_numparse=True) + "\n"
 
     @property
     def degraded(self) -> list[str]:
@@ -88,7 +73,7 @@ class TransferReport:
 
 
 def transfer(client, tuned: list[str], corpus: str, view: str, *, base: str | None = None, method: str = "exact",
-             qrels: str = "citations", split: str | None = "test", metric: str = "ndcg@10", test: Test = "wilcoxon",
+             qrels: str = "citations", split: str | None = "test", metric: str = "ndcg@10", test: PairedTest = "wilcoxon",
              alpha: float = 0.05, k: int = 100, progress: bool = True) -> TransferReport:
     """Paired comparison of every tuned model with its base on `corpus`, Holm-corrected across them."""
     qset = load_qrels(corpus, qrels)

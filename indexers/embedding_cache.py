@@ -20,13 +20,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
+from evalctl.atomic import write_text, writing
 from evalctl.errors import Failure
 from evalctl.paths import cache_root
 
@@ -65,16 +65,8 @@ def _checksum(vectors: np.ndarray) -> str:
 
 
 def _atomic_save(path: Path, array: np.ndarray) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npy", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.save(f, array, allow_pickle=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with writing(path) as tmp, open(tmp, "wb") as f:
+        np.save(f, array, allow_pickle=False)
 
 
 class EmbeddingCache:
@@ -96,10 +88,7 @@ class EmbeddingCache:
         meta_file = self.dir / "meta.json"
         expected = {"format": FORMAT, **asdict(self.key)}
         if not meta_file.exists():
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=self.dir)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(expected, f, indent=1, sort_keys=True)
-            os.replace(tmp, meta_file)
+            write_text(meta_file, json.dumps(expected, indent=1, sort_keys=True))
             return
         try:
             found = json.loads(meta_file.read_text(encoding="utf-8"))

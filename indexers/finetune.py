@@ -18,16 +18,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import re
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+from evalctl.atomic import replace_dir, staging_dir, write_text
+from evalctl.clock import utc_now
 from evalctl.errors import Failure
 from evalctl.corpus_store import Corpus, load_corpus
 from evalctl.indexers.model_loader import load_model
@@ -99,14 +99,6 @@ def weights_digest(folder: Path) -> str:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 h.update(block)
     return "ft-" + h.hexdigest()[:16]
-
-
-def _atomic_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def _training(recipe: RecipeSpec, **overrides) -> TrainingSpec:
@@ -212,8 +204,8 @@ def finetune(base_id: str, recipe_id: str, corpora: list[str | Corpus], *, match
                                   done.get("train_loss"), done.get("steps", 0), time.perf_counter() - started)
     run_dir.mkdir(parents=True, exist_ok=True)
     if not run_file.exists():
-        _atomic_text(run_file, json.dumps({"model_id": model_id, "lineage": lineage}, indent=1, sort_keys=True))
-        _atomic_text(run_dir / "pairs.jsonl", "".join(
+        write_text(run_file, json.dumps({"model_id": model_id, "lineage": lineage}, indent=1, sort_keys=True))
+        write_text(run_dir / "pairs.jsonl", "".join(
             json.dumps(dataclasses.asdict(p), sort_keys=True) + "\n" for ps in pairs.pairs.values() for p in ps))
 
     model = load_model(base, device=device)
@@ -226,17 +218,15 @@ def finetune(base_id: str, recipe_id: str, corpora: list[str | Corpus], *, match
         merge_lora(model)
     model.max_seq_length = base.max_seq_length
     final = run_dir / "model"
-    tmp = run_dir / "model.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save(str(tmp))
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.replace(final)
+    with staging_dir(final) as tmp:
+        model.save(str(tmp))
+        replace_dir(tmp, final)
     revision = weights_digest(final)
     result = {"train_loss": output.training_loss, "steps": output.global_step, "revision": revision,
               "resumed_from": resumed, "code_version": code_version(),
-              "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+              "created_at": utc_now()}
     register(base, model_id, final, revision, lineage, spec_file)
-    _atomic_text(run_file, json.dumps({"model_id": model_id, "lineage": lineage, "result": result},
+    write_text(run_file, json.dumps({"model_id": model_id, "lineage": lineage, "result": result},
                                       indent=1, sort_keys=True))
     return FinetuneResult(model_id, final, spec_file, lineage["pairs"], lineage, resumed, False,
                           output.training_loss, output.global_step, time.perf_counter() - started)
@@ -244,17 +234,14 @@ def finetune(base_id: str, recipe_id: str, corpora: list[str | Corpus], *, match
 
 def register(base: ModelSpec, model_id: str, model_dir: Path, revision: str, lineage: dict, spec_file: Path) -> ModelSpec:
     """Write the fine-tuned model's spec where get_model finds it; returns the spec as it will load."""
-    entry = {
-        "id": model_id, "hf_id": base.hf_id, "revision": revision, "family": base.family,
-        "params_m": base.params_m, "dim": base.dim, "max_seq_length": base.max_seq_length,
-        "pooling": base.pooling, "normalize": base.normalize, "similarity": base.similarity, "dtype": base.dtype,
-        "named_by_study": False, "trust_remote_code": base.trust_remote_code,
-        "source": f"evalctl finetune: {base.id} + recipe {lineage['recipe']['id']} "
-                  f"on {', '.join(c['name'] for c in lineage['corpora'])}",
-        "prompt_variants": base.prompt_variants, "default_variant": base.default_variant,
-        "license": base.license, "path": str(model_dir), "lineage": json.loads(json.dumps(lineage)),
-    }
-    _atomic_text(spec_file, yaml.safe_dump({"models": [entry]}, sort_keys=False, allow_unicode=True))
+    # every other field (geometry, pooling, prompts, license, ...) is the base's, a field added later included;
+    # the weights are the local folder, never the base's offline package, and the base's notes are not ours
+    spec = dataclasses.replace(
+        base, id=model_id, revision=revision, named_by_study=False, offline=None, notes="",
+        source=f"evalctl finetune: {base.id} + recipe {lineage['recipe']['id']} "
+               f"on {', '.join(c['name'] for c in lineage['corpora'])}",
+        path=str(model_dir), lineage=json.loads(json.dumps(lineage)))
+    write_text(spec_file, yaml.safe_dump({"models": [dataclasses.asdict(spec)]}, sort_keys=False, allow_unicode=True))
     return get_model(model_id)
 
 

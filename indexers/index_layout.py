@@ -56,11 +56,6 @@ class IndexSettings:
         if self.encoder != "flat" and self.engine != "faiss":
             raise ValueError(f"encoder {self.encoder} needs engine faiss, not {self.engine}")
 
-    @property
-    def exact_readback(self) -> bool:
-        """lucene and faiss-flat return the stored floats; sq_fp16 rounds them."""
-        return self.encoder == "flat"
-
 
 def load_index_settings(path: str = "index.yaml") -> IndexSettings:
     return build(IndexSettings, load_yaml(path), f"configs/{path}")

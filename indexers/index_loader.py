@@ -17,6 +17,7 @@ from opensearchpy import helpers
 from opensearchpy.exceptions import RequestError
 from tqdm import tqdm
 
+from evalctl.clock import utc_now
 from evalctl.errors import BadInput
 from evalctl.indexers.index_layout import (
     BM25_ONLY, IndexSettings, corpus_alias, index_body, index_name, index_prefix, load_index_settings, text_field,
@@ -68,7 +69,7 @@ def index_manifest(corpus, model, variant: str | None, prompt: str | None, views
         "hnsw": vars(settings.hnsw) if model else None,
         "bm25": vars(settings.bm25),
         "code_version": code_version(),
-        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "created_at": utc_now(),
     }
 
 

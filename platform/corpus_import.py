@@ -8,14 +8,12 @@ is an error unless `overwrite`.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from evalctl.atomic import publish_dir, replace_dir
+from evalctl.atomic import publish_dir, replace_dir, staging_dir
 from evalctl.corpus_store import (CORPUS_FILE, FORMAT_VERSION, MANIFEST_FILE, PROBLEMS_FILE, QUERIES_FILE, Corpus,
                                   RecordWriter, corpora_root, load_corpus, write_json)
 from evalctl.family_records import DOCUMENT_LEVELS, family_records
@@ -114,10 +112,7 @@ def import_corpus(fmt: str, sources: list[Path], name: str | None = None, out: P
                                 "nothing was changed: choose another --name or --out")
     log = ProblemLog(strict=strict)
     source = FORMATS[fmt]([Path(s) for s in sources], log)
-    tmp = dest.with_name(f".{dest.name}.importing-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
+    with staging_dir(dest) as tmp:
         records = source.records() if documents == "publication" else family_records(source.records())
         written = _write(records, tmp / CORPUS_FILE, log, labels)
         if written.count == 0:
@@ -142,15 +137,12 @@ def import_corpus(fmt: str, sources: list[Path], name: str | None = None, out: P
         with open(tmp / PROBLEMS_FILE, "w", encoding="utf-8") as f:
             f.writelines(json.dumps(p.to_dict(), ensure_ascii=False) + "\n" for p in log.problems)
         write_json(tmp / MANIFEST_FILE, manifest)
-        dest.parent.mkdir(parents=True, exist_ok=True)
         if not publish_dir(tmp, dest):  # taken, perhaps by an identical import running at the same time
             if _same(dest, manifest):
                 return ImportResult(load_corpus(dest), tuple(log.problems), written.rows_read, unchanged=True)
             if not overwrite:
                 raise CorpusImportError(_clash(dest, manifest))
             replace_dir(tmp, dest)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return ImportResult(load_corpus(dest), tuple(log.problems), written.rows_read, unchanged=False)
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from evalctl.atomic import write_text
 from evalctl.errors import BadInput
 from evalctl import paths
 from evalctl.patent_record import PatentRecord
@@ -134,7 +135,5 @@ def load_corpus(name_or_path: str | Path) -> Corpus:
 
 
 def write_json(path: Path, data) -> None:
-    """Write JSON atomically (temporary name, then rename)."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-    tmp.replace(path)
+    """Write JSON atomically."""
+    write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")

@@ -19,7 +19,6 @@ from evalctl.import_problems import CorpusImportError, ProblemLog, Where
 from evalctl.import_source import GivenPair, RecordStream, Source, require_file
 from evalctl.patent_record import Claim, PatentRecord
 
-TEXT_COLUMNS = ("title_en", "abstract_en", "claims_text", "description_en")
 QRELS_COLUMNS = ("query_id", "relevant_id", "relevance_score", "domain_rel")
 
 

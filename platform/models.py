@@ -70,6 +70,7 @@ class ModelSpec:
     params_m: float
     dim: int
     max_seq_length: int
+    # checked against the loaded model's Pooling module (indexers/model_loader.check_pooling)
     pooling: Literal["mean", "cls", "last-token"]
     normalize: bool
     similarity: Literal["cosine", "dot"]

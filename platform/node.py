@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from evalctl import paths
+from evalctl.atomic import replace_dir, write_text
 from evalctl.node_artifacts import FetchedPlugin, NodeError, PluginSource, fetch, maven_fetch, sources_from_env
 from evalctl.specs import build, load_yaml
 
@@ -214,12 +215,9 @@ class ManagedNode:
             record["plugins"][name] = {"version": plugin.version, "source": str(plugin.source),
                                        "sha256": plugin.sha256}
         record.update(missing_plugins=missing, java_home=str(java))
-        tmp = target / "evalctl-dist.json.tmp"
-        tmp.write_text(json.dumps(record, indent=2))
-        tmp.replace(target / "evalctl-dist.json")
+        write_text(target / "evalctl-dist.json", json.dumps(record, indent=2))
         if target != self.dist:
-            shutil.rmtree(self.dist, ignore_errors=True)
-            target.rename(self.dist)  # atomic: a half-assembled distribution is never used
+            replace_dir(target, self.dist)  # atomic: a half-assembled distribution is never used
             shutil.rmtree(target.parent, ignore_errors=True)
         return self.dist
 

@@ -19,6 +19,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from evalctl.atomic import writing
 from evalctl.errors import Failure
 from evalctl.provenance import file_sha256
 
@@ -122,15 +123,11 @@ def _download(url: str, downloads: Path, timeout: float) -> Path:
     target = downloads / hashlib.sha256(url.encode()).hexdigest()[:16] / name
     if target.exists():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(name + ".partial")
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as r, open(partial, "wb") as out:
+        with writing(target) as tmp, urllib.request.urlopen(url, timeout=timeout) as r, open(tmp, "wb") as out:
             shutil.copyfileobj(r, out)
     except (urllib.error.URLError, OSError) as e:
-        partial.unlink(missing_ok=True)
         raise NodeError(f"could not download plugin {url}: {e}") from None
-    partial.rename(target)
     return target
 
 

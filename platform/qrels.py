@@ -16,7 +16,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -26,7 +25,7 @@ from typing import Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from evalctl.atomic import replace_dir
+from evalctl.atomic import replace_dir, staging_dir
 from evalctl.corpus_store import Corpus, load_corpus, write_json
 from evalctl.import_problems import ProblemLog
 from evalctl.import_source import GivenPair
@@ -272,33 +271,32 @@ def write_qrels_set(corpus: Corpus, spec: QrelsSpec, queries: list[QrelsQuery], 
     final = qrels_root(corpus) / spec.name
     if final.exists() and not overwrite:
         raise FileExistsError(f"qrels set {spec.name!r} already exists at {final}; choose another --name or --overwrite")
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))  # private: concurrent builds
-    (tmp / "qrels").mkdir()
-    for split in SPLITS:
-        rows = [p for p in pairs if p.split == split]
-        if rows:
-            with open(tmp / "qrels" / f"{split}.tsv", "w", newline="") as f:
+    with staging_dir(final) as tmp:  # private: concurrent builds
+        (tmp / "qrels").mkdir()
+        for split in SPLITS:
+            rows = [p for p in pairs if p.split == split]
+            if rows:
+                with open(tmp / "qrels" / f"{split}.tsv", "w", newline="") as f:
+                    w = csv.writer(f, delimiter="\t", lineterminator="\n")
+                    w.writerow(["query-id", "corpus-id", "score"])
+                    w.writerows((p.query_id, p.doc_id, p.score) for p in rows)
+        pq.write_table(pa.Table.from_pylist([asdict(p) for p in pairs], schema=_PAIRS), tmp / "pairs.parquet")
+        pq.write_table(pa.Table.from_pylist([{**asdict(q), "exclude": sorted(q.exclude)} for q in queries],
+                                            schema=_QUERIES), tmp / "queries.parquet")
+        if train_pairs is not None:
+            with open(tmp / "train_pairs.tsv", "w", newline="") as f:
                 w = csv.writer(f, delimiter="\t", lineterminator="\n")
-                w.writerow(["query-id", "corpus-id", "score"])
-                w.writerows((p.query_id, p.doc_id, p.score) for p in rows)
-    pq.write_table(pa.Table.from_pylist([asdict(p) for p in pairs], schema=_PAIRS), tmp / "pairs.parquet")
-    pq.write_table(pa.Table.from_pylist([{**asdict(q), "exclude": sorted(q.exclude)} for q in queries], schema=_QUERIES),
-                   tmp / "queries.parquet")
-    if train_pairs is not None:
-        with open(tmp / "train_pairs.tsv", "w", newline="") as f:
-            w = csv.writer(f, delimiter="\t", lineterminator="\n")
-            w.writerow(["citing-id", "cited-id", "types"])
-            w.writerows(train_pairs)
-    manifest = {
-        "name": spec.name, "corpus": corpus.name, "corpus_hash": corpus.content_hash,
-        "kind": "given" if spec.source == "citations" and train_pairs is None else spec.source,
-        "spec": asdict(spec),
-        "queries": dict(Counter(q.split for q in queries)), "pairs": len(pairs),
-        "domains": dict(Counter(p.domain for p in pairs)), **stats,
-    }
-    write_json(tmp / "manifest.json", manifest)
-    replace_dir(tmp, final)
+                w.writerow(["citing-id", "cited-id", "types"])
+                w.writerows(train_pairs)
+        manifest = {
+            "name": spec.name, "corpus": corpus.name, "corpus_hash": corpus.content_hash,
+            "kind": "given" if spec.source == "citations" and train_pairs is None else spec.source,
+            "spec": asdict(spec),
+            "queries": dict(Counter(q.split for q in queries)), "pairs": len(pairs),
+            "domains": dict(Counter(p.domain for p in pairs)), **stats,
+        }
+        write_json(tmp / "manifest.json", manifest)
+        replace_dir(tmp, final)
     return load_qrels(corpus, spec.name)
 
 

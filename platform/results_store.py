@@ -14,21 +14,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from evalctl.atomic import replace_dir
+from evalctl.atomic import replace_dir, staging_dir
+from evalctl.clock import utc_now
 from evalctl.names import check_name, safe_component
 from evalctl.paths import cache_root
 from evalctl.provenance import code_version
 
 MANIFEST = "manifest.json"
-# Manifest keys that record circumstances, not identity.
-VOLATILE = ("created_at", "code_version", "seconds")
 
 
 def results_root() -> Path:
@@ -63,20 +59,15 @@ def write(kind: str, corpus: str, identity: dict, files: dict[str, str | bytes],
           extra: dict | None = None, root: Path | None = None) -> Result:
     """Store one result atomically. `identity` decides its id; `extra` adds to the manifest only."""
     dest = _folder(kind, corpus, identity, root)
-    dest.parent.mkdir(parents=True, exist_ok=True)
     manifest = {"kind": kind, "corpus": corpus, **identity, **(extra or {}),
-                "code_version": code_version(), "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
-    try:
+                "code_version": code_version(), "created_at": utc_now()}
+    with staging_dir(dest) as tmp:
         for name, content in files.items():
             mode = "wb" if isinstance(content, bytes) else "w"
             with open(tmp / name, mode) as f:
                 f.write(content)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str))
         replace_dir(tmp, dest)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return Result(dest, manifest)
 
 

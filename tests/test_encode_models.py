@@ -143,3 +143,12 @@ def test_cli_encode_over_corpus_and_views(monkeypatch, minilm):
     assert again.exit_code == 0 and "0 encoded" in again.output
     bad = CliRunner().invoke(cli, args[:-4] + ["--view", "nope"])
     assert bad.exit_code != 0 and "unknown view 'nope'" in bad.output
+
+
+def test_spec_pooling_is_checked_against_the_loaded_model(minilm):
+    from evalctl.indexers.model_loader import check_pooling
+
+    spec = get_model("all-minilm-l6-v2")
+    model = load_model(spec, device="cpu")  # its spec says mean, as its Pooling module does
+    with pytest.raises(ModelLoadError, match=r"all-minilm-l6-v2: the spec says pooling 'cls', .* does 'mean'"):
+        check_pooling(dataclasses.replace(spec, pooling="cls"), model)

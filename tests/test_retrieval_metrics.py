@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from ranx import Qrels, Run, evaluate
 
-from evalctl.evaluators.compare import bootstrap_ci, holm
+from evalctl.evaluators.significance import bootstrap_ci, holm
 from evalctl.evaluators.fusion import FusionUnsupported, fuse_rankings
 from evalctl.evaluators.retrieval_queries import bm25_body, exact_body, hybrid_body, knn_body, truncate_terms
 from evalctl.evaluators.runs import as_ranx, from_json, ranked, to_json, to_trec

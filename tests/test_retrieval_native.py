@@ -195,6 +195,7 @@ def test_exact_search_measures_ann_loss(os_client, env):
 
 
 def test_cli_runs_and_markdown_comparison(os_client, env, tmp_path):
+    from evalctl import results_store
     from evalctl.cli import cli
 
     runner = CliRunner()
@@ -205,8 +206,11 @@ def test_cli_runs_and_markdown_comparison(os_client, env, tmp_path):
         assert res.exit_code == 0, res.output
         ids.append(res.output.split()[1])
         assert "ndcg@10=" in res.output
+    stored = sorted(r.path for r in results_store.iter_results(corpus=env["ki"]))
+    assert {r.manifest["run"] for r in results_store.iter_results("metrics", env["ki"])} >= set(ids)  # retrieve keeps them
     res = runner.invoke(cli, ["compare", *ids, "--out", str(tmp_path / "cmp")])
     assert res.exit_code == 0, res.output
+    assert sorted(r.path for r in results_store.iter_results(corpus=env["ki"])) == stored  # compare only reads
     out = res.output
     assert "### Systems" in out and "### Paired tests" in out and "p Holm fisher" in out
     assert "| a bm25:" in out and "| c hybrid/client:" in out and "[" in out  # CI brackets
