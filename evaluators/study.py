@@ -242,7 +242,8 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
     from evalctl import results_store
     from evalctl.connection import make_client
     from evalctl.corpus_store import load_corpus
-    from evalctl.evaluators.fusion import fusion_sweep
+    from evalctl.evaluators.fusion_sweep import fusion_sweep
+    from evalctl.evaluators.retrieval_methods import METHODS
     from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec, retrieve
     from evalctl.evaluators.scoring import evaluate_run
     from evalctl.evaluators.search_pipelines import FusionSpec, has_neural_search
@@ -252,10 +253,11 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
 
     qview = entry.query_view or view
     key = f"retrieve {entry.corpus} {model_id or 'bm25'} {view} {method}" + (f" (queries {qview})" if qview != view else "")
-    sweep = entry.dense_weights if method == "hybrid" else ()
+    m = METHODS.get(method)
+    sweep = entry.dense_weights if m.tunable else ()
 
     def spec(client) -> RetrievalSpec:
-        fusion = FusionSpec(technique="rrf" if method == "rrf" else "linear", dense_weight=entry.dense_weight)
+        fusion = FusionSpec(technique=m.technique or "linear", dense_weight=entry.dense_weight)
         mode = entry.fusion_mode if entry.fusion_mode != "auto" else (
             "native" if has_neural_search(client) else "client")
         return RetrievalSpec(corpus=entry.corpus, view=view, method=method, model=model_id, query_view=entry.query_view,
@@ -301,6 +303,7 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
 
 
 def plan(spec: ExperimentSpec) -> list[Step]:
+    from evalctl.evaluators.retrieval_methods import METHODS
     from evalctl.experiments import ModelEntry
 
     steps: list[Step] = []
@@ -345,7 +348,8 @@ def plan(spec: ExperimentSpec) -> list[Step]:
         ids = [m.id for m in models_of(entry)]
         for view in entry.views:
             for method in entry.methods:
-                model_ids = [None] if method == "bm25" and not ids else ([ids[0]] if method == "bm25" else ids)
+                text_only = not METHODS.get(method).vector
+                model_ids = [None] if text_only and not ids else ([ids[0]] if text_only else ids)
                 for model_id in model_ids:  # BM25 needs one run: it reads the text of the first model's index
                     steps.append(retrieval_step(entry, model_id, view, method,
                                                 deps + (index_keys[(entry.corpus, model_id)],)))
