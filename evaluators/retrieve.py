@@ -26,8 +26,9 @@ from evalctl.evaluators.retrieval_methods import METHODS, BodyContext, Retrieval
 from evalctl.evaluators.retrieval_queries import DEFAULT_BM25_MAX_TERMS, truncate_terms
 from evalctl.evaluators.runs import Ranking, StoredRun, find_run, ranked, save_run
 from evalctl.evaluators.search_pipelines import FusionSpec, ensure_pipeline, require_neural_search
-from evalctl.indexers.index_layout import index_name, text_field, vector_field
-from evalctl.indexers.index_loader import IDENTITY, read_manifest
+from evalctl.indexers.index_contract import open_index
+from evalctl.indexers.index_layout import text_field, vector_field
+from evalctl.indexers.index_loader import IDENTITY
 from evalctl.qrels import QrelsSet, load_qrels
 
 MAX_K = 10_000  # knn k and index.max_result_window
@@ -116,19 +117,9 @@ def load_query_set(corpus: Corpus, qset: QrelsSet, split: str | None, view_name:
 
 
 def resolve_index(client, corpus: Corpus, spec: RetrievalSpec) -> tuple[str, dict]:
-    """The index to search and its manifest; checks it holds this corpus and the view's fields."""
-    index = index_name(corpus.name, spec.model)
-    manifest = read_manifest(client, index)
-    how = f"evalctl index --corpus {corpus.name}" + (f" --model {spec.model}" if spec.model else "") + f" --view {spec.view}"
-    if manifest is None:
-        raise RetrievalError(f"index {index} does not exist; build it with `{how}`")
-    if manifest.get("corpus_hash") != corpus.content_hash:
-        raise RetrievalError(f"index {index} holds another version of corpus {corpus.name!r} "
-                             f"({manifest.get('corpus_hash')} != {corpus.content_hash}); re-index it")
-    if spec.view not in manifest.get("views", []):
-        raise RetrievalError(f"index {index} has no view {spec.view} (has {', '.join(manifest.get('views', []))}); "
-                             f"add it with `{how}`")
-    return index, manifest
+    """The index to search and its manifest (the index contract: this corpus version, the view's fields)."""
+    state = open_index(client, corpus, spec.model, [spec.view], error=RetrievalError)
+    return state.name, state.manifest
 
 
 # --------------------------------------------------------------------------- batched search

@@ -103,8 +103,9 @@ def qrels_step(spec: ExperimentSpec, entry) -> Step:
 def index_step(corpus_name: str, model_id: str | None, variant: str | None, views: tuple[str, ...]) -> Step:
     from evalctl.connection import make_client
     from evalctl.corpus_store import load_corpus
+    from evalctl.indexers.index_contract import inspect_index
     from evalctl.indexers.index_layout import index_name
-    from evalctl.indexers.index_loader import loaded_ids, read_manifest
+    from evalctl.indexers.index_loader import loaded_ids
     from evalctl.models import get_model
     from evalctl.views import load_views
 
@@ -116,8 +117,9 @@ def index_step(corpus_name: str, model_id: str | None, variant: str | None, view
     def is_done() -> bool:
         corpus, model, name = resolve()
         client = make_client()
-        meta = read_manifest(client, name)
-        if not meta or meta.get("corpus_hash") != corpus.content_hash or not set(views) <= set(meta["views"]):
+        state = inspect_index(client, corpus, model_id, views)
+        meta = state.manifest
+        if state.problems:
             return False
         if model and (meta.get("revision") != model.revision
                       or meta.get("prompt_variant") != (variant or model.default_variant)):
