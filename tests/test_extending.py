@@ -128,3 +128,29 @@ def test_unregistered_names_are_refused_with_the_known_ones():
 
     res = CliRunner().invoke(cli, ["retrieve", "--method", "sum", "--view", "TA"])
     assert res.exit_code == 2 and "'sum' is not one of 'bm25', 'dense', 'hybrid', 'rrf', 'exact'" in res.output
+
+
+def test_label_source_and_clustering_rule_are_registry_entries():
+    """A label set can read a registered source (here: the publication authority), and clustering can pick
+    gold classes by a registered rule; unknown names are refused naming the known ones."""
+    from evalctl.evaluators.clustering import RULES, ClusterSettings, single_labels
+    from evalctl.label_sets import LABEL_SOURCES, LabelSetSpec, LabelSource
+    from evalctl.patent_record import PatentRecord
+    from evalctl.specs import SpecError, build
+
+    LABEL_SOURCES.register("jurisdiction", LabelSource(lambda r, level: [r.jurisdiction] if r.jurisdiction else [],
+                                                       levelled=False))
+    RULES.register("last", lambda labels, support: labels[-1])
+    try:
+        spec = build(LabelSetSpec, {"name": "j", "source": "jurisdiction"}, "label_sets.yaml: label_sets.j")
+        assert spec.labels_of(PatentRecord(id="EP1", jurisdiction="EP")) == ["EP"]
+        with pytest.raises(SpecError, match="cpc/ipc need a level"):
+            build(LabelSetSpec, {"name": "j", "source": "jurisdiction", "level": "class"}, "label_sets.yaml")
+        assert single_labels([["A21D", "H05B"]], {"A21D": 1, "H05B": 9}, ClusterSettings(rule="last").rule) == ["H05B"]
+    finally:
+        LABEL_SOURCES.unregister("jurisdiction")
+        RULES.unregister("last")
+    with pytest.raises(SpecError, match="unknown source 'jurisdiction'; one of cpc, ipc, labels"):
+        build(LabelSetSpec, {"name": "j", "source": "jurisdiction"}, "label_sets.yaml")
+    with pytest.raises(ValueError, match="unknown rule 'last'; known: first, most_frequent"):
+        ClusterSettings(rule="last")
