@@ -154,3 +154,17 @@ def test_label_source_and_clustering_rule_are_registry_entries():
         build(LabelSetSpec, {"name": "j", "source": "jurisdiction"}, "label_sets.yaml")
     with pytest.raises(ValueError, match="unknown rule 'last'; known: first, most_frequent"):
         ClusterSettings(rule="last")
+
+
+def test_every_registered_entry_resolves():
+    """Entries given as "module:attribute" paths import (a moved module must update its registry line)."""
+    from evalctl.evaluators.clustering import RULES
+    from evalctl.evaluators.retrieval_methods import METHODS, RetrievalMethod
+    from evalctl.import_formats import IMPORT_FORMATS
+    from evalctl.label_sets import LABEL_SOURCES, LabelSource
+
+    assert all(isinstance(m, RetrievalMethod) and m.name == name for name, m in METHODS.items())
+    assert all(callable(opener) for _, opener in IMPORT_FORMATS.items())
+    assert all(isinstance(s, LabelSource) for _, s in LABEL_SOURCES.items())
+    assert all(callable(rule) for _, rule in RULES.items())
+    assert METHODS.names() == ("bm25", "dense", "hybrid", "rrf", "exact")
