@@ -30,7 +30,7 @@ class BodyContext:
 
 
 # (context, query text or None, query vector or None, ids to exclude) -> one _msearch body
-BodyBuilder = Callable[[BodyContext, "str | None", "Sequence[float] | None", Collection[str]], dict]
+BodyBuilder = Callable[[BodyContext, str | None, Sequence[float] | None, Collection[str]], dict]
 
 
 @dataclass(frozen=True)

@@ -7,17 +7,18 @@ one parser module and one line below (docs/extending.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evalctl.registry import Registry
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
     from evalctl.import_problems import ProblemLog
     from evalctl.import_source import Source
 
-Opener = Callable[[list[Path], "ProblemLog"], "Source"]
+    Opener = Callable[[list[Path], ProblemLog], Source]
 
 IMPORT_FORMATS: Registry[Opener] = Registry("import format", {
     "native": "evalctl.import_native:open_native",
