@@ -20,21 +20,25 @@ import dataclasses
 import json
 import time
 from dataclasses import asdict, dataclass
-from typing import Literal
 
 import numpy as np
 
 from evalctl.evaluators.classification import labelled_rows, result_identity, summarise
 from evalctl.label_sets import LabelSetSpec
+from evalctl.registry import Registry
 
-RULES = ("first", "most_frequent")
+# One gold class per record, from its kept labels (record order) and their corpus support.
+RULES: Registry = Registry("clustering rule", {
+    "first": lambda labels, support: labels[0],
+    "most_frequent": lambda labels, support: max(labels, key=lambda lab: support[lab]),  # max keeps the first of ties
+})
 METRICS = ("v_measure", "ari", "nmi", "ami")
 
 
 @dataclass(frozen=True)
 class ClusterSettings:
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
-    rule: Literal["first", "most_frequent"] = "first"
+    rule: str = "first"  # a name in RULES
     n_init: int = 10
     batch_size: int = 1024
     levels: tuple[str, ...] = ()  # empty: the label set's own level only
@@ -48,9 +52,8 @@ class ClusterSettings:
 
 def single_labels(labels: list[list[str]], support: dict[str, int], rule: str) -> list[str]:
     """One gold class per record by `rule` (see the module docstring)."""
-    if rule == "first":
-        return [labs[0] for labs in labels]
-    return [max(labs, key=lambda lab: support[lab]) for labs in labels]  # max keeps the first of ties
+    pick = RULES.get(rule)
+    return [pick(labs, support) for labs in labels]
 
 
 def cluster_scores(gold, predicted) -> dict[str, float]:

@@ -36,8 +36,8 @@ from tqdm import tqdm
 from evalctl.atomic import new_staging_dir, replace_dir
 from evalctl.clock import utc_now
 from evalctl.errors import BadInput
-from evalctl.indexers.index_layout import index_name, vector_field
-from evalctl.indexers.index_loader import read_manifest
+from evalctl.indexers.index_contract import IndexState, open_index
+from evalctl.indexers.index_layout import vector_field
 from evalctl.paths import cache_root
 from evalctl.patent_record import PatentRecord
 from evalctl.provenance import code_version
@@ -186,17 +186,14 @@ def _stream(client, index: str, view: str, dim: int, dest: Path, page_docs: int,
         client.delete_pit(body={"pit_id": [pit]})
 
 
-def _open_cache(meta: dict, view: str):
+def _open_cache(state: IndexState, view: str):
     """The embedding cache the index was loaded from, or the reason it cannot be checked."""
     from evalctl.indexers.embedding_cache import EmbeddingCache
-    from evalctl.indexers.encoder import cache_key
-    from evalctl.models import get_model
 
     try:
-        model = get_model(meta["model"])
+        cache = EmbeddingCache(state.cache_key(view))
     except SpecError as e:  # e.g. a fine-tuned model not in configs/models/
-        return None, f"embedding cache not checked: model {meta['model']!r} is not in the registry ({e})"
-    cache = EmbeddingCache(cache_key(model, "document", view, meta["prompt_variant"], meta["document_prompt"]))
+        return None, f"embedding cache not checked: model {state.manifest['model']!r} is not in the registry ({e})"
     if not len(cache):
         return None, "embedding cache not checked: no cached vectors for this model, view and prompt"
     return cache, ""
@@ -210,12 +207,10 @@ def _rendered(corpus, view_spec) -> list[tuple[str, bytes]]:
     return [(r.id, text_hash(text)) for r in corpus.records() if (text := view_spec.render(r))]
 
 
-def _check(export: VectorExport, rendered: list[tuple[str, bytes]], corpus_name: str, view: str, meta: dict,
-           chunk: int = 5000) -> list[str]:
+def _check(export: VectorExport, rendered: list[tuple[str, bytes]], corpus_name: str, view: str,
+           state: IndexState, chunk: int = 5000) -> list[str]:
     """The exported ids are exactly the records that render the view, and every exported vector whose text
     is cached equals the cached vector."""
-    from evalctl.indexers.index_verify import FP16_TOLERANCE, REENCODE_TOLERANCE
-
     pos = {d: i for i, d in enumerate(export.ids)}
     if len(pos) != len(export.ids):
         raise ReadbackError(f"{export.path}: duplicate doc_id values in the index")
@@ -226,8 +221,8 @@ def _check(export: VectorExport, rendered: list[tuple[str, bytes]], corpus_name:
             f"index has {len(pos)} documents with {vector_field(view)}, corpus {corpus_name} has "
             f"{len(expected)} records rendering view {view}: {len(missing)} missing (e.g. "
             f"{missing[:3]}), {len(extra)} not in the corpus (e.g. {extra[:3]}); finish or rebuild the index")
-    cache, skipped = _open_cache(meta, view)
-    tol = REENCODE_TOLERANCE if meta.get("encoder", "flat") == "flat" else FP16_TOLERANCE
+    cache, skipped = _open_cache(state, view)
+    tol = state.tolerance
     n_found, worst = 0, 0.0
     for start in range(0, len(rendered) if cache is not None else 0, chunk):
         batch = rendered[start:start + chunk]
@@ -246,16 +241,8 @@ def _check(export: VectorExport, rendered: list[tuple[str, bytes]], corpus_name:
 def export_vectors(client, corpus, view_spec, model_id: str, *, force: bool = False, page_docs: int | None = None,
                    progress: bool = True) -> ExportReport:
     """Export `view_spec`'s vectors of the corpus x model index, or reuse an export of the same index state."""
-    index = index_name(corpus.name, model_id)
-    meta = read_manifest(client, index)
-    if meta is None:
-        raise ReadbackError(f"index {index} does not exist: run `evalctl index --corpus {corpus.name} "
-                            f"--model {model_id} --view {view_spec.name}` first")
-    if view_spec.name not in meta.get("views", []):
-        raise ReadbackError(f"index {index} has no view {view_spec.name} (it has {', '.join(meta.get('views', []))})")
-    if meta.get("corpus_hash") != corpus.manifest["content_hash"]:
-        raise ReadbackError(f"index {index} was built from corpus hash {meta.get('corpus_hash')}, corpus "
-                            f"{corpus.name} now has {corpus.manifest['content_hash']}: re-index it")
+    state = open_index(client, corpus, model_id, [view_spec.name], error=ReadbackError)
+    index, meta = state.name, state.manifest
     client.indices.refresh(index=index)
     n_index = client.count(index=index, body={"query": {"exists": {"field": vector_field(view_spec.name)}}})["count"]
     old = load_export(index, view_spec.name)
@@ -279,7 +266,7 @@ def export_vectors(client, corpus, view_spec, model_id: str, *, force: bool = Fa
         export = VectorExport(tmp, manifest, (tmp / "ids.txt").read_text(encoding="utf-8").splitlines(),
                               np.load(tmp / "vectors.npy", mmap_mode="r"), [])
         checks = [f"count {n} = index documents with {vector_field(view_spec.name)} in the snapshot",
-                  *_check(export, rendered, corpus.name, view_spec.name, meta)]
+                  *_check(export, rendered, corpus.name, view_spec.name, state)]
         manifest["checks"] = checks
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
         del export

@@ -98,6 +98,7 @@ def _view_label(qview: str, view: str) -> str:
 def _retrieval(report: Report, spec: ExperimentSpec, steps, out: Path) -> None:
     import pandas as pd
 
+    from evalctl.evaluators import retrieval_methods
     from evalctl.evaluators.compare import compare_runs, tables
     from evalctl.evaluators.runs import load_run
     from evalctl.evaluators.scoring import PRIMARY
@@ -137,10 +138,10 @@ def _retrieval(report: Report, spec: ExperimentSpec, steps, out: Path) -> None:
     for corpus, group in dense.groupby("corpus", sort=False):
         _views_heatmap(report, corpus, group, out)
         _scaling_plot(report, corpus, group, out)
-    gains = []
+    gains, fused_methods = [], retrieval_methods.fused_methods()
     for (corpus, model, view), g in frame.groupby(["corpus", "model", "view"]):
         by = dict(zip(g["method"], g[PRIMARY]))
-        for fused in ("hybrid", "rrf"):
+        for fused in fused_methods:
             if fused in by and "dense" in by:
                 gains.append({"corpus": corpus, "model": model, "view": view, "fusion": fused,
                               f"dense {PRIMARY}": round(by["dense"], 4), f"fused {PRIMARY}": round(by[fused], 4),

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evalctl.evaluators.significance import bootstrap_ci
+from evalctl.evaluators.retrieval_methods import fused_methods
 from evalctl.evaluators.scoring import PRIMARY
 
 
@@ -102,7 +103,7 @@ def _fusion_gains(corpus: str, rs: list[RetrievalResult]) -> list[str]:
             continue
         view = max(dense, key=lambda r: r.mean).view
         by = {r.method: r for r in group if r.view == view}
-        for fused in ("hybrid", "rrf"):
+        for fused in fused_methods():
             if fused in by:
                 out.append(f"{corpus}, {model}, view {view}: {by[fused].label} over dense: "
                            f"{_over(by['dense'], by[fused])}.")

@@ -14,7 +14,6 @@ import dataclasses
 import hashlib
 import json
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
@@ -23,18 +22,15 @@ from tqdm import tqdm
 
 from evalctl.errors import BadInput, Failure
 from evalctl.corpus_store import Corpus, load_corpus
-from evalctl.evaluators.retrieval_queries import (
-    DEFAULT_BM25_MAX_TERMS, bm25_body, exact_body, hybrid_body, knn_body, truncate_terms,
-)
+from evalctl.evaluators.retrieval_methods import METHODS, BodyContext, RetrievalMethod
+from evalctl.evaluators.retrieval_queries import DEFAULT_BM25_MAX_TERMS, truncate_terms
 from evalctl.evaluators.runs import Ranking, StoredRun, find_run, ranked, save_run
-from evalctl.evaluators.search_pipelines import FusionSpec, ensure_pipeline, pipeline_body, require_neural_search
-from evalctl.indexers.index_layout import SPACE_TYPES, index_name, text_field, vector_field
-from evalctl.indexers.index_loader import IDENTITY, read_manifest
+from evalctl.evaluators.search_pipelines import FusionSpec, ensure_pipeline, require_neural_search
+from evalctl.indexers.index_contract import open_index
+from evalctl.indexers.index_layout import text_field, vector_field
+from evalctl.indexers.index_loader import IDENTITY
 from evalctl.qrels import QrelsSet, load_qrels
 
-Method = Literal["bm25", "dense", "hybrid", "rrf", "exact"]
-METHODS: tuple[str, ...] = ("bm25", "dense", "hybrid", "rrf", "exact")
-FUSED = ("hybrid", "rrf")
 MAX_K = 10_000  # knn k and index.max_result_window
 
 
@@ -46,7 +42,7 @@ class RetrievalError(BadInput, ValueError):
 class RetrievalSpec:
     corpus: str
     view: str
-    method: Method
+    method: str  # a name in retrieval_methods.METHODS
     model: str | None = None  # None: the BM25-only index (bm25 method only)
     query_view: str | None = None  # defaults to `view`; e.g. TA queries against TAC documents
     qrels: str = "citations"
@@ -60,12 +56,17 @@ class RetrievalSpec:
     def __post_init__(self):
         if self.method not in METHODS:
             raise RetrievalError(f"unknown method {self.method!r}; one of {', '.join(METHODS)}")
-        if self.method != "bm25" and not self.model:
+        m = self.definition
+        if m.vector and not self.model:
             raise RetrievalError(f"--method {self.method} needs --model (the index holding the vectors)")
         if not 1 <= self.k <= MAX_K:
             raise RetrievalError(f"--k {self.k}: must be between 1 and {MAX_K}")
-        if self.method in FUSED and self.fusion.technique != ("rrf" if self.method == "rrf" else "linear"):
+        if m.fused and m.technique and self.fusion.technique != m.technique:
             raise RetrievalError(f"--method {self.method} with fusion technique {self.fusion.technique!r}")
+
+    @property
+    def definition(self) -> RetrievalMethod:
+        return METHODS.get(self.method)
 
     @property
     def qview(self) -> str:
@@ -116,19 +117,9 @@ def load_query_set(corpus: Corpus, qset: QrelsSet, split: str | None, view_name:
 
 
 def resolve_index(client, corpus: Corpus, spec: RetrievalSpec) -> tuple[str, dict]:
-    """The index to search and its manifest; checks it holds this corpus and the view's fields."""
-    index = index_name(corpus.name, spec.model)
-    manifest = read_manifest(client, index)
-    how = f"evalctl index --corpus {corpus.name}" + (f" --model {spec.model}" if spec.model else "") + f" --view {spec.view}"
-    if manifest is None:
-        raise RetrievalError(f"index {index} does not exist; build it with `{how}`")
-    if manifest.get("corpus_hash") != corpus.content_hash:
-        raise RetrievalError(f"index {index} holds another version of corpus {corpus.name!r} "
-                             f"({manifest.get('corpus_hash')} != {corpus.content_hash}); re-index it")
-    if spec.view not in manifest.get("views", []):
-        raise RetrievalError(f"index {index} has no view {spec.view} (has {', '.join(manifest.get('views', []))}); "
-                             f"add it with `{how}`")
-    return index, manifest
+    """The index to search and its manifest (the index contract: this corpus version, the view's fields)."""
+    state = open_index(client, corpus, spec.model, [spec.view], error=RetrievalError)
+    return state.name, state.manifest
 
 
 # --------------------------------------------------------------------------- batched search
@@ -230,13 +221,14 @@ def run_identity(spec: RetrievalSpec, corpus: Corpus, qset: QrelsSet, queries: Q
         "qrels": qset.name, "qrels_spec": qset.manifest.get("spec"), "split": spec.split, "k": spec.k,
         "query_set": queries.digest(), "exclusion": "query and its family (qrels exclude), must_not ids",
     }
-    if spec.method in ("bm25", *FUSED):
+    m = spec.definition
+    if m.text:
         identity["bm25_max_terms"] = spec.bm25_max_terms
-    if spec.method != "bm25":
+    if m.vector:
         identity.update(query_prompt=prompt, prompt_variant=spec.prompt_variant)
-    if spec.method in FUSED:
+    if m.fused:
         identity.update(fusion_mode=spec.fusion_mode, fusion=dataclasses.asdict(spec.fusion),
-                        pipeline=pipeline_body(spec.fusion) if spec.fusion_mode == "native" else None)
+                        pipeline=m.pipeline(spec.fusion) if m.pipeline and spec.fusion_mode == "native" else None)
     return identity
 
 
@@ -246,7 +238,7 @@ def retrieve(client, spec: RetrievalSpec, options: RetrievalOptions | None = Non
 
     opts = options or RetrievalOptions()
     corpus = load_corpus(spec.corpus)
-    if spec.method in FUSED and spec.fusion_mode == "client":
+    if spec.definition.fused and spec.fusion_mode == "client":
         return _client_fused(client, spec, opts, corpus)
     qset = load_qrels(corpus, spec.qrels)
     queries = load_query_set(corpus, qset, spec.split, spec.qview)
@@ -256,7 +248,7 @@ def retrieve(client, spec: RetrievalSpec, options: RetrievalOptions | None = Non
     identity = run_identity(spec, corpus, qset, queries, index, manifest, prompt)
     if opts.reuse and (done := find_run(corpus.name, identity)):
         return done
-    if spec.method in FUSED:
+    if spec.definition.pipeline:
         require_neural_search(client, f"--method {spec.method}")
     bodies, counts = _bodies(client, spec, queries, manifest, model, opts)
     hits, stats = search_all(client, index, bodies, batch_size=opts.batch_size, concurrency=opts.concurrency,
@@ -272,33 +264,27 @@ def retrieve(client, spec: RetrievalSpec, options: RetrievalOptions | None = Non
 def _bodies(client, spec: RetrievalSpec, queries: QuerySet, manifest: dict, model, opts: RetrievalOptions
             ) -> tuple[list[dict | None], dict]:
     """One body per query id (None for queries without text), and counts for the manifest."""
+    m = spec.definition
     ids = [q for q in queries.ids if q in queries.texts]
     counts = {"n_no_text": len(queries.ids) - len(ids)}
     texts: dict[str, str] = {}
-    if spec.method in ("bm25", *FUSED):
+    if m.text:
         cut = {q: truncate_terms(queries.texts[q], spec.bm25_max_terms) for q in ids}
         texts = {q: t for q, (t, _) in cut.items()}
         counts["n_truncated_terms"] = sum(c for _, c in cut.values())
     vectors: dict = {}
-    if spec.method != "bm25":
+    if m.vector:
         from evalctl.indexers.encoder import get_or_encode
 
         arr = get_or_encode(model, "query", spec.qview, ids, [queries.texts[q] for q in ids],
                             variant=spec.prompt_variant, task_type="retrieval", progress=opts.progress)
         vectors = dict(zip(ids, arr))
-    tf, vf, k = text_field(spec.view), vector_field(spec.view), spec.k
-    make: Callable[[str], dict]
-    if spec.method == "bm25":
-        make = lambda q: bm25_body(tf, texts[q], k, queries.exclude[q])  # noqa: E731
-    elif spec.method == "dense":
-        make = lambda q: knn_body(vf, vectors[q], k, queries.exclude[q])  # noqa: E731
-    elif spec.method == "exact":
-        space = SPACE_TYPES[manifest["similarity"]]
-        make = lambda q: exact_body(vf, vectors[q], space, k, queries.exclude[q])  # noqa: E731
-    else:
-        pipeline = pipeline_body(spec.fusion) if opts.inline_pipeline else ensure_pipeline(client, spec.fusion)[0]
-        make = lambda q: hybrid_body(tf, texts[q], vf, vectors[q], k, queries.exclude[q], pipeline)  # noqa: E731
-    by_id = {q: make(q) for q in ids}
+    pipeline = None
+    if m.pipeline:
+        body = m.pipeline(spec.fusion)
+        pipeline = body if opts.inline_pipeline else ensure_pipeline(client, body)[0]
+    ctx = BodyContext(text_field(spec.view), vector_field(spec.view), spec.k, manifest, pipeline)
+    by_id = {q: m.body(ctx, texts.get(q), vectors.get(q), queries.exclude[q]) for q in ids}
     return [by_id.get(q) for q in queries.ids], counts
 
 
@@ -306,6 +292,8 @@ def _client_fused(client, spec: RetrievalSpec, opts: RetrievalOptions, corpus: C
     """BM25 and dense runs at the same depth on the same index, fused with ranx."""
     from evalctl.evaluators.fusion import fuse_rankings
 
+    if not spec.definition.client:
+        raise RetrievalError(f"--method {spec.method} has no client-side fusion; use --fusion native")
     parts = [retrieve(client, spec.with_(method=m, fusion=FusionSpec(), fusion_mode="native"),
                       dataclasses.replace(opts, extra={}, reuse=True)) for m in ("bm25", "dense")]
     identity = {

@@ -76,9 +76,8 @@ def require_neural_search(client, what: str) -> None:
         )
 
 
-def ensure_pipeline(client, spec: FusionSpec) -> tuple[str, dict]:
-    """Create the pipeline for `spec` unless a pipeline of that (hash-derived) name exists."""
-    body = pipeline_body(spec)
+def ensure_pipeline(client, body: dict) -> tuple[str, dict]:
+    """Create the pipeline `body` unless a pipeline of that (hash-derived) name exists."""
     name = pipeline_name(body)
     try:
         client.search_pipeline.get(id=name)

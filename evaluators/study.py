@@ -103,8 +103,9 @@ def qrels_step(spec: ExperimentSpec, entry) -> Step:
 def index_step(corpus_name: str, model_id: str | None, variant: str | None, views: tuple[str, ...]) -> Step:
     from evalctl.connection import make_client
     from evalctl.corpus_store import load_corpus
+    from evalctl.indexers.index_contract import inspect_index
     from evalctl.indexers.index_layout import index_name
-    from evalctl.indexers.index_loader import loaded_ids, read_manifest
+    from evalctl.indexers.index_loader import loaded_ids
     from evalctl.models import get_model
     from evalctl.views import load_views
 
@@ -116,8 +117,9 @@ def index_step(corpus_name: str, model_id: str | None, variant: str | None, view
     def is_done() -> bool:
         corpus, model, name = resolve()
         client = make_client()
-        meta = read_manifest(client, name)
-        if not meta or meta.get("corpus_hash") != corpus.content_hash or not set(views) <= set(meta["views"]):
+        state = inspect_index(client, corpus, model_id, views)
+        meta = state.manifest
+        if state.problems:
             return False
         if model and (meta.get("revision") != model.revision
                       or meta.get("prompt_variant") != (variant or model.default_variant)):
@@ -242,7 +244,8 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
     from evalctl import results_store
     from evalctl.connection import make_client
     from evalctl.corpus_store import load_corpus
-    from evalctl.evaluators.fusion import fusion_sweep
+    from evalctl.evaluators.fusion_sweep import fusion_sweep
+    from evalctl.evaluators.retrieval_methods import METHODS
     from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec, retrieve
     from evalctl.evaluators.scoring import evaluate_and_store
     from evalctl.evaluators.search_pipelines import FusionSpec, has_neural_search
@@ -252,10 +255,11 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
 
     qview = entry.query_view or view
     key = f"retrieve {entry.corpus} {model_id or 'bm25'} {view} {method}" + (f" (queries {qview})" if qview != view else "")
-    sweep = entry.dense_weights if method == "hybrid" else ()
+    m = METHODS.get(method)
+    sweep = entry.dense_weights if m.tunable else ()
 
     def spec(client) -> RetrievalSpec:
-        fusion = FusionSpec(technique="rrf" if method == "rrf" else "linear", dense_weight=entry.dense_weight)
+        fusion = FusionSpec(technique=m.technique or "linear", dense_weight=entry.dense_weight)
         mode = entry.fusion_mode if entry.fusion_mode != "auto" else (
             "native" if has_neural_search(client) else "client")
         return RetrievalSpec(corpus=entry.corpus, view=view, method=method, model=model_id, query_view=entry.query_view,
@@ -301,6 +305,7 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
 
 
 def plan(spec: ExperimentSpec) -> list[Step]:
+    from evalctl.evaluators.retrieval_methods import METHODS
     from evalctl.experiments import ModelEntry
 
     steps: list[Step] = []
@@ -345,7 +350,8 @@ def plan(spec: ExperimentSpec) -> list[Step]:
         ids = [m.id for m in models_of(entry)]
         for view in entry.views:
             for method in entry.methods:
-                model_ids = [None] if method == "bm25" and not ids else ([ids[0]] if method == "bm25" else ids)
+                text_only = not METHODS.get(method).vector
+                model_ids = [None] if text_only and not ids else ([ids[0]] if text_only else ids)
                 for model_id in model_ids:  # BM25 needs one run: it reads the text of the first model's index
                     steps.append(retrieval_step(entry, model_id, view, method,
                                                 deps + (index_keys[(entry.corpus, model_id)],)))

@@ -7,15 +7,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from evalctl.indexers.index_layout import index_name, index_prefix, owned_by_prefix, text_field, vector_field
+from evalctl.indexers.index_contract import inspect_index
+from evalctl.indexers.index_layout import index_prefix, owned_by_prefix, text_field, vector_field
 from evalctl.indexers.index_loader import read_manifest
-
-# sq_fp16 rounds each component to half precision (|x| <= 1 for normalised vectors).
-FP16_TOLERANCE = 1e-3
-# An index loaded from this cache reads back bit-identical (max |diff| 0 is printed). A cache filled by
-# another run agrees only to ~1e-7 (batch padding changes the float arithmetic: 1.4e-7 seen), while a
-# wrong model, prompt or text differs by ~1e-1; so checks against the cache allow this much.
-REENCODE_TOLERANCE = 1e-5
 
 
 @dataclass
@@ -36,17 +30,12 @@ def _count(client, index: str, query: dict | None = None) -> int:
 def verify_index(client, corpus, views: dict, model=None, *, sample: int = 50, seed: int = 0) -> VerifyReport:
     """Counts per field, vector dimension, and a sample of vectors read back against the cache."""
     from evalctl.indexers.embedding_cache import EmbeddingCache
-    from evalctl.indexers.encoder import cache_key
 
-    name = index_name(corpus.name, model.id if model else None)
-    rep = VerifyReport(index=name)
-    meta = read_manifest(client, name)
-    if meta is None:
-        rep.problems.append(f"index {name} does not exist")
+    state = inspect_index(client, corpus, model.id if model else None)
+    name, meta = state.name, state.manifest
+    rep = VerifyReport(index=name, problems=list(state.problems))
+    if not state.exists:
         return rep
-    if meta.get("corpus_hash") != corpus.manifest["content_hash"]:
-        rep.problems.append(f"index was built from corpus hash {meta.get('corpus_hash')}, "
-                            f"corpus {corpus.name} now has {corpus.manifest['content_hash']}")
     client.indices.refresh(index=name)
     n_docs = _count(client, name)
     # Streamed twice, keeping ids only: which records render each view, then the sampled texts.
@@ -75,14 +64,14 @@ def verify_index(client, corpus, views: dict, model=None, *, sample: int = 50, s
         (rep.checks if dim == model.dim else rep.problems).append(f"{vector_field(v)} dimension {dim}, model {model.dim}")
         if not picked[v]:
             continue
-        cache = EmbeddingCache(cache_key(model, "document", v, meta["prompt_variant"], meta["document_prompt"]))
+        cache = EmbeddingCache(state.cache_key(v, model))
         cached, found = cache.lookup([texts[i][v] for i in picked[v]])
         resp = client.mget(index=name, body={"ids": picked[v]}, _source_includes=[vector_field(v)])
         stored = np.array([d["_source"][vector_field(v)] for d in resp["docs"]], dtype=np.float32)
         found = np.asarray(found, dtype=bool)
         if not found.all():
             rep.problems.append(f"{vector_field(v)}: {int((~found).sum())} sampled texts are not in the embedding cache")
-        tol = REENCODE_TOLERANCE if meta.get("encoder", "flat") == "flat" else FP16_TOLERANCE
+        tol = state.tolerance
         err = float(np.abs(stored[found] - cached[found]).max()) if found.any() else 0.0
         (rep.checks if err <= tol else rep.problems).append(
             f"{vector_field(v)}: {int(found.sum())} sampled vectors read back, max |diff| {err:.3g} (tolerance {tol})")

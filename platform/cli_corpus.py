@@ -6,7 +6,9 @@ from pathlib import Path
 
 import click
 
+from evalctl.cli_choices import RegistryChoice
 from evalctl.errors import UserError
+from evalctl.import_formats import IMPORT_FORMATS
 from evalctl.specs import SpecError
 
 
@@ -27,7 +29,7 @@ def corpus() -> None:
 @corpus.command("import")
 @click.argument("sources", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--format", "fmt", required=True,
-              type=click.Choice(["native", "lens", "espacenet", "uspto", "wipo", "beir", "dapfam", "ops"]),
+              type=RegistryChoice(IMPORT_FORMATS),
               help="Source layout (docs/corpus-format.md). beir/dapfam take one folder; ops files and/or folders.")
 @click.option("--name", default=None, help="Corpus name: stored under <cache>/corpora/<name>/.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Store here instead.")

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import click
 
+from evalctl.cli_choices import RegistryChoice
 from evalctl.errors import UserError
+from evalctl.evaluators.retrieval_methods import METHODS
 
 FORMATS = {"md": "md", "latex": "tex", "csv": "csv"}
 
@@ -72,7 +74,8 @@ def _spec(method, corpus_name, model_id, view, query_view, qrels_name, split, k,
 
     corpus_name = corpus_for_command(corpus_name)
     try:
-        fusion = FusionSpec("rrf" if method == "rrf" else "linear", normalization, combination, dense_weight, rank_constant)
+        fusion = FusionSpec(METHODS.get(method).technique or "linear", normalization, combination, dense_weight,
+                            rank_constant)
     except ValueError as e:
         raise UserError(str(e)) from None
     return RetrievalSpec(corpus=corpus_name, view=view, method=method, model=model_id, query_view=query_view,
@@ -86,7 +89,8 @@ def _echo_scores(label: str, scores) -> None:
 
 
 @click.command()
-@click.option("--method", type=click.Choice(["bm25", "dense", "hybrid", "rrf", "exact"]), required=True)
+@click.option("--method", type=RegistryChoice(METHODS), required=True,
+              help="Retrieval method (registered in evaluators/retrieval_methods.py).")
 @_common
 @_fusion_options
 @click.option("--fusion", "fusion_mode", type=click.Choice(["native", "client"]), default="native", show_default=True,
@@ -174,7 +178,7 @@ def fusion_sweep(corpus_name, model_id, view, query_view, qrels_name, split, k, 
                  batch_size, concurrency, normalization, combination, weights, mode) -> None:
     """Tune the BM25/dense weight on dev queries, report the chosen weight on --split (test)."""
     from evalctl.connection import make_client
-    from evalctl.evaluators.fusion import fusion_sweep as sweep
+    from evalctl.evaluators.fusion_sweep import fusion_sweep as sweep
     from evalctl.evaluators.retrieve import RetrievalOptions
 
     try:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from evalctl.cli_choices import RegistryChoice
 from evalctl.errors import UserError
 
 
@@ -136,7 +137,7 @@ def classify(corpus_name, model_id, view_name, label_set, min_support, seeds, te
 @click.command("cluster")
 @_common
 @_label_options
-@click.option("--rule", type=click.Choice(["first", "most_frequent"]), default="first", show_default=True,
+@click.option("--rule", type=RegistryChoice("evalctl.evaluators.clustering:RULES"), default="first", show_default=True,
               help="How a multi-label record gets its one gold class.")
 @click.option("--levels", default="", help="Code levels to score, e.g. section,class,subclass (cpc/ipc sets).")
 def cluster_cmd(corpus_name, model_id, view_name, label_set, min_support, seeds, rule, levels) -> None:
@@ -148,7 +149,9 @@ def cluster_cmd(corpus_name, model_id, view_name, label_set, min_support, seeds,
     spec = _label_set(label_set, min_support)
     settings = _settings(ClusterSettings, seeds=_seeds(seeds), rule=rule,
                     levels=tuple(lv.strip() for lv in levels.split(",") if lv.strip()))
-    if settings.levels and spec.source == "labels":
+    from evalctl.label_sets import LABEL_SOURCES
+
+    if settings.levels and not LABEL_SOURCES.get(spec.source).levelled:
         raise UserError(f"--levels: label set {spec.name!r} holds free labels, which have no code levels")
     res = _run(run_clustering, make_client(), corpus, view, model_id, spec, settings)
     m = res.manifest

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -17,21 +16,13 @@ from evalctl.atomic import publish_dir, replace_dir, staging_dir
 from evalctl.corpus_store import (CORPUS_FILE, FORMAT_VERSION, MANIFEST_FILE, PROBLEMS_FILE, QUERIES_FILE, Corpus,
                                   RecordWriter, corpora_root, load_corpus, write_json)
 from evalctl.family_records import DOCUMENT_LEVELS, family_records
-from evalctl.import_beir import open_beir
-from evalctl.import_csv import open_espacenet, open_lens, open_uspto, open_wipo
-from evalctl.import_dapfam import open_dapfam
-from evalctl.import_native import open_native
-from evalctl.import_ops import open_ops
+from evalctl.import_formats import IMPORT_FORMATS
 from evalctl.import_problems import CorpusImportError, Problem, ProblemLog, Where
-from evalctl.import_source import RecordStream, Source
+from evalctl.import_source import RecordStream
 from evalctl.names import check_name
 from evalctl.provenance import file_sha256
 from evalctl.qrels import QrelsSpec, build_given_qrels
 
-FORMATS: dict[str, Callable[[list[Path], ProblemLog], Source]] = {
-    "native": open_native, "lens": open_lens, "espacenet": open_espacenet, "uspto": open_uspto,
-    "wipo": open_wipo, "beir": open_beir, "dapfam": open_dapfam, "ops": open_ops,
-}
 COUNTED_FIELDS = ("title", "abstract", "claims", "description", "cpc", "ipc", "citations", "family_id",
                   "publication_date", "priority_date", "labels", "aliases", "applicants")
 
@@ -85,11 +76,15 @@ def _write(stream: RecordStream, path: Path, log: ProblemLog, labels: tuple[str,
     return _Written(writer.count, content_hash, rows, fields, languages)
 
 
+def _opener(fmt: str):
+    if fmt not in IMPORT_FORMATS:
+        raise CorpusImportError(f"unknown format {fmt!r}; known: {', '.join(IMPORT_FORMATS)}")
+    return IMPORT_FORMATS.get(fmt)
+
+
 def source_files(fmt: str, sources: list[Path]) -> list[Path]:
     """The files an import of `sources` reads (folders expanded as the format does), without reading them."""
-    if fmt not in FORMATS:
-        raise CorpusImportError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
-    return FORMATS[fmt]([Path(s) for s in sources], ProblemLog()).files
+    return _opener(fmt)([Path(s) for s in sources], ProblemLog()).files
 
 
 def import_corpus(fmt: str, sources: list[Path], name: str | None = None, out: Path | None = None,
@@ -97,8 +92,7 @@ def import_corpus(fmt: str, sources: list[Path], name: str | None = None, out: P
                   documents: str = "publication") -> ImportResult:
     """`documents`: "publication" keeps each source record; "family" merges each family into one
     record (platform/family_records.py)."""
-    if fmt not in FORMATS:
-        raise CorpusImportError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
+    open_source = _opener(fmt)
     if documents not in DOCUMENT_LEVELS:
         raise CorpusImportError(f"unknown document level {documents!r}; known: {', '.join(DOCUMENT_LEVELS)}")
     if not sources:
@@ -111,7 +105,7 @@ def import_corpus(fmt: str, sources: list[Path], name: str | None = None, out: P
         raise CorpusImportError(f"{dest} exists and is not an evalctl corpus (no {MANIFEST_FILE} of ours); "
                                 "nothing was changed: choose another --name or --out")
     log = ProblemLog(strict=strict)
-    source = FORMATS[fmt]([Path(s) for s in sources], log)
+    source = open_source([Path(s) for s in sources], log)
     with staging_dir(dest) as tmp:
         records = source.records() if documents == "publication" else family_records(source.records())
         written = _write(records, tmp / CORPUS_FILE, log, labels)

@@ -15,13 +15,11 @@ from typing import Literal
 from evalctl.qrels import QrelsSpec
 from evalctl.specs import SpecError, build, configs_dir, load_yaml, package_folder
 
-Method = Literal["bm25", "dense", "exact", "hybrid", "rrf"]
-
 
 @dataclass(frozen=True)
 class CorpusEntry:
     name: str
-    format: str
+    format: str  # a name in import_formats.IMPORT_FORMATS
     sources: tuple[str, ...]
     qrels: QrelsSpec | None = None
     labels: tuple[str, ...] = ()  # free landscape labels given to every record at import
@@ -40,7 +38,7 @@ class RetrievalEntry:
     views: tuple[str, ...] = ("TAC",)
     query_view: str | None = None  # the queries' text; default: each corpus view (DAPFAM's query x corpus views)
     models: tuple[str, ...] = ()  # default: every model of the spec; models tuned from these join them
-    methods: tuple[Method, ...] = ("bm25", "dense")
+    methods: tuple[str, ...] = ("bm25", "dense")  # names in evaluators/retrieval_methods.METHODS
     qrels: str = "citations"
     split: str = "test"
     k: int = 100
@@ -167,6 +165,8 @@ def load_experiment(name_or_path: str) -> ExperimentSpec:
 
 def validate(spec: ExperimentSpec) -> None:
     """Check cross-references; every message names the file and the offending entry."""
+    from evalctl.evaluators.retrieval_methods import METHODS
+    from evalctl.import_formats import IMPORT_FORMATS
     from evalctl.label_sets import load_label_sets
     from evalctl.models import get_model
     from evalctl.views import load_views
@@ -176,6 +176,9 @@ def validate(spec: ExperimentSpec) -> None:
     dup = {n for n in names if names.count(n) > 1}
     if dup:
         raise SpecError(f"{where}: corpus name(s) {', '.join(sorted(dup))} given twice")
+    for c in spec.corpora:
+        if c.format not in IMPORT_FORMATS:
+            raise SpecError(f"{where}: corpus {c.name}: unknown format {c.format!r} ({', '.join(IMPORT_FORMATS)})")
     for m in spec.models:
         try:
             model = get_model(m.id)
@@ -204,6 +207,9 @@ def validate(spec: ExperimentSpec) -> None:
             for m in entry.models:
                 if m not in {e.id for e in spec.models}:
                     raise SpecError(f"{at}: model {m!r} is not among models")
+            for m in getattr(entry, "methods", ()):
+                if m not in METHODS:
+                    raise SpecError(f"{at}: unknown method {m!r} ({', '.join(METHODS)})")
             for ls in getattr(entry, "label_sets", ()):
                 if ls not in label_sets:
                     raise SpecError(f"{at}: unknown label set {ls!r} ({', '.join(label_sets)})")

@@ -1,40 +1,63 @@
 """Label sets for classification and clustering, derived from a corpus (configs/label_sets.yaml).
 
-A label set picks a source (CPC, IPC or the free landscape labels) and a code level; labels seen on
-fewer than `min_support` records are dropped, and so are records left without any label.
+A label set picks a source (CPC, IPC or the free landscape labels: LABEL_SOURCES) and a code level; labels
+seen on fewer than `min_support` records are dropped, and so are records left without any label.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 from evalctl.corpus_store import Corpus
 from evalctl.patent_record import PatentRecord
+from evalctl.registry import Registry
 from evalctl.specs import SpecError, build, load_yaml
+
+
+@dataclass(frozen=True)
+class LabelSource:
+    """Where a label set's labels come from: `labels(record, level)` in record order (level: None unless
+    `levelled`, then one of the code levels)."""
+
+    labels: Callable[[PatentRecord, str | None], Iterable[str]]
+    levelled: bool  # codes cut to a level (section ... group), which the label set must name
+
+
+def _codes(field: str) -> LabelSource:
+    return LabelSource(lambda r, level: (v for c in getattr(r, field) if (v := c.level(level))), levelled=True)
+
+
+# A new source is one entry here (docs/extending.md); label sets themselves are configs/label_sets.yaml.
+LABEL_SOURCES: Registry[LabelSource] = Registry("label source", {
+    "cpc": _codes("cpc"),
+    "ipc": _codes("ipc"),
+    "labels": LabelSource(lambda r, level: r.labels, levelled=False),  # free landscape labels
+})
 
 
 @dataclass(frozen=True)
 class LabelSetSpec:
     name: str
-    source: Literal["cpc", "ipc", "labels"]
+    source: str  # a name in LABEL_SOURCES
     level: Literal["section", "class", "subclass", "group", "code"] | None = None  # for cpc / ipc
     min_support: int = 1
     description: str = ""
 
     def __post_init__(self):
-        if (self.source == "labels") != (self.level is None):
+        if self.source not in LABEL_SOURCES:
+            raise ValueError(f"label set {self.name!r}: unknown source {self.source!r}; one of "
+                             f"{', '.join(LABEL_SOURCES)}")
+        if LABEL_SOURCES.get(self.source).levelled != (self.level is not None):
             raise ValueError(f"label set {self.name!r}: cpc/ipc need a level; landscape labels take none")
         if self.min_support < 1:
             raise ValueError(f"label set {self.name!r}: min_support must be >= 1")
 
     def labels_of(self, record: PatentRecord) -> list[str]:
         """This record's labels before the support filter, deduplicated, in record order."""
-        if self.source == "labels":
-            return list(dict.fromkeys(record.labels))
-        codes = record.cpc if self.source == "cpc" else record.ipc
-        return list(dict.fromkeys(v for c in codes if (v := c.level(self.level))))
+        return list(dict.fromkeys(LABEL_SOURCES.get(self.source).labels(record, self.level)))
 
 
 def load_label_sets(path: str = "label_sets.yaml") -> dict[str, LabelSetSpec]:

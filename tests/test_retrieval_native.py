@@ -244,7 +244,7 @@ def test_in_out_and_jurisdiction_breakdowns_cover_the_query_set(os_client, env):
 
 
 def test_fusion_sweep_tunes_on_dev_and_reports_test(os_client, env):
-    from evalctl.evaluators.fusion import fusion_sweep
+    from evalctl.evaluators.fusion_sweep import fusion_sweep
     from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec
 
     spec = RetrievalSpec(corpus=env["ki"], view="A", method="hybrid", model=MODEL, qrels="given", split="test")

@@ -1,0 +1,34 @@
+"""The built-in retrieval methods (registered in retrieval_methods.METHODS)."""
+
+from __future__ import annotations
+
+from evalctl.evaluators.retrieval_methods import RetrievalMethod
+from evalctl.evaluators.retrieval_queries import bm25_body, exact_body, hybrid_body, knn_body
+from evalctl.evaluators.search_pipelines import pipeline_body
+from evalctl.indexers.index_layout import SPACE_TYPES
+
+
+def _bm25(c, text, vector, exclude) -> dict:
+    return bm25_body(c.text_field, text, c.k, exclude)
+
+
+def _knn(c, text, vector, exclude) -> dict:
+    return knn_body(c.vector_field, vector, c.k, exclude)
+
+
+def _exact(c, text, vector, exclude) -> dict:
+    return exact_body(c.vector_field, vector, SPACE_TYPES[c.manifest["similarity"]], c.k, exclude)
+
+
+def _hybrid(c, text, vector, exclude) -> dict:
+    return hybrid_body(c.text_field, text, c.vector_field, vector, c.k, exclude, c.pipeline)
+
+
+BM25 = RetrievalMethod("bm25", _bm25, text=True)  # match on the view's text field
+DENSE = RetrievalMethod("dense", _knn, vector=True)  # approximate knn on the view's vector field
+EXACT = RetrievalMethod("exact", _exact, vector=True)  # brute-force knn_score: what ANN loses
+# One hybrid query through a neural-search pipeline, or client-side fusion of the BM25 and dense runs.
+HYBRID = RetrievalMethod("hybrid", _hybrid, text=True, vector=True, fused=True, technique="linear",
+                         pipeline=pipeline_body, client=True, tunable=True)
+RRF = RetrievalMethod("rrf", _hybrid, text=True, vector=True, fused=True, technique="rrf", pipeline=pipeline_body,
+                      client=True)
