@@ -25,7 +25,7 @@ from typing import Literal
 import numpy as np
 
 from evalctl.evaluators.classification import labelled_rows, result_identity, summarise
-from evalctl.label_sets import LabelSetSpec
+from evalctl.corpus.label_sets import LabelSetSpec
 
 RULES = ("first", "most_frequent")
 METRICS = ("v_measure", "ari", "nmi", "ami")

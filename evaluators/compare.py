@@ -25,7 +25,7 @@ from tabulate import tabulate
 from evalctl.errors import BadInput
 from evalctl.evaluators.runs import StoredRun, as_ranx
 from evalctl.evaluators.scoring import METRICS, PRIMARY, evaluate_run, run_qrels
-from evalctl.qrels import QrelsSet
+from evalctl.corpus.qrels import QrelsSet
 
 TESTS = ("fisher", "student")
 DOMAINS = ("IN", "OUT", "UNKNOWN")

@@ -38,7 +38,7 @@ from evalctl.errors import BadInput
 from evalctl.indexers.index_layout import index_name, vector_field
 from evalctl.indexers.index_loader import read_manifest
 from evalctl.paths import cache_root
-from evalctl.patent_record import PatentRecord
+from evalctl.corpus.patent_record import PatentRecord
 from evalctl.provenance import code_version
 from evalctl.specs import SpecError
 

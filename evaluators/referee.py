@@ -24,7 +24,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evalctl.corpus_export import ExportedTask
+from evalctl.corpus.export import ExportedTask
 from evalctl.evaluators.runs import Ranking, ranked
 from evalctl.evaluators.scoring import METRICS, score
 
@@ -186,7 +186,7 @@ def mteb_dapfam_task(folder: Path, name: str = "DAPFAMAllTitlAbsToTitlAbsClmRetr
 
 
 def _java_home() -> str:
-    from evalctl.node import NodeError, find_java
+    from evalctl.opensearch.node import NodeError, find_java
 
     try:
         return str(find_java(21))

@@ -22,7 +22,7 @@ from typing import Literal
 from tqdm import tqdm
 
 from evalctl.errors import BadInput, Failure
-from evalctl.corpus_store import Corpus, load_corpus
+from evalctl.corpus.store import Corpus, load_corpus
 from evalctl.evaluators.retrieval_queries import (
     DEFAULT_BM25_MAX_TERMS, bm25_body, exact_body, hybrid_body, knn_body, truncate_terms,
 )
@@ -30,7 +30,7 @@ from evalctl.evaluators.runs import Ranking, StoredRun, find_run, ranked, save_r
 from evalctl.evaluators.search_pipelines import FusionSpec, ensure_pipeline, pipeline_body, require_neural_search
 from evalctl.indexers.index_layout import SPACE_TYPES, index_name, text_field, vector_field
 from evalctl.indexers.index_loader import IDENTITY, read_manifest
-from evalctl.qrels import QrelsSet, load_qrels
+from evalctl.corpus.qrels import QrelsSet, load_qrels
 
 Method = Literal["bm25", "dense", "hybrid", "rrf", "exact"]
 METHODS: tuple[str, ...] = ("bm25", "dense", "hybrid", "rrf", "exact")
@@ -90,7 +90,7 @@ class QuerySet:
 
 
 def load_query_set(corpus: Corpus, qset: QrelsSet, split: str | None, view_name: str) -> QuerySet:
-    from evalctl.views import load_views
+    from evalctl.corpus.views import load_views
 
     views = load_views()
     if view_name not in views:

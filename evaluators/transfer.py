@@ -22,7 +22,7 @@ from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec, retriev
 from evalctl.evaluators.runs import Ranking
 from evalctl.evaluators.scoring import score
 from evalctl.models import get_model
-from evalctl.qrels import load_qrels
+from evalctl.corpus.qrels import load_qrels
 
 Test = Literal["wilcoxon", "student", "permutation"]
 KIND = "transfer"

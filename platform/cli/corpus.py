@@ -11,7 +11,7 @@ from evalctl.specs import SpecError
 
 
 def _load(name_or_path: str):
-    from evalctl.corpus_store import CorpusNotFound, load_corpus
+    from evalctl.corpus.store import CorpusNotFound, load_corpus
 
     try:
         return load_corpus(name_or_path)
@@ -39,8 +39,8 @@ def corpus() -> None:
 @click.option("--show", type=int, default=100, show_default=True, help="Problems to print (all are in problems.jsonl).")
 def import_cmd(sources, fmt, name, out, strict, labels, overwrite, documents, show) -> None:
     """Import SOURCES (files, or one folder for beir/dapfam) into a corpus."""
-    from evalctl.corpus_import import import_corpus
-    from evalctl.import_problems import CorpusImportError
+    from evalctl.corpus.importer import import_corpus
+    from evalctl.corpus.import_problems import CorpusImportError
 
     try:
         res = import_corpus(fmt, list(sources), name=name, out=out, strict=strict, labels=labels, overwrite=overwrite,
@@ -89,8 +89,8 @@ def import_cmd(sources, fmt, name, out, strict, labels, overwrite, documents, sh
 def qrels_cmd(corpus_name, name, source, within_views, direction, level, citation_types, query_languages,
               domain_scheme, domain_chars, dev_fraction, train_fraction, seed, overwrite) -> None:
     """Build retrieval qrels from CORPUS_NAME's citation graph, or a known-item task."""
-    from evalctl.patent_record import CITATION_TYPES
-    from evalctl.qrels import QrelsSpec, build_qrels
+    from evalctl.corpus.patent_record import CITATION_TYPES
+    from evalctl.corpus.qrels import QrelsSpec, build_qrels
     from evalctl.specs import build
 
     try:
@@ -122,7 +122,7 @@ def qrels_cmd(corpus_name, name, source, within_views, direction, level, citatio
 @click.argument("corpus_name")
 def stats_cmd(corpus_name) -> None:
     """Sizes, view coverage, label cardinality, queries, IN/OUT and jurisdiction shares."""
-    from evalctl.corpus_stats import corpus_stats, format_stats
+    from evalctl.corpus.stats import corpus_stats, format_stats
 
     try:
         click.echo(format_stats(corpus_stats(_load(corpus_name))))
@@ -140,8 +140,8 @@ def stats_cmd(corpus_name) -> None:
 @click.option("--split", default="test", show_default=True)
 def export_cmd(corpus_name, out_dir, fmt, view, query_view, qrels_name, split) -> None:
     """Write CORPUS_NAME's landscape (view text, queries, qrels) as BEIR or DAPFAM files in OUT_DIR."""
-    from evalctl.corpus_export import ExportError, export_landscape
-    from evalctl.qrels import load_qrels
+    from evalctl.corpus.export import ExportError, export_landscape
+    from evalctl.corpus.qrels import load_qrels
 
     corpus = _load(corpus_name)
     try:

@@ -12,7 +12,7 @@ URL_ENV = "EVALCTL_DASHBOARDS_URL"
 
 
 def _objects_ndjson(client) -> tuple[str, int]:
-    from evalctl.dashboards import index_properties, saved_objects, to_ndjson
+    from evalctl.dashboards.objects import index_properties, saved_objects, to_ndjson
 
     indexes = index_properties(client)
     if not indexes:
@@ -32,9 +32,9 @@ def dashboards() -> None:
 @click.option("--templates-only", is_flag=True, help="Store the search templates; import no saved objects.")
 def install(url, templates_only) -> None:
     """Store the search templates, then import index patterns, saved searches and visualisations."""
-    from evalctl.connection import make_client
-    from evalctl.dashboards import DEFAULT_URL, DashboardsError, import_objects
-    from evalctl.search_templates import install_templates
+    from evalctl.opensearch.connection import make_client
+    from evalctl.dashboards.objects import DEFAULT_URL, DashboardsError, import_objects
+    from evalctl.dashboards.search_templates import install_templates
 
     client = make_client()
     click.echo("search templates: " + ", ".join(install_templates(client)))
@@ -53,7 +53,7 @@ def install(url, templates_only) -> None:
               help="NDJSON file to write (import it in Dashboards: Management > Saved objects > Import).")
 def export(out) -> None:
     """Write the saved objects for the existing evalctl indexes as NDJSON (no Dashboards server needed)."""
-    from evalctl.connection import make_client
+    from evalctl.opensearch.connection import make_client
 
     ndjson, n_indexes = _objects_ndjson(make_client())
     out.write_text(ndjson, encoding="utf-8")

@@ -13,10 +13,10 @@ from evalctl.specs import SpecError
 
 def _user_errors():
     """The exception types that are bad input, not bugs (imported lazily: torch is slow to import)."""
-    from evalctl.corpus_store import CorpusNotFound
-    from evalctl.indexers.finetune import FinetuneError
+    from evalctl.corpus.store import CorpusNotFound
+    from evalctl.finetune.train import FinetuneError
     from evalctl.indexers.model_loader import ModelLoadError
-    from evalctl.indexers.pairs import LeakageError, PairError
+    from evalctl.finetune.pairs import LeakageError, PairError
 
     return (SpecError, CorpusNotFound, FinetuneError, ModelLoadError, PairError, LeakageError, FileNotFoundError)
 
@@ -61,7 +61,7 @@ def recipes() -> None:
 @recipes.command("list")
 def list_recipes() -> None:
     """Every recipe with its generators, loss and training defaults."""
-    from evalctl.indexers.recipes import load_recipes
+    from evalctl.finetune.recipes import load_recipes
 
     try:
         specs = load_recipes()
@@ -81,8 +81,8 @@ def list_recipes() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def pairs(recipe_id, corpora, match_size, seed, qrels_name, guard, examples, as_json) -> None:
     """Preview a recipe's training pairs: counts per source, the leakage check, examples."""
-    from evalctl.indexers.pairs import build_pairs
-    from evalctl.indexers.recipes import get_recipe
+    from evalctl.finetune.pairs import build_pairs
+    from evalctl.finetune.recipes import get_recipe
 
     try:
         ps = build_pairs(get_recipe(recipe_id), list(corpora), match_size=match_size, seed=seed,
@@ -127,7 +127,7 @@ def finetune(ctx, model_id, recipe_id, corpora, match_size, seed, qrels_name, gu
     missing = [o for o, v in (("--model", model_id), ("--recipe", recipe_id), ("--corpus", corpora)) if not v]
     if missing:
         raise UserError(f"{', '.join(missing)} required (or use the subcommand `list`)")
-    from evalctl.indexers.finetune import finetune as run_finetune
+    from evalctl.finetune.train import finetune as run_finetune
 
     try:
         res = run_finetune(model_id, recipe_id, list(corpora), match_size=match_size, seed=seed, epochs=epochs,
@@ -150,7 +150,7 @@ def finetune(ctx, model_id, recipe_id, corpora, match_size, seed, qrels_name, gu
 @finetune.command("list")
 def list_finetuned() -> None:
     """Fine-tuned models registered in this cache, with their lineage."""
-    from evalctl.indexers.finetune import registered_models
+    from evalctl.finetune.train import registered_models
 
     specs = registered_models()
     if not specs:
@@ -176,7 +176,7 @@ def list_finetuned() -> None:
 @click.option("--alpha", type=float, default=0.05, show_default=True)
 def transfer(tuned, base, corpus, view, method, qrels_name, split, metric, test, alpha) -> None:
     """Compare fine-tuned models with their bases on another corpus: paired tests, Holm-corrected."""
-    from evalctl.connection import make_client
+    from evalctl.opensearch.connection import make_client
     from evalctl.evaluators.retrieve import RetrievalError
     from evalctl.evaluators.transfer import save_report
     from evalctl.evaluators.transfer import transfer as run_transfer

@@ -12,11 +12,11 @@ DEFAULT_MODEL_VIEWS = ("TAC",)  # the study's best view; BM25-only indexes take 
 
 
 def _resolve(corpus_name: str | None, model_id: str | None, view_names: tuple[str, ...]):
-    from evalctl.corpus_store import CorpusNotFound, load_corpus
-    from evalctl.default_corpus import corpus_for_command
+    from evalctl.corpus.store import CorpusNotFound, load_corpus
+    from evalctl.corpus.default import corpus_for_command
     from evalctl.indexers.index_layout import BM25_ONLY
     from evalctl.models import get_model
-    from evalctl.views import load_views
+    from evalctl.corpus.views import load_views
 
     try:
         corpus = load_corpus(corpus_for_command(corpus_name))
@@ -46,7 +46,7 @@ def index(ctx, corpus_name, model_id, view_names, prompt_variant, device, batch_
     """Index a corpus: BM25 text per view and the model's vectors per view (resumable)."""
     if ctx.invoked_subcommand is not None:
         return
-    from evalctl.connection import make_client
+    from evalctl.opensearch.connection import make_client
     from evalctl.indexers.index_loader import index_corpus
 
     corpus, model, views, names = _resolve(corpus_name, model_id, view_names)
@@ -69,7 +69,7 @@ def index(ctx, corpus_name, model_id, view_names, prompt_variant, device, batch_
 @click.option("--sample", type=int, default=50, show_default=True, help="Vectors per view compared with the cache.")
 def verify(corpus_name, model_id, sample) -> None:
     """Check document and vector counts, dimensions, and sampled vectors against the embedding cache."""
-    from evalctl.connection import make_client
+    from evalctl.opensearch.connection import make_client
     from evalctl.indexers.index_verify import verify_index
 
     corpus, model, views, _ = _resolve(corpus_name, model_id, ())
@@ -87,7 +87,7 @@ def verify(corpus_name, model_id, sample) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the full manifests as JSON.")
 def status(as_json) -> None:
     """List evalctl indexes with their manifests, sizes and counts."""
-    from evalctl.connection import make_client
+    from evalctl.opensearch.connection import make_client
     from evalctl.indexers.index_layout import index_prefix
     from evalctl.indexers.index_verify import index_status
 
@@ -109,7 +109,7 @@ def status(as_json) -> None:
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def delete(name, yes) -> None:
     """Delete one evalctl index."""
-    from evalctl.connection import make_client
+    from evalctl.opensearch.connection import make_client
     from evalctl.indexers.index_layout import index_prefix, owned_by_prefix
     from evalctl.indexers.index_loader import read_manifest
 

@@ -19,13 +19,13 @@ def main() -> None:
 
 
 def _redact(text: str) -> str:
-    from evalctl.connection import redact
+    from evalctl.opensearch.connection import redact
 
     return redact(text, os.environ.get("EVALCTL_OPENSEARCH_PASSWORD"))
 
 
 def _node_url() -> str:
-    from evalctl.connection import load_settings, resolve_url
+    from evalctl.opensearch.connection import load_settings, resolve_url
 
     try:
         return resolve_url(load_settings())
@@ -38,7 +38,7 @@ def explain(e: BaseException) -> tuple[str, int] | None:
     from opensearchpy.exceptions import AuthenticationException, AuthorizationException, NotFoundError
     from opensearchpy.exceptions import ConnectionError as OSConnectionError
 
-    from evalctl.connection import node_answered
+    from evalctl.opensearch.connection import node_answered
 
     if isinstance(e, EvalctlError):
         return str(e), e.exit_code
@@ -74,7 +74,7 @@ class EvalctlGroup(click.Group):
     """
 
     def invoke(self, ctx):
-        from evalctl.connection import forget_answers
+        from evalctl.opensearch.connection import forget_answers
 
         forget_answers()  # "the node answered earlier" means earlier in this command
         try:
@@ -115,7 +115,7 @@ def opensearch() -> None:
 @click.option("--timeout", type=float, default=180.0, show_default=True, help="Seconds to wait for health.")
 def start(heap, port, plugin_zips, timeout) -> None:
     """Provision (once, from Maven Central) and start the local node."""
-    from evalctl.node import ManagedNode, NodeError
+    from evalctl.opensearch.node import ManagedNode, NodeError
 
     try:
         st = ManagedNode(heap=heap, http_port=port, plugin_sources=plugin_zips).start(timeout=timeout, echo=click.echo)
@@ -129,7 +129,7 @@ def start(heap, port, plugin_zips, timeout) -> None:
 @opensearch.command()
 def status() -> None:
     """Version, health and installed plugins of the configured cluster."""
-    from evalctl.cluster_info import cluster_status
+    from evalctl.opensearch.cluster_info import cluster_status
 
     info = cluster_status()
     click.echo(f"cluster:  {info['where']}")
@@ -146,7 +146,7 @@ def status() -> None:
 @opensearch.command()
 def stop() -> None:
     """Stop the node that `evalctl opensearch start` started (and nothing else)."""
-    from evalctl.node import ManagedNode
+    from evalctl.opensearch.node import ManagedNode
 
     pid = ManagedNode().stop()
     click.echo(f"stopped OpenSearch (pid {pid})" if pid else "no managed OpenSearch node is running")
@@ -156,7 +156,7 @@ def stop() -> None:
 @click.option("-n", "--lines", type=int, default=50, show_default=True)
 def logs(lines) -> None:
     """Print the end of the managed node's log."""
-    from evalctl.node import ManagedNode
+    from evalctl.opensearch.node import ManagedNode
 
     node = ManagedNode()
     click.echo(f"# {node.log_file}")
@@ -164,15 +164,15 @@ def logs(lines) -> None:
 
 
 # Each command group lives in its own module; registered here so `evalctl --help` lists them all.
-from evalctl.cli_corpus import corpus  # noqa: E402
-from evalctl.cli_dashboards import dashboards  # noqa: E402
-from evalctl.cli_finetune import finetune, pairs, recipes, transfer  # noqa: E402
-from evalctl.cli_index import index  # noqa: E402
-from evalctl.cli_models import encode, models  # noqa: E402
-from evalctl.cli_referee import referee  # noqa: E402
-from evalctl.cli_retrieval import compare, evaluate, fusion_sweep, retrieve  # noqa: E402
-from evalctl.cli_run import report, run  # noqa: E402
-from evalctl.cli_tasks import classify, cluster_cmd, tables, vectors  # noqa: E402
+from evalctl.cli.corpus import corpus  # noqa: E402
+from evalctl.cli.dashboards import dashboards  # noqa: E402
+from evalctl.cli.finetune import finetune, pairs, recipes, transfer  # noqa: E402
+from evalctl.cli.index import index  # noqa: E402
+from evalctl.cli.models import encode, models  # noqa: E402
+from evalctl.cli.referee import referee  # noqa: E402
+from evalctl.cli.retrieval import compare, evaluate, fusion_sweep, retrieve  # noqa: E402
+from evalctl.cli.run import report, run  # noqa: E402
+from evalctl.cli.tasks import classify, cluster_cmd, tables, vectors  # noqa: E402
 
 for _command in (corpus, models, encode, index, run, report, dashboards, vectors, classify, cluster_cmd, tables,
                  finetune, recipes, pairs, transfer, retrieve, evaluate, compare, fusion_sweep, referee):

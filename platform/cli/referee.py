@@ -20,9 +20,9 @@ from evalctl.errors import UserError
               help="Folder for the BEIR export and the table (default: <cache>/referee/<corpus>).")
 def referee(corpus_name, model, view, query_view, qrels_name, split, out_dir) -> None:
     """Score CORPUS_NAME's landscape with evalctl and its referees (trec_eval, MTEB, Pyserini); print the table."""
-    from evalctl.connection import make_client
-    from evalctl.corpus_export import ExportError
-    from evalctl.corpus_store import CorpusNotFound
+    from evalctl.opensearch.connection import make_client
+    from evalctl.corpus.export import ExportError
+    from evalctl.corpus.store import CorpusNotFound
     from evalctl.evaluators.referee_table import LandscapeSpec, referee_landscape
     from evalctl.evaluators.retrieve import RetrievalError
     from evalctl.paths import cache_root

@@ -15,7 +15,7 @@ FORMATS = {"md": "md", "latex": "tex", "csv": "csv"}
 @contextlib.contextmanager
 def _user_errors():
     """Known failures become one-line UserErrors; anything else keeps its traceback."""
-    from evalctl.corpus_store import CorpusNotFound
+    from evalctl.corpus.store import CorpusNotFound
     from evalctl.evaluators.compare import NotComparable
     from evalctl.evaluators.fusion import FusionUnsupported
     from evalctl.evaluators.retrieve import RetrievalError, SearchFailed
@@ -66,7 +66,7 @@ def _common(f):
 
 def _spec(method, corpus_name, model_id, view, query_view, qrels_name, split, k, bm25_max_terms, prompt_variant,
           fusion_mode, normalization, combination, dense_weight, rank_constant):
-    from evalctl.default_corpus import corpus_for_command
+    from evalctl.corpus.default import corpus_for_command
     from evalctl.evaluators.retrieve import RetrievalSpec
     from evalctl.evaluators.search_pipelines import FusionSpec
 
@@ -95,7 +95,7 @@ def _echo_scores(label: str, scores) -> None:
 def retrieve(method, corpus_name, model_id, view, query_view, qrels_name, split, k, bm25_max_terms, prompt_variant,
              batch_size, concurrency, normalization, combination, dense_weight, rank_constant, fusion_mode, rerun) -> None:
     """Run one retrieval method over a qrels split; store the run and its metrics."""
-    from evalctl.connection import make_client
+    from evalctl.opensearch.connection import make_client
     from evalctl.evaluators.retrieve import RetrievalOptions
     from evalctl.evaluators.retrieve import retrieve as run_retrieval
     from evalctl.evaluators.scoring import ann_loss, evaluate_run
@@ -173,7 +173,7 @@ def compare(runs, baseline, fmt, out, test, alpha, permutations, n_bootstrap, se
 def fusion_sweep(corpus_name, model_id, view, query_view, qrels_name, split, k, bm25_max_terms, prompt_variant,
                  batch_size, concurrency, normalization, combination, weights, mode) -> None:
     """Tune the BM25/dense weight on dev queries, report the chosen weight on --split (test)."""
-    from evalctl.connection import make_client
+    from evalctl.opensearch.connection import make_client
     from evalctl.evaluators.fusion import fusion_sweep as sweep
     from evalctl.evaluators.retrieve import RetrievalOptions
 

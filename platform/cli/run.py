@@ -15,8 +15,8 @@ from evalctl.specs import SpecError
 @click.option("--dry-run", is_flag=True, help="Print the plan (what is done, what would run) and stop.")
 def run(spec_name, dry_run) -> None:
     """Plan and run every step of SPEC (a name in configs/experiments/ or a YAML path)."""
-    from evalctl.evaluators.study import check_expected, execute, plan
-    from evalctl.experiments import load_experiment, missing_sources
+    from evalctl.study.runner import check_expected, execute, plan
+    from evalctl.study.spec import load_experiment, missing_sources
 
     try:
         spec = load_experiment(spec_name)
@@ -51,8 +51,8 @@ def run(spec_name, dry_run) -> None:
 @click.option("--force", is_flag=True, help="Rewrite the report even when its inputs are unchanged.")
 def report(spec_name, out, force) -> None:
     """Write the report of SPEC (Markdown + HTML, PNG plots) from the stored results."""
-    from evalctl.evaluators.report import write_report
-    from evalctl.experiments import load_experiment
+    from evalctl.study.report import write_report
+    from evalctl.study.spec import load_experiment
     from evalctl.results_store import results_root
 
     try:

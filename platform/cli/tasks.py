@@ -10,9 +10,9 @@ from evalctl.errors import UserError
 
 
 def _resolve(corpus_name: str | None, view_name: str):
-    from evalctl.corpus_store import CorpusNotFound, load_corpus
-    from evalctl.default_corpus import corpus_for_command
-    from evalctl.views import load_views
+    from evalctl.corpus.store import CorpusNotFound, load_corpus
+    from evalctl.corpus.default import corpus_for_command
+    from evalctl.corpus.views import load_views
 
     try:
         corpus = load_corpus(corpus_for_command(corpus_name))
@@ -27,7 +27,7 @@ def _resolve(corpus_name: str | None, view_name: str):
 def _label_set(name: str, min_support: int | None):
     import dataclasses
 
-    from evalctl.label_sets import load_label_sets
+    from evalctl.corpus.label_sets import load_label_sets
 
     sets = load_label_sets()
     if name not in sets:
@@ -92,7 +92,7 @@ def vectors() -> None:
 @click.option("--force", is_flag=True, help="Export again even when a matching export exists.")
 def export(corpus_name, model_id, view_name, force) -> None:
     """Stream a view's vectors and codes out of the index into the cache (checked against corpus and cache)."""
-    from evalctl.connection import make_client
+    from evalctl.opensearch.connection import make_client
     from evalctl.evaluators.readback import export_vectors
 
     corpus, view = _resolve(corpus_name, view_name)
@@ -114,7 +114,7 @@ def export(corpus_name, model_id, view_name, force) -> None:
 @click.option("--knn-k", type=int, default=5, show_default=True)
 def classify(corpus_name, model_id, view_name, label_set, min_support, seeds, test_size, probes, knn_k) -> None:
     """Multi-label classification probes (logistic regression, kNN) on the view's vectors."""
-    from evalctl.connection import make_client
+    from evalctl.opensearch.connection import make_client
     from evalctl.evaluators.classification import ClassifySettings, run_classification
 
     corpus, view = _resolve(corpus_name, view_name)
@@ -141,7 +141,7 @@ def classify(corpus_name, model_id, view_name, label_set, min_support, seeds, te
 @click.option("--levels", default="", help="Code levels to score, e.g. section,class,subclass (cpc/ipc sets).")
 def cluster_cmd(corpus_name, model_id, view_name, label_set, min_support, seeds, rule, levels) -> None:
     """MiniBatchKMeans (k = gold classes) on the view's vectors: V-measure, ARI, NMI, AMI."""
-    from evalctl.connection import make_client
+    from evalctl.opensearch.connection import make_client
     from evalctl.evaluators.clustering import ClusterSettings, run_clustering
 
     corpus, view = _resolve(corpus_name, view_name)
@@ -166,7 +166,7 @@ def cluster_cmd(corpus_name, model_id, view_name, label_set, min_support, seeds,
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write here, not stdout.")
 def tables(task, corpus_name, fmt, out) -> None:
     """Classification or clustering results across models and views, with bootstrap 95% CIs."""
-    from evalctl.evaluators.task_tables import task_table, to_csv, to_markdown
+    from evalctl.study.task_tables import task_table, to_csv, to_markdown
 
     rows = task_table(task, corpus_name)
     text = to_markdown(rows, task) if fmt == "markdown" else to_csv(rows)

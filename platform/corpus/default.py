@@ -12,7 +12,7 @@ import os
 import click
 
 from evalctl import paths
-from evalctl.corpus_store import CorpusNotFound, imported_corpora
+from evalctl.corpus.store import CorpusNotFound, imported_corpora
 from evalctl.errors import UserError
 from evalctl.specs import SpecError, load_yaml
 

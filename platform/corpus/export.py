@@ -28,10 +28,10 @@ from typing import Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from evalctl.corpus_store import Corpus
-from evalctl.patent_record import PatentRecord
-from evalctl.qrels import QrelsSet
-from evalctl.views import ViewSpec, field_text
+from evalctl.corpus.store import Corpus
+from evalctl.corpus.patent_record import PatentRecord
+from evalctl.corpus.qrels import QrelsSet
+from evalctl.corpus.views import ViewSpec, field_text
 
 Format = Literal["beir", "dapfam"]
 FORMATS: tuple[str, ...] = ("beir", "dapfam")
@@ -123,7 +123,7 @@ def _write_tsv(path: Path, header: list[str], rows) -> None:
 def export_landscape(corpus: Corpus, qset: QrelsSet, fmt: Format, view: str, split: str, out_dir: Path,
                      query_view: str | None = None) -> ExportSummary:
     """Write the landscape (corpus in `view`, `split`'s queries in `query_view`, their qrels) to `out_dir`."""
-    from evalctl.views import load_views
+    from evalctl.corpus.views import load_views
 
     views = load_views()
     qview_name = query_view or view

@@ -13,9 +13,9 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import replace
 
-from evalctl.import_problems import Where
-from evalctl.import_source import RecordStream
-from evalctl.patent_record import PatentRecord
+from evalctl.corpus.import_problems import Where
+from evalctl.corpus.import_source import RecordStream
+from evalctl.corpus.patent_record import PatentRecord
 
 DOCUMENT_LEVELS = ("publication", "family")
 

@@ -10,11 +10,11 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from evalctl.import_fields import RowReader
-from evalctl.import_native import read_jsonl
-from evalctl.import_problems import CorpusImportError, ProblemLog, Where
-from evalctl.import_source import GivenPair, RecordStream, Source, require_file
-from evalctl.patent_record import PatentRecord
+from evalctl.corpus.import_fields import RowReader
+from evalctl.corpus.import_native import read_jsonl
+from evalctl.corpus.import_problems import CorpusImportError, ProblemLog, Where
+from evalctl.corpus.import_source import GivenPair, RecordStream, Source, require_file
+from evalctl.corpus.patent_record import PatentRecord
 
 _INTEGER = re.compile(r"-?[0-9]+")
 

@@ -11,10 +11,10 @@ import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
 
-from evalctl.import_fields import RowReader, earliest_date, priority_family, split_claims
-from evalctl.import_problems import ProblemLog
-from evalctl.import_source import RecordStream, Source, read_csv, require_file
-from evalctl.patent_record import Citation, PatentRecord
+from evalctl.corpus.import_fields import RowReader, earliest_date, priority_family, split_claims
+from evalctl.corpus.import_problems import ProblemLog
+from evalctl.corpus.import_source import RecordStream, Source, read_csv, require_file
+from evalctl.corpus.patent_record import Citation, PatentRecord
 
 RowMapper = Callable[[RowReader], PatentRecord | None]
 

@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
-from evalctl.import_problems import CorpusImportError, ProblemLog, Where
+from evalctl.corpus.import_problems import CorpusImportError, ProblemLog, Where
 
 _UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 

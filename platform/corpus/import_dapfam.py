@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from evalctl.import_fields import RowReader, split_claims
-from evalctl.import_problems import CorpusImportError, ProblemLog, Where
-from evalctl.import_source import GivenPair, RecordStream, Source, require_file
-from evalctl.patent_record import Claim, PatentRecord
+from evalctl.corpus.import_fields import RowReader, split_claims
+from evalctl.corpus.import_problems import CorpusImportError, ProblemLog, Where
+from evalctl.corpus.import_source import GivenPair, RecordStream, Source, require_file
+from evalctl.corpus.patent_record import Claim, PatentRecord
 
 TEXT_COLUMNS = ("title_en", "abstract_en", "claims_text", "description_en")
 QRELS_COLUMNS = ("query_id", "relevant_id", "relevance_score", "domain_rel")

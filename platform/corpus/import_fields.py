@@ -13,10 +13,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from evalctl.class_codes import ClassCode, parse_code, split_codes
-from evalctl.import_problems import ProblemLog, Where
-from evalctl.patent_record import Citation, Claim
-from evalctl.pubnum import PubNum, parse_pubnum, split_pubnums
+from evalctl.corpus.class_codes import ClassCode, parse_code, split_codes
+from evalctl.corpus.import_problems import ProblemLog, Where
+from evalctl.corpus.patent_record import Citation, Claim
+from evalctl.corpus.pubnum import PubNum, parse_pubnum, split_pubnums
 
 # Sources are read as UTF-8 with errors="surrogateescape": an undecodable byte becomes a lone surrogate,
 # which we detect here per field instead of failing the whole file.

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from evalctl.import_fields import RowReader, split_claims
-from evalctl.import_problems import ProblemLog, Where
-from evalctl.import_source import RecordStream, Source, require_file
-from evalctl.patent_record import CITATION_TYPES, DIRECTIONS, Citation, Claim, PatentRecord
-from evalctl.pubnum import parse_pubnum
+from evalctl.corpus.import_fields import RowReader, split_claims
+from evalctl.corpus.import_problems import ProblemLog, Where
+from evalctl.corpus.import_source import RecordStream, Source, require_file
+from evalctl.corpus.patent_record import CITATION_TYPES, DIRECTIONS, Citation, Claim, PatentRecord
+from evalctl.corpus.pubnum import parse_pubnum
 
 _FIELDS = set(PatentRecord.__dataclass_fields__)
 

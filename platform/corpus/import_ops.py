@@ -21,11 +21,11 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from evalctl.import_fields import RowReader, parse_date
-from evalctl.import_problems import CorpusImportError, ProblemLog, Where
-from evalctl.import_source import RecordStream, Source
-from evalctl.patent_record import Citation, PatentRecord
-from evalctl.pubnum import parse_pubnum
+from evalctl.corpus.import_fields import RowReader, parse_date
+from evalctl.corpus.import_problems import CorpusImportError, ProblemLog, Where
+from evalctl.corpus.import_source import RecordStream, Source
+from evalctl.corpus.patent_record import Citation, PatentRecord
+from evalctl.corpus.pubnum import parse_pubnum
 
 SUFFIXES = (".json", ".json.gz")
 # OPS `@cited-phase` (DOCDB citation origin) -> CitationType. "undefined" and unknown phases fall back

@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalctl.import_csvread import read_csv  # noqa: F401 - the CSV reader every CSV importer uses
-from evalctl.import_problems import CorpusImportError, Where
-from evalctl.patent_record import PatentRecord
+from evalctl.corpus.import_csvread import read_csv  # noqa: F401 - the CSV reader every CSV importer uses
+from evalctl.corpus.import_problems import CorpusImportError, Where
+from evalctl.corpus.patent_record import PatentRecord
 
 RecordStream = Iterator[tuple[Where, PatentRecord | None]]  # None: row rejected, problem already logged
 

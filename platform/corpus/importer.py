@@ -16,19 +16,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from evalctl.atomic import publish_dir, replace_dir
-from evalctl.corpus_store import (CORPUS_FILE, FORMAT_VERSION, MANIFEST_FILE, PROBLEMS_FILE, QUERIES_FILE, Corpus,
+from evalctl.corpus.store import (CORPUS_FILE, FORMAT_VERSION, MANIFEST_FILE, PROBLEMS_FILE, QUERIES_FILE, Corpus,
                                   RecordWriter, corpora_root, load_corpus, write_json)
-from evalctl.family_records import DOCUMENT_LEVELS, family_records
-from evalctl.import_beir import open_beir
-from evalctl.import_csv import open_espacenet, open_lens, open_uspto, open_wipo
-from evalctl.import_dapfam import open_dapfam
-from evalctl.import_native import open_native
-from evalctl.import_ops import open_ops
-from evalctl.import_problems import CorpusImportError, Problem, ProblemLog, Where
-from evalctl.import_source import RecordStream, Source
+from evalctl.corpus.family_records import DOCUMENT_LEVELS, family_records
+from evalctl.corpus.import_beir import open_beir
+from evalctl.corpus.import_csv import open_espacenet, open_lens, open_uspto, open_wipo
+from evalctl.corpus.import_dapfam import open_dapfam
+from evalctl.corpus.import_native import open_native
+from evalctl.corpus.import_ops import open_ops
+from evalctl.corpus.import_problems import CorpusImportError, Problem, ProblemLog, Where
+from evalctl.corpus.import_source import RecordStream, Source
 from evalctl.names import check_name
 from evalctl.provenance import file_sha256
-from evalctl.qrels import QrelsSpec, build_given_qrels
+from evalctl.corpus.qrels import QrelsSpec, build_given_qrels
 
 FORMATS: dict[str, Callable[[list[Path], ProblemLog], Source]] = {
     "native": open_native, "lens": open_lens, "espacenet": open_espacenet, "uspto": open_uspto,

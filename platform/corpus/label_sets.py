@@ -10,8 +10,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
 
-from evalctl.corpus_store import Corpus
-from evalctl.patent_record import PatentRecord
+from evalctl.corpus.store import Corpus
+from evalctl.corpus.patent_record import PatentRecord
 from evalctl.specs import SpecError, build, load_yaml
 
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from evalctl.class_codes import ClassCode
+from evalctl.corpus.class_codes import ClassCode
 
 CitationType = Literal["search_report", "examination", "applicant", "international_search", "opposition", "other"]
 CITATION_TYPES: tuple[str, ...] = CitationType.__args__

@@ -27,12 +27,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from evalctl.atomic import replace_dir
-from evalctl.corpus_store import Corpus, load_corpus, write_json
-from evalctl.import_problems import ProblemLog
-from evalctl.import_source import GivenPair
+from evalctl.corpus.store import Corpus, load_corpus, write_json
+from evalctl.corpus.import_problems import ProblemLog
+from evalctl.corpus.import_source import GivenPair
 from evalctl.names import check_name
-from evalctl.patent_record import CITATION_TYPES, PatentRecord
-from evalctl.pubnum import loose_key
+from evalctl.corpus.patent_record import CITATION_TYPES, PatentRecord
+from evalctl.corpus.pubnum import loose_key
 from evalctl.specs import SpecError
 
 Domain = Literal["IN", "OUT", "UNKNOWN"]
@@ -198,7 +198,7 @@ def build_known_item_qrels(corpus: Corpus, spec: QrelsSpec, overwrite: bool = Fa
     """Each record that renders in every view of `spec.within_views` is a query relevant to itself only.
     Its family's other members are excluded from its ranking (near-duplicates, not the known item);
     the record itself stays. Train-split records are free for fine-tuning; dev/test ones are held out."""
-    from evalctl.views import load_views
+    from evalctl.corpus.views import load_views
 
     views = load_views()
     unknown = [v for v in spec.within_views if v not in views]

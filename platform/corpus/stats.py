@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from evalctl.corpus_store import Corpus
-from evalctl.label_sets import LabelSetSpec, load_label_sets
-from evalctl.qrels import list_qrels, load_qrels
-from evalctl.views import ViewCoverage, ViewSpec, load_views, view_coverage
+from evalctl.corpus.store import Corpus
+from evalctl.corpus.label_sets import LabelSetSpec, load_label_sets
+from evalctl.corpus.qrels import list_qrels, load_qrels
+from evalctl.corpus.views import ViewCoverage, ViewSpec, load_views, view_coverage
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from evalctl.errors import BadInput
 from evalctl import paths
-from evalctl.patent_record import PatentRecord
+from evalctl.corpus.patent_record import PatentRecord
 
 FORMAT_VERSION = 1
 CORPUS_FILE = "corpus.parquet"

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from evalctl.patent_record import PatentRecord
+from evalctl.corpus.patent_record import PatentRecord
 from evalctl.specs import SpecError, build, load_yaml
 
 FieldName = Literal["title", "abstract", "claims", "independent_claims", "first_claim", "description"]

@@ -22,12 +22,12 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
 from evalctl.errors import BadInput
-from evalctl.corpus_store import Corpus, load_corpus
-from evalctl.patent_record import PatentRecord
-from evalctl.qrels import QrelsSet, list_qrels, load_qrels
+from evalctl.corpus.store import Corpus, load_corpus
+from evalctl.corpus.patent_record import PatentRecord
+from evalctl.corpus.qrels import QrelsSet, list_qrels, load_qrels
 from evalctl.specs import SpecError
-from evalctl.views import ViewSpec, load_views
-from evalctl.indexers.recipes import RecipeSpec, SourceSpec
+from evalctl.corpus.views import ViewSpec, load_views
+from evalctl.finetune.recipes import RecipeSpec, SourceSpec
 
 
 class PairError(BadInput, ValueError):

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from evalctl.class_codes import LEVELS
+from evalctl.corpus.class_codes import LEVELS
 from evalctl.specs import SpecError, build, configs_dir, load_yaml
 
 Generator = Literal["citations", "codes", "sections"]

@@ -29,10 +29,10 @@ from pathlib import Path
 import yaml
 
 from evalctl.errors import Failure
-from evalctl.corpus_store import Corpus, load_corpus
+from evalctl.corpus.store import Corpus, load_corpus
 from evalctl.indexers.model_loader import load_model
-from evalctl.indexers.pairs import PairSet, build_pairs
-from evalctl.indexers.recipes import LoraSpec, RecipeSpec, TrainingSpec, get_recipe
+from evalctl.finetune.pairs import PairSet, build_pairs
+from evalctl.finetune.recipes import LoraSpec, RecipeSpec, TrainingSpec, get_recipe
 from evalctl.models import ModelSpec, get_model, load_models, registered_dir
 from evalctl.names import check_name
 from evalctl.paths import cache_root

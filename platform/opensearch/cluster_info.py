@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from evalctl.errors import Failure
-from evalctl.connection import load_settings, make_client, resolve_url
-from evalctl.node import ManagedNode
+from evalctl.opensearch.connection import load_settings, make_client, resolve_url
+from evalctl.opensearch.node import ManagedNode
 
 
 class ClusterUnavailable(Failure, RuntimeError):

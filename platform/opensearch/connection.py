@@ -124,7 +124,7 @@ def load_settings() -> ConnectionSettings:
 def resolve_url(settings: ConnectionSettings) -> str:
     if settings.url:
         return settings.url.rstrip("/")
-    from evalctl.node import ManagedNode  # the managed node decides its own port
+    from evalctl.opensearch.node import ManagedNode  # the managed node decides its own port
 
     node = ManagedNode()
     st = node.read_state()

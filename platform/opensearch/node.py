@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from evalctl import paths
-from evalctl.node_artifacts import FetchedPlugin, NodeError, PluginSource, fetch, maven_fetch, sources_from_env
+from evalctl.opensearch.artifacts import FetchedPlugin, NodeError, PluginSource, fetch, maven_fetch, sources_from_env
 from evalctl.specs import build, load_yaml
 
 

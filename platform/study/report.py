@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from evalctl.experiments import ExperimentSpec
+from evalctl.study.spec import ExperimentSpec
 from evalctl.provenance import code_version
 
 if TYPE_CHECKING:  # pandas is imported where tables are made: an up-to-date report never pays for it
@@ -218,7 +218,7 @@ def _in_out_plot(report: Report, domains: pd.DataFrame, out: Path, name: str) ->
 def _label_tasks(report: Report, spec: ExperimentSpec, steps) -> None:
     import pandas as pd
 
-    from evalctl.evaluators.task_tables import task_table
+    from evalctl.study.task_tables import task_table
 
     for task, title in (("classification", "Classification (F1, %)"), ("clustering", "Clustering (%)")):
         report.h(title)
@@ -250,7 +250,7 @@ def _recipes(report: Report, pairs: list[dict]) -> None:
 
 def _findings(report: Report, steps, runs: dict, pairs: list[dict]) -> None:
     """The report's opening: findings computed from the stored results, each naming its runs/results."""
-    from evalctl.evaluators import report_findings as rf
+    from evalctl.study import findings as rf
     from evalctl.evaluators.runs import load_run
     from evalctl.evaluators.scoring import PRIMARY, evaluate_run
 
@@ -333,7 +333,7 @@ def _tuned_and_base(steps):
 def write_report(spec: ExperimentSpec, out: Path, force: bool = False) -> tuple[Path, Path, bool]:
     """Write the report; returns its two files and whether it was (re)written. A report whose inputs
     (every step's stored scores and run, the spec file, the code version) are unchanged is kept."""
-    from evalctl.evaluators.study import plan
+    from evalctl.study.runner import plan
 
     out.mkdir(parents=True, exist_ok=True)
     steps = plan(spec)

@@ -13,7 +13,7 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
-from evalctl.experiments import ExperimentSpec
+from evalctl.study.spec import ExperimentSpec
 
 
 @dataclass
@@ -54,8 +54,8 @@ class RunReport:
 
 
 def import_step(spec: ExperimentSpec, entry) -> Step:
-    from evalctl.corpus_import import import_corpus, source_files
-    from evalctl.corpus_store import CorpusNotFound, load_corpus
+    from evalctl.corpus.importer import import_corpus, source_files
+    from evalctl.corpus.store import CorpusNotFound, load_corpus
     from evalctl.provenance import file_sha256
 
     def sources() -> list:  # resolved when used, so a plan can be shown before the data is in place
@@ -81,8 +81,8 @@ def import_step(spec: ExperimentSpec, entry) -> Step:
 
 
 def qrels_step(spec: ExperimentSpec, entry) -> Step:
-    from evalctl.corpus_store import load_corpus
-    from evalctl.qrels import build_qrels, load_qrels
+    from evalctl.corpus.store import load_corpus
+    from evalctl.corpus.qrels import build_qrels, load_qrels
 
     def is_done() -> bool:
         try:
@@ -101,12 +101,12 @@ def qrels_step(spec: ExperimentSpec, entry) -> Step:
 
 
 def index_step(corpus_name: str, model_id: str | None, variant: str | None, views: tuple[str, ...]) -> Step:
-    from evalctl.connection import make_client
-    from evalctl.corpus_store import load_corpus
+    from evalctl.opensearch.connection import make_client
+    from evalctl.corpus.store import load_corpus
     from evalctl.indexers.index_layout import index_name
     from evalctl.indexers.index_loader import loaded_ids, read_manifest
     from evalctl.models import get_model
-    from evalctl.views import load_views
+    from evalctl.corpus.views import load_views
 
     def resolve():
         corpus = load_corpus(corpus_name)
@@ -153,9 +153,9 @@ def finetune_step(spec: ExperimentSpec, entry, base_id: str, recipe_id: str) -> 
     Every qrels set a retrieval task of the spec reads guards the pairs: no dev/test query (nor its family
     or relevant documents) reaches training. Done when that model is registered from the same corpus
     version, pair budget, guard and seed."""
-    from evalctl.corpus_store import load_corpus
-    from evalctl.indexers.finetune import default_model_id, finetune, finetuned_dir
-    from evalctl.indexers.recipes import get_recipe
+    from evalctl.corpus.store import load_corpus
+    from evalctl.finetune.train import default_model_id, finetune, finetuned_dir
+    from evalctl.finetune.recipes import get_recipe
     from evalctl.models import registered_dir
 
     recipe = get_recipe(recipe_id)
@@ -192,14 +192,14 @@ def label_task_step(kind: str, corpus_name: str, model_id: str, view: str, label
     from types import SimpleNamespace
 
     from evalctl import results_store
-    from evalctl.connection import make_client
-    from evalctl.corpus_store import load_corpus
+    from evalctl.opensearch.connection import make_client
+    from evalctl.corpus.store import load_corpus
     from evalctl.evaluators.classification import ClassifySettings, result_identity, run_classification
     from evalctl.evaluators.clustering import ClusterSettings, run_clustering
     from evalctl.indexers.index_layout import index_name
     from evalctl.indexers.index_loader import read_manifest
-    from evalctl.label_sets import load_label_sets
-    from evalctl.views import load_views
+    from evalctl.corpus.label_sets import load_label_sets
+    from evalctl.corpus.views import load_views
 
     runner, settings, prefix = ((run_classification, ClassifySettings(), "classify") if kind == "classification"
                                 else (run_clustering, ClusterSettings(), "cluster"))
@@ -240,15 +240,15 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
     """One run (retrieve + evaluate). Done when a study-step record for the same corpus version,
     index identity, qrels and settings holds its scores."""
     from evalctl import results_store
-    from evalctl.connection import make_client
-    from evalctl.corpus_store import load_corpus
+    from evalctl.opensearch.connection import make_client
+    from evalctl.corpus.store import load_corpus
     from evalctl.evaluators.fusion import fusion_sweep
     from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec, retrieve
     from evalctl.evaluators.scoring import evaluate_run
     from evalctl.evaluators.search_pipelines import FusionSpec, has_neural_search
     from evalctl.indexers.index_layout import index_name
     from evalctl.indexers.index_loader import IDENTITY, read_manifest
-    from evalctl.qrels import load_qrels
+    from evalctl.corpus.qrels import load_qrels
 
     qview = entry.query_view or view
     key = f"retrieve {entry.corpus} {model_id or 'bm25'} {view} {method}" + (f" (queries {qview})" if qview != view else "")
@@ -301,7 +301,7 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
 
 
 def plan(spec: ExperimentSpec) -> list[Step]:
-    from evalctl.experiments import ModelEntry
+    from evalctl.study.spec import ModelEntry
 
     steps: list[Step] = []
     for c in spec.corpora:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from evalctl.qrels import QrelsSpec
+from evalctl.corpus.qrels import QrelsSpec
 from evalctl.specs import SpecError, build, configs_dir, load_yaml, package_folder
 
 Method = Literal["bm25", "dense", "exact", "hybrid", "rrf"]
@@ -167,9 +167,9 @@ def load_experiment(name_or_path: str) -> ExperimentSpec:
 
 def validate(spec: ExperimentSpec) -> None:
     """Check cross-references; every message names the file and the offending entry."""
-    from evalctl.label_sets import load_label_sets
+    from evalctl.corpus.label_sets import load_label_sets
     from evalctl.models import get_model
-    from evalctl.views import load_views
+    from evalctl.corpus.views import load_views
 
     where = spec.source_path
     names = [c.name for c in spec.corpora]
@@ -185,7 +185,7 @@ def validate(spec: ExperimentSpec) -> None:
             raise SpecError(f"{where}: model {m.id} has no prompt variant {m.prompt_variant!r}; "
                             f"it has {', '.join(model.prompt_variants)}")
     views, label_sets = load_views(), load_label_sets()
-    from evalctl.indexers.recipes import get_recipe
+    from evalctl.finetune.recipes import get_recipe
 
     for i, ft in enumerate(spec.finetune):
         for r in ft.recipes:

@@ -17,7 +17,7 @@ import json
 
 import numpy as np
 
-from evalctl.class_codes import LEVELS
+from evalctl.corpus.class_codes import LEVELS
 
 from evalctl.evaluators.classification import METRICS as CLASSIFY_METRICS
 from evalctl.evaluators.compare import bootstrap_ci
