@@ -42,7 +42,7 @@ from evalctl.corpus.patent_record import PatentRecord
 from evalctl.provenance import code_version
 from evalctl.specs import SpecError
 
-# Codes kept per document: what label sets read (platform/label_sets.py).
+# Codes kept per document: what label sets read (platform/corpus/label_sets.py).
 CODE_FIELDS = ("cpc", "ipc", "labels")
 PIT_KEEP_ALIVE = "5m"
 # Bytes of JSON per page (about 10 characters per float), all slices together: 4096-d vectors go ~500 a
