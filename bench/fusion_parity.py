@@ -23,7 +23,7 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    from evalctl.connection import make_client
+    from evalctl.opensearch.connection import make_client
     from evalctl.evaluators.fusion_parity import parity
     from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec, retrieve
     from evalctl.evaluators.scoring import evaluate_run

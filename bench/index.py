@@ -31,7 +31,7 @@ USPTO = REPO / "tests" / "data" / "uspto-grants-2019" / "patent_grants.csv"
 
 
 def build_corpus(workdir: Path, n_docs: int):
-    from evalctl.corpus_import import import_corpus
+    from evalctl.corpus.importer import import_corpus
 
     base = import_corpus("uspto", [USPTO], out=workdir / "base").corpus
     records = list(base.records())
@@ -59,13 +59,13 @@ def peak_rss_mb() -> float:
 def side_runner(side: str, corpus_dir: str, model_id: str, view_name: str):
     """One loading path, run in a worker process of its own (its peak memory is its own); returns a
     function that loads once into a fresh index and deletes it."""
-    from evalctl.connection import load_settings, make_client, resolve_url
-    from evalctl.corpus_store import load_corpus
+    from evalctl.opensearch.connection import load_settings, make_client, resolve_url
+    from evalctl.corpus.store import load_corpus
     from evalctl.indexers.encoder import get_or_encode
     from evalctl.indexers.index_layout import index_body, index_name, load_index_settings
     from evalctl.indexers.index_loader import _relax, _restore, document, index_corpus, index_manifest
     from evalctl.models import get_model
-    from evalctl.views import load_views
+    from evalctl.corpus.views import load_views
 
     client, url = make_client(), resolve_url(load_settings())
     corpus, model, view = load_corpus(corpus_dir), get_model(model_id), load_views()[view_name]
@@ -138,7 +138,7 @@ def main() -> None:
     else:  # the preparing child
         from evalctl.indexers.encoder import get_or_encode
         from evalctl.models import get_model
-        from evalctl.views import load_views
+        from evalctl.corpus.views import load_views
 
         model, view = get_model(args.model), load_views()[args.view]
         corpus = build_corpus(Path(args.corpus.split(":", 1)[1]), args.docs)

@@ -133,7 +133,7 @@ def profile_cold_run(spec_path: str) -> dict:
     import evalctl.evaluators.retrieve as retrieve
     import evalctl.evaluators.scoring as scoring
     import evalctl.indexers.index_loader as index_loader
-    from evalctl.cli import cli
+    from evalctl.cli.main import cli
     from evalctl.evaluators import classification, clustering
 
     timers.wrap(dispatcher.Dispatcher, "_compile_for_args", "jit")
@@ -164,7 +164,7 @@ def profile_cold_run(spec_path: str) -> dict:
 
 def private_spec(spec_name: str, prefix: str, out: Path) -> tuple[Path, list[str]]:
     """The spec with every corpus renamed `prefix`+name and sources made absolute; and the new names."""
-    from evalctl.experiments import load_experiment
+    from evalctl.study.spec import load_experiment
     from evalctl.specs import load_yaml
 
     spec = load_experiment(spec_name)
@@ -219,7 +219,7 @@ def main() -> None:
         load_end = load()
     finally:
         if not args.keep:
-            from evalctl.connection import make_client
+            from evalctl.opensearch.connection import make_client
             from evalctl.indexers.index_layout import corpus_alias
 
             client = make_client()

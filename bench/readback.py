@@ -77,10 +77,10 @@ def run_side(side: str, client, corpus, view, model_id: str) -> dict:
 def setup(workdir: Path, n_docs: int, model_id: str, view_name: str) -> dict:
     """Corpus, vectors and index, in a process of its own: the model it loads must not count in the
     sides' peak RSS (Linux keeps ru_maxrss across fork and exec)."""
-    from evalctl.connection import make_client
+    from evalctl.opensearch.connection import make_client
     from evalctl.indexers.index_loader import index_corpus
     from evalctl.models import get_model
-    from evalctl.views import load_views
+    from evalctl.corpus.views import load_views
 
     corpus = build_corpus(workdir, n_docs)
     rep = index_corpus(make_client(), corpus, [load_views()[view_name]], get_model(model_id), progress=False)
@@ -108,9 +108,9 @@ def main() -> None:
         print(json.dumps(setup(Path(args.corpus), args.docs, args.model, args.view)))
         return
     if args.serve:
-        from evalctl.connection import make_client
-        from evalctl.corpus_store import load_corpus
-        from evalctl.views import load_views
+        from evalctl.opensearch.connection import make_client
+        from evalctl.corpus.store import load_corpus
+        from evalctl.corpus.views import load_views
 
         client, corpus, view = make_client(), load_corpus(args.corpus), load_views()[args.view]
         serve(lambda _: run_side(args.serve, client, corpus, view, args.model))
@@ -123,7 +123,7 @@ def main() -> None:
     try:
         times, results = run_workers(__file__, SIDES, args.rounds, "--corpus", made["corpus"], *common)
     finally:
-        from evalctl.connection import make_client
+        from evalctl.opensearch.connection import make_client
 
         make_client().indices.delete(index=made["index"])
         shutil.rmtree(tmp, ignore_errors=True)

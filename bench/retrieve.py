@@ -49,8 +49,8 @@ def main() -> None:
 
     from retrieval_data import write_known_item_beir
 
-    from evalctl.connection import load_settings, make_client, resolve_url
-    from evalctl.corpus_import import import_corpus
+    from evalctl.opensearch.connection import load_settings, make_client, resolve_url
+    from evalctl.corpus.importer import import_corpus
     from evalctl.evaluators.retrieve import (
         RetrievalOptions, RetrievalSpec, _bodies, load_query_set, resolve_index, retrieve, search_all,
     )
@@ -60,8 +60,8 @@ def main() -> None:
     from evalctl.indexers.index_layout import corpus_alias
     from evalctl.indexers.index_loader import index_corpus
     from evalctl.models import get_model
-    from evalctl.qrels import load_qrels
-    from evalctl.views import load_views
+    from evalctl.corpus.qrels import load_qrels
+    from evalctl.corpus.views import load_views
 
     client, url = make_client(), resolve_url(load_settings())
     model = get_model(args.model)

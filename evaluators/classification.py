@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from evalctl.errors import BadInput
-from evalctl.label_sets import LabelSetSpec, label_matrix, label_support
+from evalctl.corpus.label_sets import LabelSetSpec, label_matrix, label_support
 
 PROBES = ("logreg", "knn")
 METRICS = ("micro_f1", "macro_f1", "samples_f1")

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from evalctl.evaluators.classification import labelled_rows, result_identity, summarise
-from evalctl.label_sets import LabelSetSpec
+from evalctl.corpus.label_sets import LabelSetSpec
 from evalctl.registry import Registry
 
 # One gold class per record, from its kept labels (record order) and their corpus support.

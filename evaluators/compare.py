@@ -25,7 +25,7 @@ from evalctl.evaluators.runs import StoredRun
 from evalctl.evaluators.scoring import METRICS, PRIMARY, evaluate_run, run_qrels
 from evalctl.evaluators.significance import RANX_TESTS as TESTS
 from evalctl.evaluators.significance import bootstrap_ci, holm, ranx_p_values
-from evalctl.qrels import QrelsSet
+from evalctl.corpus.qrels import QrelsSet
 
 DOMAINS = ("IN", "OUT", "UNKNOWN")
 _SUPERSCRIPT = str.maketrans("abcdefghijklmnoprstuvwxyz", "ᵃᵇᶜᵈᵉᶠᵍʰⁱʲᵏˡᵐⁿᵒᵖʳˢᵗᵘᵛʷˣʸᶻ")

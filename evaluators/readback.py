@@ -39,11 +39,11 @@ from evalctl.errors import BadInput
 from evalctl.indexers.index_contract import IndexState, open_index
 from evalctl.indexers.index_layout import vector_field
 from evalctl.paths import cache_root
-from evalctl.patent_record import PatentRecord
+from evalctl.corpus.patent_record import PatentRecord
 from evalctl.provenance import code_version
 from evalctl.specs import SpecError
 
-# Codes kept per document: what label sets read (platform/label_sets.py).
+# Codes kept per document: what label sets read (platform/corpus/label_sets.py).
 CODE_FIELDS = ("cpc", "ipc", "labels")
 PIT_KEEP_ALIVE = "5m"
 # Bytes of JSON per page (about 10 characters per float), all slices together: 4096-d vectors go ~500 a

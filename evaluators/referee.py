@@ -4,7 +4,7 @@
   rank-derived scores (n, n-1, ... 1): trec_eval sorts by score and breaks ties by document id, so
   distinct descending scores make it score exactly evalctl's order. mrr@k is trec_eval's recip_rank
   on the run cut at k; a qrels query missing from the run scores 0, as in evalctl.
-- MTEB runs dense retrieval on a BEIR export (platform/corpus_export.py) as a local task with the same
+- MTEB runs dense retrieval on a BEIR export (platform/corpus/export.py) as a local task with the same
   model object evalctl loads (same weights, token limit and prompts). evalctl's exclusions (the query
   and its family) become MTEB's `top_ranked` candidate lists (every document but the excluded ones),
   so MTEB brute-forces exactly evalctl's search space; MTEB's own pytrec_eval scoring gives the numbers.
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from evalctl.corpus_export import ExportedTask
+from evalctl.corpus.export import ExportedTask
 from evalctl.evaluators.runs import Ranking, ranked
 from evalctl.evaluators.scoring import METRICS, score
 
@@ -188,7 +188,7 @@ def mteb_dapfam_task(folder: Path, name: str = "DAPFAMAllTitlAbsToTitlAbsClmRetr
 
 
 def _java_home() -> str:
-    from evalctl.node import NodeError, find_java
+    from evalctl.opensearch.node import NodeError, find_java
 
     try:
         return str(find_java(21))

@@ -9,12 +9,12 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evalctl.corpus_export import export_landscape, read_beir_export
-from evalctl.corpus_store import load_corpus
+from evalctl.corpus.export import export_landscape, read_beir_export
+from evalctl.corpus.store import load_corpus
 from evalctl.evaluators import referee as rf
 from evalctl.evaluators.runs import StoredRun
 from evalctl.evaluators.scoring import score
-from evalctl.qrels import load_qrels
+from evalctl.corpus.qrels import load_qrels
 
 DENSE_METRICS = ("ndcg@10", "ndcg@100")  # the MTEB comparison; MTEB's DAPFAM main score is nDCG@100
 
@@ -53,7 +53,7 @@ def _runs(client, spec: LandscapeSpec) -> dict[str, StoredRun]:
     from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec, retrieve
     from evalctl.indexers.index_loader import index_corpus
     from evalctl.models import get_model
-    from evalctl.views import load_views
+    from evalctl.corpus.views import load_views
 
     corpus = load_corpus(spec.corpus)
     index_corpus(client, corpus, [load_views()[spec.view]], get_model(spec.model), progress=False)

@@ -21,7 +21,7 @@ from typing import Literal
 from tqdm import tqdm
 
 from evalctl.errors import BadInput, Failure
-from evalctl.corpus_store import Corpus, load_corpus
+from evalctl.corpus.store import Corpus, load_corpus
 from evalctl.evaluators.retrieval_methods import METHODS, BodyContext, RetrievalMethod
 from evalctl.evaluators.retrieval_queries import DEFAULT_BM25_MAX_TERMS, truncate_terms
 from evalctl.evaluators.runs import Ranking, StoredRun, find_run, ranked, save_run
@@ -29,7 +29,7 @@ from evalctl.evaluators.search_pipelines import FusionSpec, ensure_pipeline, req
 from evalctl.indexers.index_contract import open_index
 from evalctl.indexers.index_layout import text_field, vector_field
 from evalctl.indexers.index_loader import IDENTITY
-from evalctl.qrels import QrelsSet, load_qrels
+from evalctl.corpus.qrels import QrelsSet, load_qrels
 
 MAX_K = 10_000  # knn k and index.max_result_window
 
@@ -91,7 +91,7 @@ class QuerySet:
 
 
 def load_query_set(corpus: Corpus, qset: QrelsSet, split: str | None, view_name: str) -> QuerySet:
-    from evalctl.views import load_views
+    from evalctl.corpus.views import load_views
 
     views = load_views()
     if view_name not in views:

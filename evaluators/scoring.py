@@ -14,10 +14,10 @@ import json
 from dataclasses import dataclass
 
 from evalctl import results_store
-from evalctl.corpus_store import load_corpus
+from evalctl.corpus.store import load_corpus
 from evalctl.evaluators.ranking_metrics import evaluate
 from evalctl.evaluators.runs import Ranking, StoredRun
-from evalctl.qrels import QrelsSet, load_qrels
+from evalctl.corpus.qrels import QrelsSet, load_qrels
 
 METRICS: tuple[str, ...] = ("ndcg@10", "ndcg@100", "recall@10", "recall@100", "map@100", "mrr@10")
 PRIMARY = "ndcg@10"

@@ -15,7 +15,7 @@ from typing import Literal
 from opensearchpy.exceptions import NotFoundError
 
 from evalctl.errors import Failure
-from evalctl.cluster_info import installed_plugins
+from evalctl.opensearch.cluster_info import installed_plugins
 
 NEURAL_SEARCH = "opensearch-neural-search"
 

@@ -21,7 +21,7 @@ from evalctl.evaluators.runs import Ranking
 from evalctl.evaluators.scoring import score
 from evalctl.evaluators.significance import PairedTest, holm, paired_p
 from evalctl.models import get_model
-from evalctl.qrels import load_qrels
+from evalctl.corpus.qrels import load_qrels
 
 KIND = "transfer"
 

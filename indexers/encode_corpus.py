@@ -37,8 +37,8 @@ def encode_corpus(
 ) -> CorpusEncodeReport:
     """Encode `view` of every record in this shard; role `query` takes the corpus's own query records
     when it ships them (BEIR, DAPFAM), else its records (citation corpora query with their patents)."""
-    from evalctl.corpus_store import load_corpus
-    from evalctl.views import load_views
+    from evalctl.corpus.store import load_corpus
+    from evalctl.corpus.views import load_views
 
     spec = get_model(model_id)
     views = load_views()

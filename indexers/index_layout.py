@@ -67,7 +67,7 @@ def _slug(s: str) -> str:
 
 def index_prefix() -> str:
     """The configured prefix (EVALCTL_INDEX_PREFIX or the config's opensearch.index_prefix; default evalctl)."""
-    from evalctl.connection import load_settings
+    from evalctl.opensearch.connection import load_settings
 
     return load_settings().index_prefix
 
@@ -84,7 +84,7 @@ def corpus_alias(corpus: str) -> str:
 def owned_by_prefix(name: str, meta: dict, prefix: str) -> bool:
     """Whether index `name` belongs to `prefix`: a longer prefix (evalctl-alice) also matches evalctl-*,
     so the manifest's own prefix decides (indexes made before prefixes existed have the default)."""
-    from evalctl.connection import DEFAULT_INDEX_PREFIX
+    from evalctl.opensearch.connection import DEFAULT_INDEX_PREFIX
 
     return name.startswith(f"{prefix}-") and meta.get("index_prefix", DEFAULT_INDEX_PREFIX) == prefix
 

@@ -214,7 +214,7 @@ def index_corpus(client, corpus, views, model=None, *, variant: str | None = Non
     all_views = ensure_index(client, name, meta, settings, corpus_alias(corpus.name))
     by_name = {v.name: v for v in views}
     if set(all_views) - set(by_name):
-        from evalctl.views import load_views
+        from evalctl.corpus.views import load_views
 
         by_name.update({n: v for n, v in load_views().items() if n in all_views})
     done = loaded_ids(client, name, all_views)

@@ -20,12 +20,24 @@ ESPACENET = REPO / "samples" / "espacenet-pizza-2013-2014" / "pizza_sliced_20132
 
 _used_cluster: dict = {}
 
+# What makes a test an integration test: it talks to the node (a fixture built on os_client) or loads a real
+# model (marked `models`). `pytest -m "not integration"` is then the fast loop of pure logic.
+NODE_FIXTURES = {"os_client"}
+INTEGRATION_MARKS = {"opensearch", "models"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if NODE_FIXTURES & set(getattr(item, "fixturenames", ())) or INTEGRATION_MARKS & {
+                m.name for m in item.iter_markers()}:
+            item.add_marker(pytest.mark.integration)
+
 
 @pytest.fixture(scope="session")
 def os_client():
-    from evalctl.cluster_info import installed_plugins
-    from evalctl.connection import load_settings, make_client, resolve_url
-    from evalctl.node import ManagedNode
+    from evalctl.opensearch.cluster_info import installed_plugins
+    from evalctl.opensearch.connection import load_settings, make_client, resolve_url
+    from evalctl.opensearch.node import ManagedNode
 
     settings = load_settings()
     client = make_client(settings)

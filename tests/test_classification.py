@@ -11,7 +11,7 @@ from evalctl.evaluators.classification import (
     ClassifySettings, TooFewExamples, classify, f1_scores, labelled_rows, summarise,
 )
 from evalctl.evaluators.readback import VectorExport
-from evalctl.label_sets import LabelSetSpec
+from evalctl.corpus.label_sets import LabelSetSpec
 
 
 def toy_export(codes: list[list[str]], dim: int = 4, seed: int = 0) -> VectorExport:

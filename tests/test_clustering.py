@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from evalctl.evaluators.clustering import ClusterSettings, cluster, cluster_scores, level_specs, single_labels
-from evalctl.label_sets import LabelSetSpec
+from evalctl.corpus.label_sets import LabelSetSpec
 
 
 def test_scores_match_sklearn_on_a_toy_case():
@@ -68,7 +68,7 @@ def test_bootstrap_ci_brackets_the_mean():
 def test_tables_from_stored_results(tmp_path):
     from evalctl import results_store
     from evalctl.evaluators.significance import bootstrap_ci
-    from evalctl.evaluators.task_tables import task_table, to_csv, to_markdown
+    from evalctl.study.task_tables import task_table, to_csv, to_markdown
 
     spec = {"name": "ipc3"}
     for model, base in (("model-b", 0.3), ("model-a", 0.5)):

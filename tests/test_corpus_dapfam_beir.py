@@ -5,8 +5,8 @@ import json
 import pandas as pd
 from corpus_helpers import isolated_cache  # noqa: F401
 
-from evalctl.corpus_import import import_corpus
-from evalctl.qrels import load_qrels
+from evalctl.corpus.importer import import_corpus
+from evalctl.corpus.qrels import load_qrels
 
 
 def _dapfam(root):

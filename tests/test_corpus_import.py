@@ -7,11 +7,11 @@ from click.testing import CliRunner
 from conftest import DATA, ESPACENET, LENS, USPTO
 from corpus_helpers import FIXTURES, isolated_cache  # noqa: F401
 
-from evalctl.cli import cli
-from evalctl.corpus_import import import_corpus
-from evalctl.corpus_store import load_corpus
-from evalctl.import_problems import CorpusImportError
-from evalctl.patent_record import PatentRecord
+from evalctl.cli.main import cli
+from evalctl.corpus.importer import import_corpus
+from evalctl.corpus.store import load_corpus
+from evalctl.corpus.import_problems import CorpusImportError
+from evalctl.corpus.patent_record import PatentRecord
 
 
 def test_espacenet_fixture_fields_and_aliases():

@@ -2,9 +2,9 @@
 
 import pytest
 
-from evalctl.class_codes import parse_code
-from evalctl.import_fields import priority_family, split_claims
-from evalctl.pubnum import parse_pubnum, pubnum_key
+from evalctl.corpus.class_codes import parse_code
+from evalctl.corpus.import_fields import priority_family, split_claims
+from evalctl.corpus.pubnum import parse_pubnum, pubnum_key
 
 
 @pytest.mark.parametrize("raw", ["US 2013/0101709 A1", "US2013101709 (A1)", "US-20130101709-A1", "us20130101709a1"])

@@ -14,11 +14,11 @@ import pytest
 from click.testing import CliRunner
 from corpus_helpers import isolated_cache  # noqa: F401
 
-from evalctl.cli import cli
-from evalctl.corpus_import import import_corpus
-from evalctl.import_ops import _items, _text, ops_files, read_page
-from evalctl.import_problems import CorpusImportError, ProblemLog
-from evalctl.qrels import QrelsSpec, build_citation_qrels
+from evalctl.cli.main import cli
+from evalctl.corpus.importer import import_corpus
+from evalctl.corpus.import_ops import _items, _text, ops_files, read_page
+from evalctl.corpus.import_problems import CorpusImportError, ProblemLog
+from evalctl.corpus.qrels import QrelsSpec, build_citation_qrels
 
 PAGES = Path(__file__).resolve().parents[1] / "samples" / "ops-pizza-1990-2015"
 SEARCH_REPORTS = ("search_report", "international_search")

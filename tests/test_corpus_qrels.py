@@ -8,10 +8,10 @@ from click.testing import CliRunner
 from conftest import ESPACENET
 from corpus_helpers import FIXTURES, isolated_cache  # noqa: F401
 
-from evalctl.cli import cli
-from evalctl.corpus_import import import_corpus
-from evalctl.patent_record import Citation, PatentRecord
-from evalctl.qrels import QrelsSpec, build_citation_qrels, domain_label, split_of
+from evalctl.cli.main import cli
+from evalctl.corpus.importer import import_corpus
+from evalctl.corpus.patent_record import Citation, PatentRecord
+from evalctl.corpus.qrels import QrelsSpec, build_citation_qrels, domain_label, split_of
 
 REAL_PAIRS = {("WO2014193417", "US20130040016"), ("US20140037793", "US8920865"), ("GB2507064", "US20130068830")}
 
@@ -140,7 +140,7 @@ def test_full_espacenet_sample_via_cli():
 def test_known_item_each_patent_finds_itself(espacenet, tmp_path):
     """Every rendering record is a query relevant to itself only; its family's other members are excluded
     from its ranking, the record itself is not; the split follows the family."""
-    from evalctl.qrels import build_qrels
+    from evalctl.corpus.qrels import build_qrels
 
     recs = {r.id: r for r in espacenet.records()}
     wo = recs["WO2014193417"]
@@ -160,7 +160,7 @@ def test_known_item_each_patent_finds_itself(espacenet, tmp_path):
 
 
 def test_known_item_within_views_keeps_patents_every_view_can_find(espacenet, tmp_path):
-    from evalctl.qrels import build_qrels
+    from evalctl.corpus.qrels import build_qrels
 
     grants = import_corpus("uspto", [FIXTURES / "uspto_grants_sample.csv"], name="g").corpus
     q = build_qrels(grants, QrelsSpec(name="ki", source="known_item", within_views=("TA", "TAC")))

@@ -4,11 +4,11 @@ import pytest
 from click.testing import CliRunner
 from corpus_helpers import FIXTURES, isolated_cache  # noqa: F401
 
-from evalctl.cli import cli
-from evalctl.corpus_import import import_corpus
-from evalctl.label_sets import LabelSetSpec, label_matrix, load_label_sets
+from evalctl.cli.main import cli
+from evalctl.corpus.importer import import_corpus
+from evalctl.corpus.label_sets import LabelSetSpec, label_matrix, load_label_sets
 from evalctl.specs import SpecError, build
-from evalctl.views import ViewSpec, load_views, view_coverage
+from evalctl.corpus.views import ViewSpec, load_views, view_coverage
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from corpus_helpers import FIXTURES
-from evalctl.cli import cli
-from evalctl.dashboards import (
+from evalctl.cli.main import cli
+from evalctl.dashboards.objects import (
     INDEX_REF, DashboardsError, import_objects, index_properties, load_templates, saved_objects, to_ndjson,
 )
 from evalctl.indexers.index_layout import IndexSettings, index_body, index_name, text_field, vector_field

@@ -9,10 +9,10 @@ import uuid
 import pytest
 from click.testing import CliRunner
 
-from evalctl.cli import cli
-from evalctl.corpus_import import import_corpus
-from evalctl.corpus_store import CorpusNotFound
-from evalctl.default_corpus import choose_corpus
+from evalctl.cli.main import cli
+from evalctl.corpus.importer import import_corpus
+from evalctl.corpus.store import CorpusNotFound
+from evalctl.corpus.default import choose_corpus
 from corpus_helpers import FIXTURES, isolated_cache  # noqa: F401
 
 SAMPLE = FIXTURES / "uspto_grants_sample.csv"

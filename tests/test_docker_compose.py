@@ -4,7 +4,7 @@ build machines have no Docker engine)."""
 import yaml
 
 from conftest import REPO
-from evalctl.node import load_spec
+from evalctl.opensearch.node import load_spec
 
 
 def compose():

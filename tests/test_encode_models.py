@@ -123,7 +123,7 @@ def test_mpnet_split_zip_package_matches_bare_encode(tmp_path):
 
 def test_cli_encode_over_corpus_and_views(monkeypatch, minilm):
     """The glue to the corpus store and views (stand-ins with the agreed interface)."""
-    from evalctl.cli import cli
+    from evalctl.cli.main import cli
 
     ids, texts = patent_texts(6)
     records = [types.SimpleNamespace(id=i, text=t) for i, t in zip(ids, texts)]
@@ -131,8 +131,8 @@ def test_cli_encode_over_corpus_and_views(monkeypatch, minilm):
     corpus = types.SimpleNamespace(name="grants", path=None, manifest={"content_hash": "abc123"},
                                    records=lambda: iter(records), queries=lambda: iter(()))
     view = types.SimpleNamespace(render=lambda r: r.text)
-    monkeypatch.setitem(sys.modules, "evalctl.views", types.SimpleNamespace(load_views=lambda: {"tac": view}))
-    import evalctl.corpus_store as store
+    monkeypatch.setitem(sys.modules, "evalctl.corpus.views", types.SimpleNamespace(load_views=lambda: {"tac": view}))
+    import evalctl.corpus.store as store
 
     monkeypatch.setattr(store, "load_corpus", lambda name: corpus)
     args = ["encode", "--corpus", "grants", "--model", "all-minilm-l6-v2", "--view", "tac", "--device", "cpu"]

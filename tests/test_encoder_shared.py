@@ -14,6 +14,8 @@ from evalctl.indexers.encoder import Encoder, LazyEncoder, encode_texts
 from evalctl.indexers.model_loader import load_model
 from evalctl.models import get_model
 
+pytestmark = pytest.mark.models
+
 TEXTS = ["A pizza oven with a rotating stone deck heated from below.",
          "Method of folding a pizza box from a single corrugated blank."]
 

@@ -34,7 +34,7 @@ def sum_method():
 
 @pytest.fixture
 def tsv_format():
-    from evalctl.import_formats import IMPORT_FORMATS
+    from evalctl.corpus.formats import IMPORT_FORMATS
 
     IMPORT_FORMATS.register("tsv", toy_tsv_format.open_tsv)  # the one line: "tsv": "<module>:open_tsv"
     yield
@@ -42,7 +42,7 @@ def tsv_format():
 
 
 def _spec(corpus: str, fmt: str, method: str):
-    from evalctl.experiments import CorpusEntry, ExperimentSpec, ModelEntry, RetrievalEntry
+    from evalctl.study.spec import CorpusEntry, ExperimentSpec, ModelEntry, RetrievalEntry
 
     return ExperimentSpec(name="toy", corpora=(CorpusEntry(corpus, fmt, ("x",)),), models=(ModelEntry(MODEL),),
                           retrieval=(RetrievalEntry(corpus, views=("TA",), methods=("dense", method)),),
@@ -52,18 +52,18 @@ def _spec(corpus: str, fmt: str, method: str):
 @pytest.mark.opensearch
 @pytest.mark.models
 def test_toy_fusion_method_runs_natively_everywhere(os_client, private_cache, sum_method):
-    from evalctl.cli import cli
-    from evalctl.corpus_import import import_corpus
+    from evalctl.cli.main import cli
+    from evalctl.corpus.importer import import_corpus
     from evalctl.evaluators.retrieval_methods import fused_methods
     from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec, retrieve
-    from evalctl.evaluators.study import plan
-    from evalctl.experiments import validate
+    from evalctl.study.runner import plan
+    from evalctl.study.spec import validate
     from evalctl.indexers.index_layout import corpus_alias
     from evalctl.indexers.index_loader import index_corpus
     from evalctl.models import get_model
-    from evalctl.qrels import QrelsSpec, build_citation_qrels, load_qrels
+    from evalctl.corpus.qrels import QrelsSpec, build_citation_qrels, load_qrels
     from evalctl.specs import SpecError
-    from evalctl.views import load_views
+    from evalctl.corpus.views import load_views
 
     name = f"toy-{uuid.uuid4().hex[:8]}"
     corpus = import_corpus("native", [write_citation_native(private_cache / "cit.jsonl")], name=name).corpus
@@ -104,9 +104,9 @@ def test_toy_fusion_method_runs_natively_everywhere(os_client, private_cache, su
 
 
 def test_toy_import_format_imports_through_the_cli(private_cache, tsv_format):
-    from evalctl.cli import cli
-    from evalctl.corpus_store import load_corpus
-    from evalctl.experiments import validate
+    from evalctl.cli.main import cli
+    from evalctl.corpus.store import load_corpus
+    from evalctl.study.spec import validate
     from evalctl.specs import SpecError
 
     rows = grants(5)
@@ -124,7 +124,7 @@ def test_toy_import_format_imports_through_the_cli(private_cache, tsv_format):
 
 
 def test_unregistered_names_are_refused_with_the_known_ones():
-    from evalctl.cli import cli
+    from evalctl.cli.main import cli
 
     res = CliRunner().invoke(cli, ["retrieve", "--method", "sum", "--view", "TA"])
     assert res.exit_code == 2 and "'sum' is not one of 'bm25', 'dense', 'hybrid', 'rrf', 'exact'" in res.output
@@ -134,8 +134,8 @@ def test_label_source_and_clustering_rule_are_registry_entries():
     """A label set can read a registered source (here: the publication authority), and clustering can pick
     gold classes by a registered rule; unknown names are refused naming the known ones."""
     from evalctl.evaluators.clustering import RULES, ClusterSettings, single_labels
-    from evalctl.label_sets import LABEL_SOURCES, LabelSetSpec, LabelSource
-    from evalctl.patent_record import PatentRecord
+    from evalctl.corpus.label_sets import LABEL_SOURCES, LabelSetSpec, LabelSource
+    from evalctl.corpus.patent_record import PatentRecord
     from evalctl.specs import SpecError, build
 
     LABEL_SOURCES.register("jurisdiction", LabelSource(lambda r, level: [r.jurisdiction] if r.jurisdiction else [],
@@ -160,8 +160,8 @@ def test_every_registered_entry_resolves():
     """Entries given as "module:attribute" paths import (a moved module must update its registry line)."""
     from evalctl.evaluators.clustering import RULES
     from evalctl.evaluators.retrieval_methods import METHODS, RetrievalMethod
-    from evalctl.import_formats import IMPORT_FORMATS
-    from evalctl.label_sets import LABEL_SOURCES, LabelSource
+    from evalctl.corpus.formats import IMPORT_FORMATS
+    from evalctl.corpus.label_sets import LABEL_SOURCES, LabelSource
 
     assert all(isinstance(m, RetrievalMethod) and m.name == name for name, m in METHODS.items())
     assert all(callable(opener) for _, opener in IMPORT_FORMATS.items())

@@ -9,12 +9,12 @@ import json
 import pytest
 
 from conftest import LENS, USPTO
-from evalctl.corpus_import import import_corpus
-from evalctl.indexers.pairs import LeakageError, Pair, PairError, allocate, build_pairs, check_leakage, held_out
-from evalctl.indexers.recipes import get_recipe, load_recipes
-from evalctl.qrels import QrelsSpec, build_citation_qrels, load_qrels
+from evalctl.corpus.importer import import_corpus
+from evalctl.finetune.pairs import LeakageError, Pair, PairError, allocate, build_pairs, check_leakage, held_out
+from evalctl.finetune.recipes import get_recipe, load_recipes
+from evalctl.corpus.qrels import QrelsSpec, build_citation_qrels, load_qrels
 from evalctl.specs import SpecError
-from evalctl.views import load_views
+from evalctl.corpus.views import load_views
 
 
 
@@ -193,7 +193,7 @@ def test_allocate_by_weight_with_shortfall():
 def test_pairs_command_previews_counts_and_leakage(corpora):
     from click.testing import CliRunner
 
-    from evalctl.cli import cli
+    from evalctl.cli.main import cli
 
     res = CliRunner().invoke(cli, ["pairs", "--recipe", "R1", "--corpus", corpora["native"].name, "-n", "1"])
     assert res.exit_code == 0, res.output

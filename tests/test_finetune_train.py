@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from evalctl.cli import cli
-from evalctl.corpus_import import import_corpus
-from evalctl.indexers.finetune import FinetuneError, finetune
+from evalctl.cli.main import cli
+from evalctl.corpus.importer import import_corpus
+from evalctl.finetune.train import FinetuneError, finetune
 from evalctl.models import get_model, load_models
-from evalctl.qrels import QrelsSpec, build_citation_qrels
+from evalctl.corpus.qrels import QrelsSpec, build_citation_qrels
 from test_finetune_pairs import native_with_citations
 
 pytest.importorskip("datasets", reason="evalctl[finetune] not installed (datasets, peft)")
@@ -74,7 +74,7 @@ def test_tuned_model_indexes_and_transfers(env, os_client):
     from evalctl.evaluators.transfer import transfer
     from evalctl.indexers.index_layout import corpus_alias
     from evalctl.indexers.index_loader import index_corpus, read_manifest
-    from evalctl.views import load_views
+    from evalctl.corpus.views import load_views
 
     corpus, tuned = env["corpus"], env["tuned"].model_id
     views = load_views()
@@ -117,10 +117,10 @@ def test_lora_trains_merges_and_saves_a_plain_model(tmp_path, env):
     from sentence_transformers.models import Pooling, Transformer
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from evalctl.indexers.finetune import add_lora, merge_lora, train
+    from evalctl.finetune.train import add_lora, merge_lora, train
     from evalctl.indexers.model_loader import offline_model_dir
-    from evalctl.indexers.pairs import build_pairs
-    from evalctl.indexers.recipes import LoraSpec, TrainingSpec, get_recipe
+    from evalctl.finetune.pairs import build_pairs
+    from evalctl.finetune.recipes import LoraSpec, TrainingSpec, get_recipe
 
     tok_dir = offline_model_dir(get_model("all-minilm-l6-v2"))
     tiny = tmp_path / "tiny"

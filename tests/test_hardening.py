@@ -19,7 +19,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from evalctl.cli import cli
+from evalctl.cli.main import cli
 
 pytestmark = pytest.mark.opensearch
 
@@ -53,7 +53,7 @@ def outside_listing(root: Path) -> set[str]:
 
 
 def node_url() -> str:
-    from evalctl.connection import load_settings, resolve_url
+    from evalctl.opensearch.connection import load_settings, resolve_url
 
     return resolve_url(load_settings())
 
@@ -135,7 +135,7 @@ def test_secret_in_url_is_never_printed_or_stored(home, pizza, monkeypatch):
 
 
 def test_secret_in_config_is_never_echoed_and_readable_config_warns(home):
-    from evalctl.connection import load_settings
+    from evalctl.opensearch.connection import load_settings
 
     cfg = home / "inside" / "config.yaml"
     cfg.parent.mkdir(parents=True, exist_ok=True)
@@ -145,19 +145,19 @@ def test_secret_in_config_is_never_echoed_and_readable_config_warns(home):
     assert out.exit_code == 2 and "password" in out.output and SECRET not in out.output
     cfg.write_text(yaml.safe_dump({"opensearch": {"url": CLOSED, "username": "u", "password": SECRET}}))
     cfg.chmod(0o644)
-    proc = subprocess.run([sys.executable, "-c", "from evalctl.connection import load_settings; load_settings()"],
+    proc = subprocess.run([sys.executable, "-c", "from evalctl.opensearch.connection import load_settings; load_settings()"],
                           capture_output=True, text=True, env=os.environ.copy())
     assert proc.returncode == 0 and "readable by other users" in proc.stderr and "chmod 600" in proc.stderr
     assert SECRET not in proc.stderr
     cfg.chmod(0o600)
-    proc = subprocess.run([sys.executable, "-c", "from evalctl.connection import load_settings; load_settings()"],
+    proc = subprocess.run([sys.executable, "-c", "from evalctl.opensearch.connection import load_settings; load_settings()"],
                           capture_output=True, text=True, env=os.environ.copy())
     assert proc.returncode == 0 and proc.stderr == ""
     assert load_settings().password == SECRET and SECRET not in repr(load_settings())
 
 
 def test_redact():
-    from evalctl.connection import redact
+    from evalctl.opensearch.connection import redact
 
     assert redact(f"GET https://me:{SECRET}@h:9200/x failed", SECRET) == "GET https://***@h:9200/x failed"
     assert redact(f"value [{SECRET!r}] bad", [SECRET]) == "value *** bad"
@@ -320,7 +320,7 @@ def test_damaged_cache_shard_is_named(home, pizza, damage):
 
 
 def _evalctl(*args):
-    return subprocess.Popen([sys.executable, "-c", "from evalctl.cli import main; main()", *map(str, args)],
+    return subprocess.Popen([sys.executable, "-c", "from evalctl.cli.main import main; main()", *map(str, args)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ.copy())
 
 
@@ -351,7 +351,7 @@ def test_concurrent_identical_reruns(home, pizza):
 
 
 def test_concurrent_identical_imports(home):
-    from evalctl.corpus_store import load_corpus
+    from evalctl.corpus.store import load_corpus
 
     _all_ok([_evalctl("corpus", "import", "--format", "espacenet", "--name", "same", PIZZA) for _ in range(3)])
     assert len(load_corpus("same")) == 12

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from corpus_helpers import isolated_cache  # noqa: F401 - autouse: a private cache per test
-from evalctl.cli import cli
+from evalctl.cli.main import cli
 
 HEADER = "grant_id,patent_title,abstract\n"
 
@@ -35,7 +35,7 @@ def run_import(fmt, *sources, name="c"):
 
 
 def imported(out, name="c"):
-    from evalctl.corpus_store import load_corpus
+    from evalctl.corpus.store import load_corpus
 
     assert out.exit_code == 0, out.output
     corpus = load_corpus(name)
@@ -160,7 +160,7 @@ def test_native_ids_aliases_and_citations_share_one_rule(tmp_path):
     assert ids(corpus) == ["US20170104972", "EP0001234", "x-1", "Q1"]
     out = CliRunner().invoke(cli, ["corpus", "qrels", "c", "--dev-fraction", "0"])
     assert out.exit_code == 0, out.output
-    from evalctl.qrels import load_qrels
+    from evalctl.corpus.qrels import load_qrels
 
     m = load_qrels(corpus, "citations").manifest
     assert (m["citations"], m["citations_resolved"], m["citations_unresolved_like_in_set"]) == (4, 3, 1)
@@ -179,7 +179,7 @@ def test_beir_scores_that_are_not_integers(tmp_path):
     corpus, problems = imported(run_import("beir", root))
     assert len(corpus) == 4
     assert [(p["kind"], p["line"]) for p in problems] == [("malformed_row", 3), ("malformed_row", 5)]
-    from evalctl.qrels import load_qrels
+    from evalctl.corpus.qrels import load_qrels
 
     assert load_qrels(corpus, "given").manifest["pairs"] == 2
 
@@ -197,6 +197,6 @@ def test_dapfam_non_finite_scores(tmp_path):
     corpus, problems = imported(run_import("dapfam", root))
     assert [(p["kind"], p["row"], p["field"]) for p in problems] == [
         ("bad_value", 2, "relevance_score"), ("bad_value", 3, "relevance_score")]
-    from evalctl.qrels import load_qrels
+    from evalctl.corpus.qrels import load_qrels
 
     assert load_qrels(corpus, "given").manifest["pairs"] == 2

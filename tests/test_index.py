@@ -38,7 +38,7 @@ def write_rows(path, n, skip=0):
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     """A private data cache and a corpus of 40 real grants named after this test run."""
-    from evalctl.corpus_import import import_corpus
+    from evalctl.corpus.importer import import_corpus
 
     root = tmp_path_factory.mktemp("evalctl")
     mp = pytest.MonkeyPatch()
@@ -60,7 +60,7 @@ def minilm():
 
 @pytest.fixture(scope="module")
 def views():
-    from evalctl.views import load_views
+    from evalctl.corpus.views import load_views
 
     return load_views()
 
@@ -109,7 +109,7 @@ def test_node_dies_mid_load_then_rerun_completes(os_client, env, minilm, views, 
     from evalctl.indexers.index_layout import BulkSettings, index_name, load_index_settings
     from evalctl.indexers.index_loader import index_corpus
     from evalctl.indexers.index_verify import verify_index
-    from evalctl.node import ManagedNode
+    from evalctl.opensearch.node import ManagedNode
 
     node = ManagedNode()
     if node.running_state() is None:
@@ -158,7 +158,7 @@ def test_queries_find_expected_documents(os_client, env, minilm, views, cleanup)
 
 
 def test_second_model_keeps_first_and_mismatch_is_refused(os_client, env, minilm, views, cleanup):
-    from evalctl.corpus_import import import_corpus
+    from evalctl.corpus.importer import import_corpus
     from evalctl.indexers.index_layout import index_name
     from evalctl.indexers.index_loader import IndexMismatch, index_corpus, read_manifest
     from evalctl.models import get_model
@@ -184,7 +184,7 @@ def test_second_model_keeps_first_and_mismatch_is_refused(os_client, env, minilm
 
 
 def test_cli_index_verify_status(os_client, env, cleanup):
-    from evalctl.cli import cli
+    from evalctl.cli.main import cli
 
     runner = CliRunner()
     r = runner.invoke(cli, ["index", "--corpus", env["name"], "--view", "T", "--view", "TA"])

@@ -22,16 +22,16 @@ def test_tolerance_follows_the_vector_encoder():
 
 @pytest.mark.opensearch
 def test_every_reader_applies_the_same_contract(os_client, tmp_path, monkeypatch):
-    from evalctl.corpus_import import import_corpus
+    from evalctl.corpus.importer import import_corpus
     from evalctl.evaluators.readback import ReadbackError, export_vectors
     from evalctl.evaluators.retrieve import RetrievalError, RetrievalSpec, resolve_index
-    from evalctl.evaluators.study import index_step
+    from evalctl.study.runner import index_step
     from evalctl.indexers.index_contract import IndexUnavailable, inspect_index, open_index
     from evalctl.indexers.index_layout import corpus_alias
     from evalctl.indexers.index_loader import index_corpus
     from evalctl.indexers.index_verify import verify_index
     from evalctl.models import get_model
-    from evalctl.views import load_views
+    from evalctl.corpus.views import load_views
 
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
     name, views = f"contract-{uuid.uuid4().hex[:8]}", load_views()

@@ -9,7 +9,7 @@ import uuid
 import pytest
 from click.testing import CliRunner
 
-from evalctl.cli import cli
+from evalctl.cli.main import cli
 from evalctl.indexers.model_loader import ModelLoadError, require_weights
 from evalctl.models import get_model
 from corpus_helpers import FIXTURES, isolated_cache  # noqa: F401

@@ -7,7 +7,7 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from evalctl.cli import cli
+from evalctl.cli.main import cli
 from evalctl.models import ROLES, TASK_TYPES, get_model, load_models, resolve_prompt
 from evalctl.specs import SpecError
 
@@ -118,7 +118,7 @@ def test_cli_models_list_shows_all_with_size_dim_and_offline():
 
 def test_models_list_shows_registered_fine_tuned_models_marked_with_base_and_recipe(tmp_path, monkeypatch):
     """A spec written by `evalctl finetune` (through its own `register`) is listed beside the configs."""
-    from evalctl.indexers.finetune import register
+    from evalctl.finetune.train import register
     from evalctl.models import registered_dir
 
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))

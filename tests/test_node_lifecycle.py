@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from evalctl.cli import cli
-from evalctl.node import ManagedNode
+from evalctl.cli.main import cli
+from evalctl.opensearch.node import ManagedNode
 
 pytestmark = pytest.mark.opensearch
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from evalctl.node import ManagedNode, NodeError
-from evalctl.node_artifacts import PluginSource, fetch, sources_from_env
+from evalctl.opensearch.node import ManagedNode, NodeError
+from evalctl.opensearch.artifacts import PluginSource, fetch, sources_from_env
 from evalctl.provenance import file_sha256
 
 
@@ -148,7 +148,7 @@ def test_plugin_added_to_assembled_node_installs_on_next_start(served, monkeypat
 def test_cli_refuses_a_mismatched_zip_before_touching_the_node(toy_zip):
     from click.testing import CliRunner
 
-    from evalctl.cli import cli
+    from evalctl.cli.main import cli
 
     res = CliRunner().invoke(cli, ["opensearch", "start", "--plugin-zip", f"{toy_zip}#sha256={'0' * 64}"])
     assert res.exit_code != 0 and "sha256 mismatch" in res.output

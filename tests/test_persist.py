@@ -48,7 +48,7 @@ def test_the_clock_is_utc_iso():
 
 
 def test_register_copies_every_field_of_the_base(tmp_path, monkeypatch):
-    from evalctl.indexers.finetune import register
+    from evalctl.finetune.train import register
     from evalctl.models import get_model
 
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path))
@@ -69,7 +69,7 @@ def test_scoring_stores_nothing_until_asked(tmp_path, monkeypatch):
     from evalctl import results_store
     from evalctl.evaluators.runs import StoredRun
     from evalctl.evaluators.scoring import METRICS, evaluate_run, store_scores
-    from evalctl.qrels import QrelsPair, QrelsQuery, QrelsSet
+    from evalctl.corpus.qrels import QrelsPair, QrelsQuery, QrelsSet
 
     monkeypatch.setenv("EVALCTL_RESULTS", str(tmp_path / "results"))
     qset = QrelsSet("citations", tmp_path, {}, tuple(QrelsQuery(q, "test", None, "corpus", frozenset()) for q in ("q1", "q2")),

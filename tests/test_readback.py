@@ -22,11 +22,11 @@ N_RECORDS = 60
 @pytest.fixture(scope="module")
 def env(tmp_path_factory, os_client):
     """A private cache, a corpus of the first 60 Lens rows, and its MiniLM index on view T."""
-    from evalctl.corpus_import import import_corpus
+    from evalctl.corpus.importer import import_corpus
     from evalctl.indexers.index_layout import corpus_alias
     from evalctl.indexers.index_loader import index_corpus
     from evalctl.models import get_model
-    from evalctl.views import load_views
+    from evalctl.corpus.views import load_views
 
     root = tmp_path_factory.mktemp("readback")
     mp = pytest.MonkeyPatch()
@@ -86,7 +86,7 @@ def test_export_is_reused_until_the_index_changes(os_client, env):
 
 
 def test_commands_end_to_end_and_too_few_examples_reported(os_client, env):
-    from evalctl.cli import cli
+    from evalctl.cli.main import cli
     from evalctl.results_store import iter_results
 
     corpus, runner = env["corpus"], CliRunner()

@@ -63,9 +63,9 @@ def _grants() -> list[dict]:
 
 
 def _citation_corpus(tmp_path: Path):
-    from evalctl.corpus_import import import_corpus
-    from evalctl.import_fields import split_claims
-    from evalctl.qrels import QrelsSpec, build_citation_qrels
+    from evalctl.corpus.importer import import_corpus
+    from evalctl.corpus.import_fields import split_claims
+    from evalctl.corpus.qrels import QrelsSpec, build_citation_qrels
 
     rows = _grants()
     path = tmp_path / "cit.jsonl"
@@ -85,10 +85,10 @@ def _citation_corpus(tmp_path: Path):
 
 
 def test_beir_export_round_trips_through_the_beir_importer(tmp_path):
-    from evalctl.corpus_export import export_landscape, read_beir_export
-    from evalctl.corpus_import import import_corpus
-    from evalctl.qrels import load_qrels
-    from evalctl.views import load_views
+    from evalctl.corpus.export import export_landscape, read_beir_export
+    from evalctl.corpus.importer import import_corpus
+    from evalctl.corpus.qrels import load_qrels
+    from evalctl.corpus.views import load_views
 
     corpus, qset = _citation_corpus(tmp_path)
     views = load_views()
@@ -112,10 +112,10 @@ def test_beir_export_round_trips_through_the_beir_importer(tmp_path):
 def test_dapfam_export_round_trips_through_the_dapfam_importer(tmp_path):
     import pyarrow.parquet as pq
 
-    from evalctl.corpus_export import export_landscape
-    from evalctl.corpus_import import import_corpus
-    from evalctl.qrels import load_qrels
-    from evalctl.views import field_text, load_views
+    from evalctl.corpus.export import export_landscape
+    from evalctl.corpus.importer import import_corpus
+    from evalctl.corpus.qrels import load_qrels
+    from evalctl.corpus.views import field_text, load_views
 
     corpus, qset = _citation_corpus(tmp_path)
     export_landscape(corpus, qset, "dapfam", "TAC", "test", tmp_path / "dapfam", query_view="TA")
@@ -138,7 +138,7 @@ def test_dapfam_export_round_trips_through_the_dapfam_importer(tmp_path):
 
 
 def test_export_names_a_bad_view_or_split(tmp_path):
-    from evalctl.corpus_export import ExportError, export_landscape
+    from evalctl.corpus.export import ExportError, export_landscape
 
     corpus, qset = _citation_corpus(tmp_path)
     with pytest.raises(ExportError, match="unknown view 'XY'"):
@@ -157,9 +157,9 @@ def test_mteb_own_dapfam_tasks_read_the_export_offline(tmp_path, monkeypatch, ta
     title + " " + the rest joined by "\n" with claims as numbered in DAPFAM's claims_text."""
     import datasets
 
-    from evalctl.corpus_export import export_landscape
+    from evalctl.corpus.export import export_landscape
     from evalctl.evaluators.referee import mteb_dapfam_task
-    from evalctl.views import load_views
+    from evalctl.corpus.views import load_views
 
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf"))
     corpus, qset = _citation_corpus(tmp_path)
@@ -202,8 +202,8 @@ def test_trec_eval_agrees_with_evalctl_metrics_including_ties_and_empty_runs():
 
 
 def _ops_landscape(root: Path) -> dict:
-    from evalctl.corpus_import import import_corpus
-    from evalctl.qrels import QrelsSpec, build_citation_qrels
+    from evalctl.corpus.importer import import_corpus
+    from evalctl.corpus.qrels import QrelsSpec, build_citation_qrels
 
     corpus = import_corpus("ops", sorted(OPS_SAMPLE.glob("*.json.gz")), name=f"ref-ops-{uuid.uuid4().hex[:8]}").corpus
     build_citation_qrels(corpus, QrelsSpec(direction="both"))
@@ -211,8 +211,8 @@ def _ops_landscape(root: Path) -> dict:
 
 
 def _uspto_landscape(root: Path) -> dict:
-    from evalctl.corpus_import import import_corpus
-    from evalctl.qrels import QrelsSpec, build_known_item_qrels
+    from evalctl.corpus.importer import import_corpus
+    from evalctl.corpus.qrels import QrelsSpec, build_known_item_qrels
 
     corpus = import_corpus("uspto", [USPTO_SAMPLE], name=f"ref-uspto-{uuid.uuid4().hex[:8]}").corpus
     build_known_item_qrels(corpus, QrelsSpec(name="known-item", source="known_item", within_views=("TA", "C"),

@@ -3,7 +3,7 @@ when a difference is not significant (paired bootstrap CI containing 0)."""
 
 from __future__ import annotations
 
-from evalctl.evaluators.report_findings import RetrievalResult, in_out_finding, paired_delta, recipe_findings, \
+from evalctl.study.findings import RetrievalResult, in_out_finding, paired_delta, recipe_findings, \
     retrieval_findings
 
 Q = [f"q{i}" for i in range(40)]

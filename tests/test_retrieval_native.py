@@ -21,12 +21,12 @@ MODEL = "all-minilm-l6-v2"
 def env(tmp_path_factory, os_client):
     """Private cache; a known-item BEIR corpus (30 grants, view A) and a hand-linked citation corpus
     (11 grants, view TA), both indexed with MiniLM."""
-    from evalctl.corpus_import import import_corpus
+    from evalctl.corpus.importer import import_corpus
     from evalctl.indexers.index_layout import corpus_alias
     from evalctl.indexers.index_loader import index_corpus
     from evalctl.models import get_model
-    from evalctl.qrels import QrelsSpec, build_citation_qrels
-    from evalctl.views import load_views
+    from evalctl.corpus.qrels import QrelsSpec, build_citation_qrels
+    from evalctl.corpus.views import load_views
 
     root = tmp_path_factory.mktemp("retrieval")
     mp = pytest.MonkeyPatch()
@@ -58,7 +58,7 @@ def _retrieve(client, corpus, method, view, **kw):
 def test_self_and_family_are_excluded(os_client, env):
     from evalctl.evaluators.retrieval_queries import knn_body
     from evalctl.indexers.index_layout import index_name, text_field
-    from evalctl.qrels import load_qrels
+    from evalctl.corpus.qrels import load_qrels
 
     excl = load_qrels(env["cit"], "citations").exclusions()
     assert excl["US9000001"] == {"US9000001", "EP3000002"}
@@ -79,8 +79,8 @@ def test_self_and_family_are_excluded(os_client, env):
 def test_known_item_qrels_find_each_patent_from_its_title(os_client, env):
     """Known-item qrels built from the corpus: title queries (query view T) against TA documents find
     each grant first; the family twin with the same text is excluded, the known item is not."""
-    from evalctl.corpus_store import load_corpus
-    from evalctl.qrels import QrelsSpec, build_qrels
+    from evalctl.corpus.store import load_corpus
+    from evalctl.corpus.qrels import QrelsSpec, build_qrels
 
     build_qrels(load_corpus(env["cit"]), QrelsSpec(name="ki", source="known_item", dev_fraction=0.0), overwrite=True)
     for method in ("bm25", "dense", "exact"):
@@ -196,7 +196,7 @@ def test_exact_search_measures_ann_loss(os_client, env):
 
 def test_cli_runs_and_markdown_comparison(os_client, env, tmp_path):
     from evalctl import results_store
-    from evalctl.cli import cli
+    from evalctl.cli.main import cli
 
     runner = CliRunner()
     base = ["retrieve", "--corpus", env["ki"], "--model", MODEL, "--view", "A", "--qrels", "given"]
@@ -223,7 +223,7 @@ def test_cli_runs_and_markdown_comparison(os_client, env, tmp_path):
 
 def test_in_out_and_jurisdiction_breakdowns_cover_the_query_set(os_client, env):
     from evalctl.evaluators.compare import compare_runs, domain_partition, render
-    from evalctl.qrels import load_qrels
+    from evalctl.corpus.qrels import load_qrels
 
     runs = [_retrieve(os_client, env["cit"], m, "TA", split=None, k=20) for m in ("bm25", "dense")]
     rep = compare_runs(runs, n_permutations=200, n_bootstrap=200)

@@ -8,7 +8,7 @@ import pytest
 
 from corpus_helpers import FIXTURES
 from evalctl.indexers.index_layout import IndexSettings, index_body, text_field, vector_field
-from evalctl.search_templates import TEMPLATES, install_templates, template_source
+from evalctl.dashboards.search_templates import TEMPLATES, install_templates, template_source
 
 pytestmark = pytest.mark.opensearch
 

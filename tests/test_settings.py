@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from evalctl.connection import load_settings
+from evalctl.opensearch.connection import load_settings
 from evalctl.specs import SpecError, build
 
 

@@ -38,7 +38,7 @@ def spec_file(tmp_path, tag):
 
 def evalctl_run(path, env, kill_after=None):
     """Run `evalctl run` in a child process; with kill_after, kill it once that many steps finished."""
-    proc = subprocess.Popen([sys.executable, "-c", "from evalctl.cli import main; main()", "run", str(path)],
+    proc = subprocess.Popen([sys.executable, "-c", "from evalctl.cli.main import main; main()", "run", str(path)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     for line in proc.stdout:
@@ -71,7 +71,7 @@ def test_interrupted_run_finishes_only_missing_steps(os_client, tmp_path):
 
 
 def test_bad_spec_names_the_key(tmp_path):
-    from evalctl.cli import cli
+    from evalctl.cli.main import cli
 
     path = spec_file(tmp_path, "x")
     doc = yaml.safe_load(path.read_text())
@@ -88,7 +88,7 @@ def test_bad_spec_names_the_key(tmp_path):
 def test_missing_source_plans_in_dry_run_and_stops_a_run(tmp_path, monkeypatch):
     """A spec whose data is not in place yet: --dry-run still shows the plan and names the missing file;
     a real run refuses before any step, naming the corpus and the path."""
-    from evalctl.cli import cli
+    from evalctl.cli.main import cli
 
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
     path = spec_file(tmp_path, "m")
@@ -118,9 +118,9 @@ def private_spec(os_client, tmp_path, monkeypatch):
 
 def test_expected_scores_ok_and_fail(private_spec):
     """A correct expected value prints OK, a wrong one FAIL (and the run exits non-zero)."""
-    from evalctl.cli import cli
-    from evalctl.evaluators.study import plan
-    from evalctl.experiments import load_experiment
+    from evalctl.cli.main import cli
+    from evalctl.study.runner import plan
+    from evalctl.study.spec import load_experiment
 
     path, doc, pizza = private_spec
     doc["retrieval"] = [{"corpus": pizza, "views": ["T"], "methods": ["bm25"], "split": "test"}]
@@ -146,7 +146,7 @@ def test_expected_scores_ok_and_fail(private_spec):
 def test_report_has_tables_and_plots(private_spec, tmp_path):
     """Citation retrieval with two models of one family (scaling plot), a known-item task on views TA and
     TAC (views heatmap), classification and clustering: every table and PNG is in the report."""
-    from evalctl.cli import cli
+    from evalctl.cli.main import cli
 
     path, doc, pizza = private_spec
     grants = pizza.replace("-pizza", "-grants")
@@ -194,8 +194,8 @@ def test_report_has_tables_and_plots(private_spec, tmp_path):
 
 def test_plan_trains_before_evaluating_tuned_models(tmp_path, monkeypatch):
     """A fine-tuned model enters every task after its training step (pure planning, nothing runs)."""
-    from evalctl.evaluators.study import plan
-    from evalctl.experiments import load_experiment
+    from evalctl.study.runner import plan
+    from evalctl.study.spec import load_experiment
 
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
     path = spec_file(tmp_path, "p")
@@ -219,8 +219,8 @@ def test_plan_guards_fine_tuning_and_filters_models(tmp_path, monkeypatch):
     """Fine-tuning waits for every qrels set a retrieval task reads (its held-out side guards the pairs);
     an entry's `models` limits it to those models and the ones tuned from them; a query view shows in
     the step and its target (pure planning, nothing runs)."""
-    from evalctl.evaluators.study import plan
-    from evalctl.experiments import load_experiment
+    from evalctl.study.runner import plan
+    from evalctl.study.spec import load_experiment
 
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
     path = spec_file(tmp_path, "g")
@@ -249,7 +249,7 @@ def test_plan_guards_fine_tuning_and_filters_models(tmp_path, monkeypatch):
 
 
 def test_shipped_specs_validate():
-    from evalctl.experiments import load_experiment
+    from evalctl.study.spec import load_experiment
 
     quick, study = load_experiment("quickstart"), load_experiment("study")
     assert {c.format for c in study.corpora} == {"lens", "dapfam"}

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalctl.import_problems import ProblemLog, Where
-from evalctl.import_source import RecordStream, Source
-from evalctl.patent_record import PatentRecord
+from evalctl.corpus.import_problems import ProblemLog, Where
+from evalctl.corpus.import_source import RecordStream, Source
+from evalctl.corpus.patent_record import PatentRecord
 
 
 def _records(paths: list[Path], log: ProblemLog) -> RecordStream:

@@ -1,0 +1,1 @@
+"""From index to numbers: native retrieval, fusion, ranx scoring, vector read-back, classification, clustering."""

@@ -1,0 +1,124 @@
+"""`evalctl index`: load, verify and list corpus x model indexes."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from evalctl.errors import UserError
+
+DEFAULT_MODEL_VIEWS = ("TAC",)  # the study's best view; BM25-only indexes take every view
+
+
+def _resolve(corpus_name: str | None, model_id: str | None, view_names: tuple[str, ...]):
+    from evalctl.corpus.store import CorpusNotFound, load_corpus
+    from evalctl.corpus.default import corpus_for_command
+    from evalctl.indexers.index_layout import BM25_ONLY
+    from evalctl.models import get_model
+    from evalctl.corpus.views import load_views
+
+    try:
+        corpus = load_corpus(corpus_for_command(corpus_name))
+    except CorpusNotFound as e:
+        raise UserError(str(e)) from None
+    model = None if model_id in (None, BM25_ONLY) else get_model(model_id)
+    views = load_views()
+    names = view_names or (DEFAULT_MODEL_VIEWS if model else tuple(views))
+    unknown = [v for v in names if v not in views]
+    if unknown:
+        raise UserError(f"unknown view(s) {', '.join(unknown)}; configs/views.yaml has {', '.join(views)}")
+    return corpus, model, views, list(names)
+
+
+@click.group(invoke_without_command=True)
+@click.option("--corpus", "corpus_name", help="Corpus name (from `evalctl corpus import --name`) or folder "
+              "(default: EVALCTL_DEFAULT_CORPUS, `default_corpus` in the config file, else the only imported one).")
+@click.option("--model", "model_id", default=None, help="Model id (`evalctl models list`); omit or `bm25` for text only.")
+@click.option("--view", "view_names", multiple=True, help="View(s) to index (default: TAC with a model, all without).")
+@click.option("--prompt-variant", default=None, help="Named prompt variant of the model (default: the model's).")
+@click.option("--device", default=None, help="Encoding device, e.g. cpu, cuda, cuda:1.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True, help="Encoding batch size.")
+@click.option("--chunk-docs", type=click.IntRange(min=1), default=2000, show_default=True,
+              help="Documents encoded and loaded per step (the unit of resumption).")
+@click.pass_context
+def index(ctx, corpus_name, model_id, view_names, prompt_variant, device, batch_size, chunk_docs) -> None:
+    """Index a corpus: BM25 text per view and the model's vectors per view (resumable)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from evalctl.opensearch.connection import make_client
+    from evalctl.indexers.index_loader import index_corpus
+
+    corpus, model, views, names = _resolve(corpus_name, model_id, view_names)
+    # A node that stops answering is reported by the CLI (cli.explain): loaded chunks are kept and resumed.
+    rep = index_corpus(make_client(), corpus, [views[n] for n in names], model, variant=prompt_variant,
+                       device=device, encode_batch_size=batch_size, chunk_docs=chunk_docs)
+    click.echo(f"{rep.index}: loaded {rep.n_loaded} documents ({rep.docs_per_s:.0f} docs/s), "
+               f"{rep.n_already} already present, corpus has {rep.n_corpus}")
+    for v, n in rep.missing_view.items():
+        if n:
+            click.echo(f"  view {v}: {n} records lack its fields (no text or vector for them)")
+    if rep.failed:
+        shown = "\n  ".join(rep.failed[:20])
+        raise UserError(f"{len(rep.failed)} documents were rejected (rerun to retry them):\n  {shown}")
+
+
+@index.command()
+@click.option("--corpus", "corpus_name", default=None, help="Corpus (default: as for `evalctl index`).")
+@click.option("--model", "model_id", default=None)
+@click.option("--sample", type=int, default=50, show_default=True, help="Vectors per view compared with the cache.")
+def verify(corpus_name, model_id, sample) -> None:
+    """Check document and vector counts, dimensions, and sampled vectors against the embedding cache."""
+    from evalctl.opensearch.connection import make_client
+    from evalctl.indexers.index_verify import verify_index
+
+    corpus, model, views, _ = _resolve(corpus_name, model_id, ())
+    rep = verify_index(make_client(), corpus, views, model, sample=sample)
+    for line in rep.checks:
+        click.echo(f"ok    {line}")
+    for line in rep.problems:
+        click.echo(f"FAIL  {line}")
+    if not rep.ok:
+        raise UserError(f"{rep.index}: {len(rep.problems)} problem(s)")
+    click.echo(f"{rep.index}: verified")
+
+
+@index.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the full manifests as JSON.")
+def status(as_json) -> None:
+    """List evalctl indexes with their manifests, sizes and counts."""
+    from evalctl.opensearch.connection import make_client
+    from evalctl.indexers.index_layout import index_prefix
+    from evalctl.indexers.index_verify import index_status
+
+    rows = index_status(make_client())
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    click.echo(f"index prefix: {index_prefix()} (EVALCTL_INDEX_PREFIX or opensearch.index_prefix in the config)")
+    if not rows:
+        click.echo("no evalctl indexes with this prefix")
+    for r in rows:
+        click.echo(f"{r['index']}  docs={r['docs']}  size={r['size_mb']}MB  corpus={r.get('corpus')}  "
+                   f"model={r.get('model')}@{(r.get('revision') or '-')[:12]}  views={','.join(r.get('views', []))}  "
+                   f"engine={r.get('engine')}  code={r.get('code_version')}")
+
+
+@index.command()
+@click.argument("name")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def delete(name, yes) -> None:
+    """Delete one evalctl index."""
+    from evalctl.opensearch.connection import make_client
+    from evalctl.indexers.index_layout import index_prefix, owned_by_prefix
+    from evalctl.indexers.index_loader import read_manifest
+
+    client = make_client()
+    prefix = index_prefix()
+    if not owned_by_prefix(name, read_manifest(client, name) or {}, prefix):
+        raise UserError(f"{name} is not an evalctl index of prefix {prefix!r} (names start with {prefix}-; "
+                        "another prefix's indexes are deleted with that EVALCTL_INDEX_PREFIX)")
+    if not yes:
+        click.confirm(f"Delete index {name}?", abort=True)
+    client.indices.delete(index=name)
+    click.echo(f"deleted {name}")

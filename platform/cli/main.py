@@ -1,0 +1,179 @@
+"""`evalctl`: a thin click layer; each command calls one library function."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from evalctl.errors import EvalctlError, UserError
+
+
+def main() -> None:
+    try:
+        cli(standalone_mode=True)
+    except EvalctlError as e:  # raised outside any command (e.g. while loading a config)
+        click.echo(f"Error: {_redact(str(e))}", err=True)
+        sys.exit(e.exit_code)
+
+
+def _redact(text: str) -> str:
+    from evalctl.opensearch.connection import redact
+
+    return redact(text, os.environ.get("EVALCTL_OPENSEARCH_PASSWORD"))
+
+
+def _node_url() -> str:
+    from evalctl.opensearch.connection import load_settings, resolve_url
+
+    try:
+        return resolve_url(load_settings())
+    except Exception:  # noqa: BLE001 - only for the message; the original error is what matters
+        return "the configured URL"
+
+
+def explain(e: BaseException) -> tuple[str, int] | None:
+    """The message and exit code for an error evalctl knows (2: bad input, 1: failure); None for a bug."""
+    from opensearchpy.exceptions import AuthenticationException, AuthorizationException, NotFoundError
+    from opensearchpy.exceptions import ConnectionError as OSConnectionError
+
+    from evalctl.opensearch.connection import node_answered
+
+    if isinstance(e, EvalctlError):
+        return str(e), e.exit_code
+    if isinstance(e, OSConnectionError):
+        url = _node_url()
+        if node_answered():
+            return (f"OpenSearch at {url} stopped answering during the command ({e.__class__.__name__}); what was "
+                    "finished before is kept (indexed documents, stored runs and results): start the node again "
+                    "(`evalctl opensearch start`) and rerun the same command to continue", 1)
+        return (f"OpenSearch at {url} does not answer ({e.__class__.__name__}): start it with "
+                "`evalctl opensearch start`, or point EVALCTL_OPENSEARCH_URL at a running cluster", 1)
+    if isinstance(e, NotFoundError):
+        return f"OpenSearch at {_node_url()}: not found ({e.error}); `evalctl index status` lists the indexes", 2
+    if isinstance(e, (AuthenticationException, AuthorizationException)):
+        return (f"OpenSearch at {_node_url()} refused the request ({e.status_code}): set EVALCTL_OPENSEARCH_USER and "
+                "EVALCTL_OPENSEARCH_PASSWORD (or the config file's opensearch: section) to an account allowed "
+                "to manage evalctl-* indexes", 2)
+    if isinstance(e, OSError) and e.filename is not None:
+        return f"{e.filename}: {e.strerror or e}", 1
+    return None
+
+
+class Explained(click.ClickException):
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class EvalctlGroup(click.Group):
+    """Catches every known error of every command once: one message, exit code 2 or 1, no traceback.
+
+    With `evalctl --debug` the original exception (and its traceback) goes through unchanged.
+    """
+
+    def invoke(self, ctx):
+        from evalctl.opensearch.connection import forget_answers
+
+        forget_answers()  # "the node answered earlier" means earlier in this command
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as e:  # UserError and click's own usage errors: only scrubbed
+            e.message = _redact(e.message)
+            raise
+        except (click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as e:
+            known = None if ctx.params.get("debug") else explain(e)
+            if known is None:
+                raise
+            raise Explained(_redact(known[0]), known[1]) from None
+
+
+@click.group(cls=EvalctlGroup)
+@click.version_option(package_name="evalctl")
+@click.option("--debug", is_flag=True, help="Show the full traceback of an error instead of its message.")
+def cli(debug) -> None:
+    """Evaluate patent embeddings on OpenSearch: retrieval, classification, clustering."""
+
+
+# --------------------------------------------------------------------------- opensearch
+
+
+@cli.group()
+def opensearch() -> None:
+    """Manage the local OpenSearch node, or inspect the configured cluster."""
+
+
+@opensearch.command()
+@click.option("--heap", default=None, help="JVM heap, e.g. 1g (default from configs/opensearch.yaml).")
+@click.option("--port", type=int, default=None, help="HTTP port on 127.0.0.1 (default 9200).")
+@click.option("--plugin-zip", "plugin_zips", multiple=True, metavar="PATH|URL[#sha256=HEX]",
+              help="A plugin zip to install (e.g. opensearch-neural-search, not on Maven Central): a local path or an "
+                   "http(s) URL, optionally pinned by sha256. Installed into the node on this start (restarting it).")
+@click.option("--timeout", type=float, default=180.0, show_default=True, help="Seconds to wait for health.")
+def start(heap, port, plugin_zips, timeout) -> None:
+    """Provision (once, from Maven Central) and start the local node."""
+    from evalctl.opensearch.node import ManagedNode, NodeError
+
+    try:
+        st = ManagedNode(heap=heap, http_port=port, plugin_sources=plugin_zips).start(timeout=timeout, echo=click.echo)
+    except NodeError as e:
+        raise UserError(str(e)) from None
+    click.echo(f"OpenSearch {st.version} is up at {st.url} (pid {st.pid}, started in {st.start_seconds}s)")
+    for name, why in st.missing_plugins.items():
+        click.echo(f"  without {name}: {why}")
+
+
+@opensearch.command()
+def status() -> None:
+    """Version, health and installed plugins of the configured cluster."""
+    from evalctl.opensearch.cluster_info import cluster_status
+
+    info = cluster_status()
+    click.echo(f"cluster:  {info['where']}")
+    click.echo(f"url:      {info['url']}")
+    click.echo(f"version:  {info['version']} ({info['distribution']})")
+    click.echo(f"health:   {info['health']} ({info['nodes']} node(s), {info['indices']} indices)")
+    click.echo("plugins:  " + ("" if info["plugins"] else "(none)"))
+    for name, p in info["plugins"].items():
+        click.echo(f"  {name} {p['version']}" + (f"  from {p['source']}" if p.get("source") else ""))
+    if info.get("pid"):
+        click.echo(f"pid:      {info['pid']}  logs: {info['log']}")
+
+
+@opensearch.command()
+def stop() -> None:
+    """Stop the node that `evalctl opensearch start` started (and nothing else)."""
+    from evalctl.opensearch.node import ManagedNode
+
+    pid = ManagedNode().stop()
+    click.echo(f"stopped OpenSearch (pid {pid})" if pid else "no managed OpenSearch node is running")
+
+
+@opensearch.command()
+@click.option("-n", "--lines", type=int, default=50, show_default=True)
+def logs(lines) -> None:
+    """Print the end of the managed node's log."""
+    from evalctl.opensearch.node import ManagedNode
+
+    node = ManagedNode()
+    click.echo(f"# {node.log_file}")
+    click.echo(node.tail_log(lines))
+
+
+# Each command group lives in its own module; registered here so `evalctl --help` lists them all.
+from evalctl.cli.corpus import corpus  # noqa: E402
+from evalctl.cli.dashboards import dashboards  # noqa: E402
+from evalctl.cli.finetune import finetune, pairs, recipes, transfer  # noqa: E402
+from evalctl.cli.index import index  # noqa: E402
+from evalctl.cli.models import encode, models  # noqa: E402
+from evalctl.cli.referee import referee  # noqa: E402
+from evalctl.cli.retrieval import compare, evaluate, fusion_sweep, retrieve  # noqa: E402
+from evalctl.cli.run import report, run  # noqa: E402
+from evalctl.cli.tasks import classify, cluster_cmd, tables, vectors  # noqa: E402
+
+for _command in (corpus, models, encode, index, run, report, dashboards, vectors, classify, cluster_cmd, tables,
+                 finetune, recipes, pairs, transfer, retrieve, evaluate, compare, fusion_sweep, referee):
+    cli.add_command(_command)

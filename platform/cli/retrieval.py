@@ -1,0 +1,198 @@
+"""`evalctl retrieve | evaluate | compare | fusion-sweep`: citation retrieval runs, metrics and tables."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import click
+
+from evalctl.cli.choices import RegistryChoice
+from evalctl.errors import UserError
+from evalctl.evaluators.retrieval_methods import METHODS
+
+FORMATS = {"md": "md", "latex": "tex", "csv": "csv"}
+
+
+@contextlib.contextmanager
+def _user_errors():
+    """Known failures become one-line UserErrors; anything else keeps its traceback."""
+    from evalctl.corpus.store import CorpusNotFound
+    from evalctl.evaluators.compare import NotComparable
+    from evalctl.evaluators.fusion import FusionUnsupported
+    from evalctl.evaluators.retrieve import RetrievalError, SearchFailed
+    from evalctl.evaluators.runs import RunNotFound
+    from evalctl.evaluators.search_pipelines import NeuralSearchMissing
+    from evalctl.indexers.model_loader import ModelLoadError
+    from evalctl.specs import SpecError
+
+    try:
+        yield
+    except (CorpusNotFound, FileNotFoundError, RetrievalError, SearchFailed, RunNotFound, NotComparable,
+            NeuralSearchMissing, FusionUnsupported, SpecError, ModelLoadError) as e:
+        raise UserError(str(e)) from None
+
+
+def _fusion_options(f):
+    for opt in reversed([
+        click.option("--normalization", type=click.Choice(["min_max", "l2", "z_score"]), default="min_max", show_default=True),
+        click.option("--combination", type=click.Choice(["arithmetic_mean", "geometric_mean", "harmonic_mean"]),
+                     default="arithmetic_mean", show_default=True),
+        click.option("--dense-weight", type=float, default=0.5, show_default=True,
+                     help="Weight of the dense sub-query; BM25 gets 1 - this."),
+        click.option("--rank-constant", type=int, default=60, show_default=True, help="RRF k."),
+    ]):
+        f = opt(f)
+    return f
+
+
+def _common(f):
+    for opt in reversed([
+        click.option("--corpus", "corpus_name", default=None,
+                     help="Corpus name or folder (default: the configured default, else the only imported one)."),
+        click.option("--model", "model_id", default=None, help="Model id; omit for BM25 on the text-only index."),
+        click.option("--view", required=True, help="Document view (text_<V> / vec_<V> fields), e.g. TAC."),
+        click.option("--query-view", default=None, help="View of the query patent's text (default: --view)."),
+        click.option("--qrels", "qrels_name", default="citations", show_default=True, help="Qrels set of the corpus."),
+        click.option("--split", default="test", show_default=True, help="Query split: train, dev, test or all."),
+        click.option("--k", type=int, default=100, show_default=True, help="Depth: hits per query (size and knn k)."),
+        click.option("--bm25-max-terms", type=click.IntRange(min=0), default=1000, show_default=True,
+                     help="BM25 query texts are cut to this many terms (Lucene's 1024-clause limit); 0: no cut."),
+        click.option("--prompt-variant", default=None, help="Model prompt variant for the query encoding."),
+        click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True, help="Queries per _msearch."),
+        click.option("--concurrency", type=click.IntRange(min=1), default=2, show_default=True, help="_msearch calls in flight."),
+    ]):
+        f = opt(f)
+    return f
+
+
+def _spec(method, corpus_name, model_id, view, query_view, qrels_name, split, k, bm25_max_terms, prompt_variant,
+          fusion_mode, normalization, combination, dense_weight, rank_constant):
+    from evalctl.corpus.default import corpus_for_command
+    from evalctl.evaluators.retrieve import RetrievalSpec
+    from evalctl.evaluators.search_pipelines import FusionSpec
+
+    corpus_name = corpus_for_command(corpus_name)
+    try:
+        fusion = FusionSpec(METHODS.get(method).technique or "linear", normalization, combination, dense_weight,
+                            rank_constant)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    return RetrievalSpec(corpus=corpus_name, view=view, method=method, model=model_id, query_view=query_view,
+                         qrels=qrels_name, split=None if split == "all" else split, k=k,
+                         bm25_max_terms=bm25_max_terms or None, prompt_variant=prompt_variant,
+                         fusion=fusion, fusion_mode=fusion_mode)
+
+
+def _echo_scores(label: str, scores) -> None:
+    click.echo(f"{label}: {scores.n_queries} queries  " + "  ".join(f"{m}={v:.4f}" for m, v in scores.mean.items()))
+
+
+@click.command()
+@click.option("--method", type=RegistryChoice(METHODS), required=True,
+              help="Retrieval method (registered in evaluators/retrieval_methods.py).")
+@_common
+@_fusion_options
+@click.option("--fusion", "fusion_mode", type=click.Choice(["native", "client"]), default="native", show_default=True,
+              help="hybrid/rrf: neural-search pipeline, or ranx fusion of the BM25 and dense runs (any node).")
+@click.option("--rerun", is_flag=True, help="Search again even if this exact run is stored.")
+def retrieve(method, corpus_name, model_id, view, query_view, qrels_name, split, k, bm25_max_terms, prompt_variant,
+             batch_size, concurrency, normalization, combination, dense_weight, rank_constant, fusion_mode, rerun) -> None:
+    """Run one retrieval method over a qrels split; store the run and its metrics."""
+    from evalctl.opensearch.connection import make_client
+    from evalctl.evaluators.retrieve import RetrievalOptions
+    from evalctl.evaluators.retrieve import retrieve as run_retrieval
+    from evalctl.evaluators.scoring import ann_loss, evaluate_and_store
+
+    spec = _spec(method, corpus_name, model_id, view, query_view, qrels_name, split, k, bm25_max_terms,
+                 prompt_variant, fusion_mode, normalization, combination, dense_weight, rank_constant)
+    client = make_client()
+    with _user_errors():
+        run = run_retrieval(client, spec, RetrievalOptions(batch_size=batch_size, concurrency=concurrency, reuse=not rerun))
+        m = run.manifest
+        click.echo(f"run {run.id}  ({run.result.path})")
+        click.echo(f"  {m.get('n_queries')} queries, {m.get('n_empty')} with no hit, {m.get('n_no_text', 0)} without "
+                   f"{spec.qview} text, depth {spec.k}" + (f", engine took {m['took_ms']} ms" if "took_ms" in m else ""))
+        _echo_scores("  metrics", evaluate_and_store(run))
+        if method == "exact":
+            dense = run_retrieval(client, spec.with_(method="dense"), RetrievalOptions(batch_size=batch_size,
+                                  concurrency=concurrency, progress=False))
+            click.echo("  ANN vs exact: " + "  ".join(f"{k_}={v:.4f}" for k_, v in ann_loss(dense, run).items()))
+
+
+@click.command()
+@click.argument("runs", nargs=-1, required=True)
+@click.option("--domain", type=click.Choice(["IN", "OUT", "UNKNOWN"]), default=None,
+              help="Score against the pairs of this domain only (queries without one are dropped).")
+def evaluate(runs, domain) -> None:
+    """Score stored runs (result folders or ids) with nDCG@10/100, Recall@10/100, MAP@100, MRR@10."""
+    from evalctl.evaluators.runs import load_run
+    from evalctl.evaluators.scoring import evaluate_and_store
+
+    with _user_errors():
+        for ref in runs:
+            run = load_run(ref)
+            _echo_scores(f"{run.id} {run.label}", evaluate_and_store(run, domain=domain))
+
+
+@click.command()
+@click.argument("runs", nargs=-1, required=True)
+@click.option("--baseline", default=None, help="Test every run against this one only (default: all pairs).")
+@click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="md", show_default=True)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Also write comparison.md, .tex and .csv here.")
+@click.option("--test", type=click.Choice(["fisher", "student"]), default="fisher", show_default=True,
+              help="Test behind the markers (both are in the paired-tests table).")
+@click.option("--alpha", type=float, default=0.05, show_default=True)
+@click.option("--permutations", type=int, default=1000, show_default=True)
+@click.option("--bootstrap", "n_bootstrap", type=int, default=1000, show_default=True)
+@click.option("--seed", type=int, default=42, show_default=True)
+def compare(runs, baseline, fmt, out, test, alpha, permutations, n_bootstrap, seed) -> None:
+    """Comparison table of runs: means with 95% CIs, paired tests with Holm correction, IN/OUT and
+    jurisdiction breakdowns."""
+    from evalctl.evaluators.compare import compare_runs, render
+    from evalctl.evaluators.runs import load_run
+
+    with _user_errors():
+        rep = compare_runs([load_run(r) for r in runs], load_run(baseline) if baseline else None, test=test,
+                           alpha=alpha, n_permutations=permutations, n_bootstrap=n_bootstrap, seed=seed)
+    click.echo(render(rep, fmt))
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        for f, ext in FORMATS.items():
+            (out / f"comparison.{ext}").write_text(render(rep, f))
+        click.echo(f"written to {out}/comparison.{{md,tex,csv}}")
+
+
+@click.command("fusion-sweep")
+@_common
+@click.option("--normalization", type=click.Choice(["min_max", "l2", "z_score"]), default="min_max", show_default=True)
+@click.option("--combination", type=click.Choice(["arithmetic_mean", "geometric_mean", "harmonic_mean"]),
+              default="arithmetic_mean", show_default=True)
+@click.option("--weights", default="0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9", show_default=True,
+              help="Dense weights to try on the dev queries.")
+@click.option("--mode", type=click.Choice(["native", "client", "auto"]), default="native", show_default=True,
+              help="native: inline neural-search pipelines; client: ranx fusion of stored runs; auto: native when "
+                   "the node has neural-search, else client.")
+def fusion_sweep(corpus_name, model_id, view, query_view, qrels_name, split, k, bm25_max_terms, prompt_variant,
+                 batch_size, concurrency, normalization, combination, weights, mode) -> None:
+    """Tune the BM25/dense weight on dev queries, report the chosen weight on --split (test)."""
+    from evalctl.opensearch.connection import make_client
+    from evalctl.evaluators.fusion_sweep import fusion_sweep as sweep
+    from evalctl.evaluators.retrieve import RetrievalOptions
+
+    try:
+        grid = [float(w) for w in weights.split(",")]
+    except ValueError:
+        raise UserError(f"--weights {weights!r}: expected comma-separated numbers") from None
+    spec = _spec("hybrid", corpus_name, model_id, view, query_view, qrels_name, split, k, bm25_max_terms,
+                 prompt_variant, "native", normalization, combination, 0.5, 60)
+    with _user_errors():
+        res = sweep(make_client(), spec, grid, mode=None if mode == "auto" else mode,
+                    options=RetrievalOptions(batch_size=batch_size, concurrency=concurrency))
+    click.echo(f"fusion sweep ({res.mode}, {spec.fusion.normalization}/{spec.fusion.combination}), "
+               f"{res.metric} on dev queries:")
+    for p in res.points:
+        click.echo(f"  dense weight {p.dense_weight:.2f}: {p.dev_score:.4f}" + ("  <- chosen" if p.dense_weight == res.best.dense_weight else ""))
+    click.echo(f"{spec.split} queries, dense weight {res.best.dense_weight:.2f}: {res.metric}={res.test_score:.4f}  "
+               f"run {res.test_run.id}")

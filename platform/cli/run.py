@@ -1,0 +1,63 @@
+"""`evalctl run SPEC`: run an experiment spec end to end (resumable)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from evalctl.errors import UserError
+from evalctl.specs import SpecError
+
+
+@click.command()
+@click.argument("spec_name")
+@click.option("--dry-run", is_flag=True, help="Print the plan (what is done, what would run) and stop.")
+def run(spec_name, dry_run) -> None:
+    """Plan and run every step of SPEC (a name in configs/experiments/ or a YAML path)."""
+    from evalctl.study.runner import check_expected, execute, plan
+    from evalctl.study.spec import load_experiment, missing_sources
+
+    try:
+        spec = load_experiment(spec_name)
+        steps = plan(spec)
+    except SpecError as e:
+        raise UserError(str(e)) from None
+    missing = missing_sources(spec)
+    if missing and not dry_run:  # before any step runs: a wrong path is the spec's error, not a failed step
+        raise UserError("\n".join(missing))
+    click.echo(f"experiment {spec.name}: {len(steps)} steps")
+    for line in missing:
+        click.echo(f"missing source (the plan below imports nothing until it is there): {line}")
+    report = execute(steps, echo=click.echo, dry_run=dry_run)
+    if dry_run:
+        return
+    report.checks = check_expected(spec, steps)
+    for line in report.checks:
+        click.echo(line)
+    counts = {s: sum(o.status == s for o in report.outcomes) for s in ("done", "ok", "failed", "skipped")}
+    click.echo(f"summary: {counts['ok']} ran, {counts['done']} already done, {counts['failed']} failed, "
+               f"{counts['skipped']} skipped")
+    for o in report.failed:
+        click.echo(f"  {o.status}: {o.key}: {o.detail.splitlines()[0]}")
+    if not report.ok:
+        raise SystemExit(1)
+
+
+@click.command()
+@click.argument("spec_name")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for report.md, report.html and the PNG plots (default: the results store).")
+@click.option("--force", is_flag=True, help="Rewrite the report even when its inputs are unchanged.")
+def report(spec_name, out, force) -> None:
+    """Write the report of SPEC (Markdown + HTML, PNG plots) from the stored results."""
+    from evalctl.study.report import write_report
+    from evalctl.study.spec import load_experiment
+    from evalctl.results_store import results_root
+
+    try:
+        spec = load_experiment(spec_name)
+    except SpecError as e:
+        raise UserError(str(e)) from None
+    md, page, written = write_report(spec, out or results_root() / "reports" / spec.name, force=force)
+    click.echo(f"report: {page}\n        {md}" + ("" if written else "\n        (up to date: no stored result changed)"))

@@ -1,0 +1,180 @@
+"""`evalctl vectors export`, `evalctl classify`, `evalctl cluster`, `evalctl tables`: the vector tasks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from evalctl.cli.choices import RegistryChoice
+from evalctl.errors import UserError
+
+
+def _resolve(corpus_name: str | None, view_name: str):
+    from evalctl.corpus.store import CorpusNotFound, load_corpus
+    from evalctl.corpus.default import corpus_for_command
+    from evalctl.corpus.views import load_views
+
+    try:
+        corpus = load_corpus(corpus_for_command(corpus_name))
+    except CorpusNotFound as e:
+        raise UserError(str(e)) from None
+    views = load_views()
+    if view_name not in views:
+        raise UserError(f"unknown view {view_name}; configs/views.yaml has {', '.join(views)}")
+    return corpus, views[view_name]
+
+
+def _label_set(name: str, min_support: int | None):
+    import dataclasses
+
+    from evalctl.corpus.label_sets import load_label_sets
+
+    sets = load_label_sets()
+    if name not in sets:
+        raise UserError(f"unknown label set {name!r}; configs/label_sets.yaml has {', '.join(sets)}")
+    return dataclasses.replace(sets[name], min_support=min_support) if min_support else sets[name]
+
+
+def _run(fn, *args, **kwargs):
+    """Call a task function, turning unusable indexes and label sets into one clear message."""
+    from evalctl.evaluators.classification import TooFewExamples
+    from evalctl.evaluators.readback import ReadbackError
+
+    try:
+        return fn(*args, **kwargs)
+    except (ReadbackError, TooFewExamples) as e:
+        raise UserError(str(e)) from None
+
+
+def _settings(cls, **kwargs):
+    try:
+        return cls(**kwargs)
+    except ValueError as e:  # a setting the task's dataclass rejects
+        raise UserError(str(e)) from None
+
+
+def _common(f):
+    for opt in reversed((
+        click.option("--corpus", "corpus_name", default=None,
+                     help="Corpus name or folder (default: the configured default, else the only imported one)."),
+        click.option("--model", "model_id", required=True, help="Model id of the index (`evalctl index status`)."),
+        click.option("--view", "view_name", default="TAC", show_default=True, help="View whose vectors are used."),
+    )):
+        f = opt(f)
+    return f
+
+
+def _label_options(f):
+    for opt in reversed((
+        click.option("--label-set", "label_set", default="cpc_subclass", show_default=True,
+                     help="Label set from configs/label_sets.yaml."),
+        click.option("--min-support", type=int, default=None, help="Override the label set's min_support."),
+        click.option("--seeds", default="0,1,2,3,4", show_default=True, help="Comma-separated seeds."),
+    )):
+        f = opt(f)
+    return f
+
+
+def _seeds(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(s) for s in text.split(",") if s.strip())
+    except ValueError:
+        raise UserError(f"--seeds {text!r}: expected comma-separated integers, e.g. 0,1,2") from None
+
+
+@click.group()
+def vectors() -> None:
+    """Vectors read back from an index."""
+
+
+@vectors.command("export")
+@_common
+@click.option("--force", is_flag=True, help="Export again even when a matching export exists.")
+def export(corpus_name, model_id, view_name, force) -> None:
+    """Stream a view's vectors and codes out of the index into the cache (checked against corpus and cache)."""
+    from evalctl.opensearch.connection import make_client
+    from evalctl.evaluators.readback import export_vectors
+
+    corpus, view = _resolve(corpus_name, view_name)
+    rep = _run(export_vectors, make_client(), corpus, view, model_id, force=force)
+    exp = rep.export
+    how = "reused" if rep.reused else f"streamed in {rep.seconds:.1f}s ({rep.vectors_per_s:.0f} vectors/s)"
+    click.echo(f"{exp.manifest['index']} {exp.manifest['field']}: {len(exp.ids)} x {exp.manifest['dim']} {how}")
+    for line in rep.checks:
+        click.echo(f"ok    {line}")
+    click.echo(f"-> {exp.path}")
+
+
+@click.command()
+@_common
+@_label_options
+@click.option("--test-size", type=float, default=0.2, show_default=True, help="Test share of each split.")
+@click.option("--probe", "probes", multiple=True, type=click.Choice(["logreg", "knn"]),
+              help="Probe(s) to run (default: both).")
+@click.option("--knn-k", type=int, default=5, show_default=True)
+def classify(corpus_name, model_id, view_name, label_set, min_support, seeds, test_size, probes, knn_k) -> None:
+    """Multi-label classification probes (logistic regression, kNN) on the view's vectors."""
+    from evalctl.opensearch.connection import make_client
+    from evalctl.evaluators.classification import ClassifySettings, run_classification
+
+    corpus, view = _resolve(corpus_name, view_name)
+    spec = _label_set(label_set, min_support)
+    settings = _settings(ClassifySettings, seeds=_seeds(seeds), test_size=test_size,
+                    probes=tuple(probes) or ("logreg", "knn"), knn_k=knn_k)
+    res = _run(run_classification, make_client(), corpus, view, model_id, spec, settings)
+    m = res.manifest
+    click.echo(f"{m['index']} view {view.name}, label set {spec.name}: {m['n_records']} records, "
+               f"{m['n_labels']} labels ({len(m['labels_dropped'])} dropped below support {spec.min_support}, "
+               f"{m['n_unlabelled']} records without a kept label), {len(settings.seeds)} splits "
+               f"{1 - test_size:.0%}/{test_size:.0%}")
+    for probe, summary in m["summary"].items():
+        click.echo(f"  {probe:<7}" + "  ".join(f"{k} {100 * v['mean']:.1f} ± {100 * v['sd']:.1f}"
+                                               for k, v in summary.items()))
+    click.echo(f"-> {res.path}")
+
+
+@click.command("cluster")
+@_common
+@_label_options
+@click.option("--rule", type=RegistryChoice("evalctl.evaluators.clustering:RULES"), default="first", show_default=True,
+              help="How a multi-label record gets its one gold class.")
+@click.option("--levels", default="", help="Code levels to score, e.g. section,class,subclass (cpc/ipc sets).")
+def cluster_cmd(corpus_name, model_id, view_name, label_set, min_support, seeds, rule, levels) -> None:
+    """MiniBatchKMeans (k = gold classes) on the view's vectors: V-measure, ARI, NMI, AMI."""
+    from evalctl.opensearch.connection import make_client
+    from evalctl.evaluators.clustering import ClusterSettings, run_clustering
+
+    corpus, view = _resolve(corpus_name, view_name)
+    spec = _label_set(label_set, min_support)
+    settings = _settings(ClusterSettings, seeds=_seeds(seeds), rule=rule,
+                    levels=tuple(lv.strip() for lv in levels.split(",") if lv.strip()))
+    from evalctl.corpus.label_sets import LABEL_SOURCES
+
+    if settings.levels and not LABEL_SOURCES.get(spec.source).levelled:
+        raise UserError(f"--levels: label set {spec.name!r} holds free labels, which have no code levels")
+    res = _run(run_clustering, make_client(), corpus, view, model_id, spec, settings)
+    m = res.manifest
+    click.echo(f"{m['index']} view {view.name}, label set {spec.name}, rule {rule}, {len(settings.seeds)} seeds")
+    for level, s in m["summary"].items():
+        click.echo(f"  {level:<9} n={s['n']} k={s['k']}  " + "  ".join(
+            f"{k} {100 * s[k]['mean']:.1f} ± {100 * s[k]['sd']:.1f}" for k in ("v_measure", "ari", "nmi", "ami")))
+    click.echo(f"-> {res.path}")
+
+
+@click.command()
+@click.option("--task", type=click.Choice(["classification", "clustering"]), required=True)
+@click.option("--corpus", "corpus_name", default=None, help="Only this corpus.")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "csv"]), default="markdown", show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write here, not stdout.")
+def tables(task, corpus_name, fmt, out) -> None:
+    """Classification or clustering results across models and views, with bootstrap 95% CIs."""
+    from evalctl.study.task_tables import task_table, to_csv, to_markdown
+
+    rows = task_table(task, corpus_name)
+    text = to_markdown(rows, task) if fmt == "markdown" else to_csv(rows)
+    if out:
+        out.write_text(text + "\n")
+        click.echo(f"{len(rows)} rows -> {out}")
+    else:
+        click.echo(text)

@@ -1,0 +1,1 @@
+"""Corpus room: import formats -> validated patent records -> the corpus store; qrels, label sets, views."""

@@ -1,0 +1,139 @@
+"""The corpus store: `<cache_root>/corpora/<name>/` with corpus.parquet, manifest.json, problems.jsonl.
+
+Records are written and read in batches, so a 200k-record corpus never has to be in memory as
+objects. The content hash is computed from the records' canonical JSON (not from Parquet bytes, which
+depend on the writer version), so importing the same source twice gives the same hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from evalctl.atomic import write_text
+from evalctl.errors import BadInput
+from evalctl import paths
+from evalctl.corpus.patent_record import PatentRecord
+
+FORMAT_VERSION = 1
+CORPUS_FILE = "corpus.parquet"
+QUERIES_FILE = "queries.parquet"  # query records shipped with a source (BEIR, DAPFAM)
+MANIFEST_FILE = "manifest.json"
+PROBLEMS_FILE = "problems.jsonl"
+
+_CODES = pa.list_(pa.string())
+SCHEMA = pa.schema([
+    ("id", pa.string()), ("jurisdiction", pa.string()), ("kind", pa.string()), ("family_id", pa.string()),
+    ("publication_date", pa.string()), ("priority_date", pa.string()),
+    ("title", pa.string()), ("abstract", pa.string()),
+    ("claims", pa.list_(pa.struct([("text", pa.string()), ("independent", pa.bool_())]))),
+    ("description", pa.string()), ("cpc", _CODES), ("ipc", _CODES),
+    ("citations", pa.list_(pa.struct([("target", pa.string()), ("type", pa.string()), ("direction", pa.string())]))),
+    ("labels", _CODES), ("aliases", _CODES),
+    ("title_lang", pa.string()), ("abstract_lang", pa.string()), ("applicants", _CODES),
+])
+
+
+def corpora_root() -> Path:
+    return paths.cache_root() / "corpora"
+
+
+def canonical_json(record: PatentRecord) -> bytes:
+    return json.dumps(record.to_dict(), sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+class RecordWriter:
+    """Streams records into one Parquet file and hashes them in the order written."""
+
+    def __init__(self, path: Path, batch_size: int = 2000):
+        self.path = path
+        self.count = 0
+        self._hash = hashlib.sha256()
+        self._batch: list[dict] = []
+        self._batch_size = batch_size
+        self._writer = pq.ParquetWriter(path, SCHEMA, compression="zstd")
+
+    def add(self, record: PatentRecord) -> None:
+        self._hash.update(canonical_json(record) + b"\n")
+        self._batch.append(record.to_dict())
+        self.count += 1
+        if len(self._batch) >= self._batch_size:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._batch:
+            self._writer.write_table(pa.Table.from_pylist(self._batch, schema=SCHEMA))
+            self._batch = []
+
+    def close(self) -> str:
+        """Finish the file; returns the content hash ("sha256:<hex>")."""
+        self._flush()
+        self._writer.close()
+        return "sha256:" + self._hash.hexdigest()
+
+
+def iter_records(path: Path, batch_size: int = 2000) -> Iterator[PatentRecord]:
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_size):
+        for d in batch.to_pylist():
+            yield PatentRecord.from_dict(d)
+
+
+@dataclass(frozen=True)
+class Corpus:
+    name: str
+    path: Path
+    manifest: dict
+
+    def records(self) -> Iterator[PatentRecord]:
+        return iter_records(self.path / CORPUS_FILE)
+
+    def queries(self) -> Iterator[PatentRecord]:
+        """Query records shipped with the source (BEIR, DAPFAM); none for citation corpora."""
+        q = self.path / QUERIES_FILE
+        return iter_records(q) if q.exists() else iter(())
+
+    def __len__(self) -> int:
+        return int(self.manifest["record_count"])
+
+    @property
+    def content_hash(self) -> str:
+        return self.manifest["content_hash"]
+
+
+class CorpusNotFound(BadInput, FileNotFoundError):
+    pass
+
+
+def corpus_dir(name_or_path: str | Path) -> Path:
+    """A path to an existing folder is taken as is; anything else is a name under corpora_root()."""
+    p = Path(name_or_path)
+    return p if p.is_dir() or p.is_absolute() or len(p.parts) > 1 else corpora_root() / str(name_or_path)
+
+
+def imported_corpora() -> list[str]:
+    """Names of the corpora in the store, sorted."""
+    return sorted(p.name for p in corpora_root().glob("*") if (p / MANIFEST_FILE).is_file())
+
+
+def load_corpus(name_or_path: str | Path) -> Corpus:
+    d = corpus_dir(name_or_path)
+    manifest_path = d / MANIFEST_FILE
+    if not manifest_path.is_file():
+        known = imported_corpora()
+        raise CorpusNotFound(
+            f"no corpus at {d} (no {MANIFEST_FILE}); import one with `evalctl corpus import`"
+            + (f"; known corpora: {', '.join(known)}" if known else "")
+        )
+    manifest = json.loads(manifest_path.read_text())
+    return Corpus(name=manifest.get("name", d.name), path=d, manifest=manifest)
+
+
+def write_json(path: Path, data) -> None:
+    """Write JSON atomically."""
+    write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")

@@ -1,0 +1,54 @@
+"""What the configured cluster is: version, health, plugins (for `evalctl opensearch status`)."""
+
+from __future__ import annotations
+
+from evalctl.errors import Failure
+from evalctl.opensearch.connection import load_settings, make_client, resolve_url
+from evalctl.opensearch.node import ManagedNode
+
+
+class ClusterUnavailable(Failure, RuntimeError):
+    pass
+
+
+def installed_plugins(client) -> list[str]:
+    return sorted(plugin_versions(client))
+
+
+def plugin_versions(client) -> dict[str, str]:
+    return {p["component"]: p["version"] for p in client.cat.plugins(format="json")}
+
+
+def cluster_status() -> dict:
+    from opensearchpy.exceptions import ConnectionError as OSConnectionError
+    from opensearchpy.exceptions import TransportError
+
+    settings = load_settings()
+    url = resolve_url(settings)
+    client = make_client(settings)
+    info = {"where": settings.describe(), "url": url}
+    try:
+        root = client.info()
+        health = client.cluster.health()
+        info.update(
+            version=root["version"]["number"],
+            distribution=root["version"].get("distribution", "?"),
+            health=health["status"],
+            nodes=health["number_of_nodes"],
+            indices=len(client.cat.indices(format="json")),
+            plugins={n: {"version": v} for n, v in sorted(plugin_versions(client).items())},
+        )
+    except OSConnectionError:
+        raise  # reported by the CLI with the URL and what to do (cli.explain)
+    except TransportError as e:
+        hint = "" if settings.external else " Start it with `evalctl opensearch start`."
+        raise ClusterUnavailable(f"no OpenSearch answers at {url} ({settings.describe()}): {e.__class__.__name__}.{hint}") from None
+    if not settings.external:
+        node = ManagedNode()
+        st = node.running_state()
+        if st:
+            info.update(pid=st.pid, log=str(node.log_file))
+            for name, record in node.installed_plugins().items():  # where each plugin zip came from
+                if name in info["plugins"]:
+                    info["plugins"][name]["source"] = record.get("source") or record.get("zip")
+    return info

@@ -1,0 +1,409 @@
+"""A managed local OpenSearch node: provisioned from Maven Central, cached, run on 127.0.0.1.
+
+Layout under opensearch_home():
+  m2/                      Maven's local repository: the downloads (a second start needs no network)
+  dist/opensearch-<v>/     the assembled distribution (core zip + plugins), created atomically
+  run/                     data/, logs/, opensearch.pid, node.json (what was started, and where)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from evalctl import paths
+from evalctl.atomic import replace_dir, write_text
+from evalctl.opensearch.artifacts import FetchedPlugin, NodeError, PluginSource, fetch, maven_fetch, sources_from_env
+from evalctl.specs import build, load_yaml
+
+
+@dataclass(frozen=True)
+class PluginSpec:
+    name: str
+    # LOCATION[#sha256] as in node_artifacts, `{version}` filled in; None: no public source (a zip must be given)
+    source: str | None = None
+    sha256: str | None = None
+    required: bool = True
+
+    def plugin_source(self) -> PluginSource | None:
+        if self.source is None:
+            return None
+        src = PluginSource.parse(self.source)
+        return PluginSource(src.location, self.sha256 or src.sha256)
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    host: str = "127.0.0.1"
+    http_port: int = 9200
+    transport_port: int = 9300
+    heap: str = "1g"
+    cluster_name: str = "evalctl"
+    service_user: str = "evalctl-os"
+
+
+@dataclass(frozen=True)
+class OpenSearchSpec:
+    version: str
+    min_java: int
+    distribution: str
+    required_modules: tuple[str, ...] = ()
+    plugins: tuple[PluginSpec, ...] = ()
+    node: NodeSettings = field(default_factory=NodeSettings)
+
+
+def load_spec(path: str = "opensearch.yaml") -> OpenSearchSpec:
+    return build(OpenSearchSpec, load_yaml(path), f"configs/{path}")
+
+
+# --------------------------------------------------------------------------- Java
+
+
+def java_major(java_home: Path) -> int | None:
+    java = java_home / "bin" / "java"
+    if not java.exists():
+        return None
+    out = subprocess.run([str(java), "-version"], capture_output=True, text=True).stderr
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', out)
+    if not m:
+        return None
+    major = int(m.group(1))
+    return int(m.group(2)) if major == 1 else major
+
+
+def find_java(min_major: int) -> Path:
+    """EVALCTL_JAVA_HOME if set (must be new enough), else the newest suitable JDK found."""
+    explicit = os.environ.get("EVALCTL_JAVA_HOME")
+    if explicit:
+        v = java_major(Path(explicit))
+        if v is None or v < min_major:
+            raise NodeError(f"EVALCTL_JAVA_HOME={explicit} is not a Java {min_major}+ home (found {v})")
+        return Path(explicit)
+    candidates = [os.environ.get(k) for k in ("OPENSEARCH_JAVA_HOME", "JAVA_HOME")]
+    candidates += [str(p) for p in Path("/usr/lib/jvm").glob("*")] if Path("/usr/lib/jvm").is_dir() else []
+    found = [(java_major(Path(c)), Path(c)) for c in candidates if c]
+    ok = sorted(((v, p) for v, p in found if v and v >= min_major), key=lambda t: t[0], reverse=True)
+    if not ok:
+        raise NodeError(
+            f"OpenSearch needs Java {min_major}+; none found in OPENSEARCH_JAVA_HOME, JAVA_HOME or "
+            f"/usr/lib/jvm. Install a JDK {min_major}+ and set EVALCTL_JAVA_HOME."
+        )
+    return ok[0][1]
+
+
+# --------------------------------------------------------------------------- the node
+
+
+@dataclass
+class NodeState:
+    """What `start` launched; written to run/node.json so status/stop find exactly that process."""
+
+    pid: int
+    url: str
+    version: str
+    distribution: str
+    plugins: list[str]
+    missing_plugins: dict[str, str]
+    started_at: float
+    start_seconds: float
+
+
+class ManagedNode:
+    def __init__(self, spec: OpenSearchSpec | None = None, home: Path | None = None,
+                 heap: str | None = None, http_port: int | None = None,
+                 plugin_sources: tuple[str | Path | PluginSource, ...] = ()):
+        self.spec = spec or load_spec()
+        self.home = home or paths.opensearch_home()
+        s = self.spec.node
+        self.heap = heap or s.heap
+        self.http_port = http_port or s.http_port
+        # The transport port follows the HTTP port so two nodes on one machine do not collide.
+        self.transport_port = s.transport_port + (self.http_port - s.http_port)
+        given = [p if isinstance(p, PluginSource) else PluginSource.parse(str(p)) for p in plugin_sources]
+        self.plugin_sources = tuple(given) + tuple(sources_from_env(os.environ.get("EVALCTL_OPENSEARCH_PLUGIN_ZIPS", "")))
+
+    # paths
+    @property
+    def dist(self) -> Path:
+        return self.home / "dist" / f"opensearch-{self.spec.version}"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.home / "run"
+
+    @property
+    def state_file(self) -> Path:
+        return self.run_dir / "node.json"
+
+    @property
+    def log_file(self) -> Path:
+        return self.run_dir / "logs" / f"{self.spec.node.cluster_name}.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.spec.node.host}:{self.http_port}"
+
+    # provisioning ---------------------------------------------------------
+    def wanted_plugins(self) -> tuple[dict[str, FetchedPlugin], dict[str, str]]:
+        """Each plugin with a source, fetched and hash-checked (given sources win over the config's), and
+        why each configured plugin without one is missing."""
+        fetch_one = lambda src: fetch(src, downloads=self.home / "downloads", m2=self.home / "m2",  # noqa: E731
+                                      version=self.spec.version)
+        wanted = {f.name: f for f in map(fetch_one, self.plugin_sources)}
+        missing: dict[str, str] = {}
+        for p in self.spec.plugins:
+            if p.name in wanted:
+                continue
+            src = p.plugin_source()
+            if src is None:
+                if p.required:
+                    raise NodeError(f"plugin {p.name} is required but configs/opensearch.yaml gives no source")
+                missing[p.name] = ("no public source; pass --plugin-zip PATH|URL[#sha256=HEX] or set "
+                                   "EVALCTL_OPENSEARCH_PLUGIN_ZIPS")
+                continue
+            wanted[p.name] = fetch_one(src)
+        return wanted, missing
+
+    def installed_plugins(self) -> dict[str, dict]:
+        """What the assembled distribution holds: name -> version, source, sha256 (empty when not assembled)."""
+        try:
+            plugins = self.dist_manifest()["plugins"]
+        except FileNotFoundError:
+            return {}
+        # distributions assembled before sources were recorded name only the zip file
+        return {n: v if isinstance(v, dict) else {"zip": v} for n, v in plugins.items()}
+
+    def pending_plugins(self) -> tuple[dict[str, FetchedPlugin], dict[str, str]]:
+        """Plugins to install (absent, or installed from a zip with another hash), and the missing ones."""
+        wanted, missing = self.wanted_plugins()
+        installed = self.installed_plugins()
+        pending = {n: f for n, f in wanted.items()
+                   if n not in installed or installed[n].get("sha256") not in (None, f.sha256)}
+        return pending, {n: why for n, why in missing.items() if n not in installed}
+
+    def provision(self, echo=print) -> Path:
+        """Download (once) and assemble the distribution, then install any plugin not yet in it."""
+        pending, missing = self.pending_plugins()
+        manifest = self.dist / "evalctl-dist.json"
+        if manifest.exists() and not pending:
+            return self.dist
+        java = find_java(self.spec.min_java)
+        if manifest.exists():
+            target, record = self.dist, self.dist_manifest()
+        else:
+            target, record = self._unpack_core(echo), {"version": self.spec.version, "plugins": {}}
+        env = dict(os.environ, OPENSEARCH_JAVA_HOME=str(java))
+        tool = str(target / "bin" / "opensearch-plugin")
+        for name, plugin in pending.items():
+            if name in record["plugins"]:
+                echo(f"Replacing plugin {name} (installed zip differs from {plugin.source})")
+                self._plugin_tool([tool, "remove", name], env, f"removing {name}")
+            echo(f"Installing plugin {name} {plugin.version} from {plugin.source}")
+            self._plugin_tool([tool, "install", "--batch", plugin.path.resolve().as_uri()], env, f"installing {name}")
+            record["plugins"][name] = {"version": plugin.version, "source": str(plugin.source),
+                                       "sha256": plugin.sha256}
+        record.update(missing_plugins=missing, java_home=str(java))
+        write_text(target / "evalctl-dist.json", json.dumps(record, indent=2))
+        if target != self.dist:
+            replace_dir(target, self.dist)  # atomic: a half-assembled distribution is never used
+            shutil.rmtree(target.parent, ignore_errors=True)
+        return self.dist
+
+    def _unpack_core(self, echo) -> Path:
+        m2 = self.home / "m2"
+        version = self.spec.version
+        echo(f"Downloading OpenSearch {version} from Maven Central (cached in {m2}) ...")
+        core_zip = maven_fetch(self.spec.distribution.format(version=version), m2)
+        staging = self.dist.with_name(self.dist.name + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        with zipfile.ZipFile(core_zip) as z:
+            z.extractall(staging)
+        inner = staging / f"opensearch-{version}"
+        for sub in ("bin", "jdk/bin"):
+            for f in (inner / sub).glob("*") if (inner / sub).is_dir() else []:
+                f.chmod(0o755)
+        absent = [m for m in self.spec.required_modules if not (inner / "modules" / m).is_dir()]
+        if absent:
+            raise NodeError(f"{core_zip.name} lacks module(s) {', '.join(absent)}; this version is not supported")
+        return inner
+
+    @staticmethod
+    def _plugin_tool(cmd: list[str], env: dict, what: str) -> None:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise NodeError(f"{what} failed:\n{proc.stdout[-1500:]}{proc.stderr[-1500:]}")
+
+    def dist_manifest(self) -> dict:
+        return json.loads((self.dist / "evalctl-dist.json").read_text())
+
+    # running ---------------------------------------------------------------
+    def read_state(self) -> NodeState | None:
+        try:
+            return NodeState(**json.loads(self.state_file.read_text()))
+        except (FileNotFoundError, json.JSONDecodeError, TypeError):
+            return None
+
+    def is_ours(self, pid: int) -> bool:
+        """True when pid is alive and is an OpenSearch JVM running from our distribution."""
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            return False
+        return "org.opensearch.bootstrap.OpenSearch" in cmdline and str(self.dist) in cmdline
+
+    def running_state(self) -> NodeState | None:
+        st = self.read_state()
+        return st if st and self.is_ours(st.pid) else None
+
+    def start(self, timeout: float = 180.0, echo=print) -> NodeState:
+        st = self.running_state()
+        if st:
+            pending, _ = self.pending_plugins()
+            if not pending:
+                echo(f"OpenSearch already running (pid {st.pid}) at {st.url}")
+                return st
+            echo(f"Restarting OpenSearch (pid {st.pid}) to install {', '.join(pending)}")
+            self.stop()
+        if _port_open(self.spec.node.host, self.http_port):
+            raise NodeError(
+                f"port {self.http_port} on {self.spec.node.host} is taken by a process evalctl did not "
+                "start; use --port, or point EVALCTL_OPENSEARCH_URL at that cluster"
+            )
+        t0 = time.monotonic()
+        self.provision(echo=echo)
+        manifest = self.dist_manifest()
+        java = find_java(self.spec.min_java)
+        for sub in ("data", "logs"):
+            (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
+        pid_file = self.run_dir / "opensearch.pid"
+        pid_file.unlink(missing_ok=True)
+        prefix = self._as_service_user()
+        cmd = prefix + [
+            "env", f"OPENSEARCH_JAVA_HOME={java}", f"OPENSEARCH_JAVA_OPTS=-Xms{self.heap} -Xmx{self.heap}",
+            str(self.dist / "bin" / "opensearch"), "-d", "-p", str(pid_file),
+            "-Ediscovery.type=single-node",
+            f"-Enetwork.host={self.spec.node.host}",
+            f"-Ehttp.port={self.http_port}",
+            f"-Etransport.port={self.transport_port}",
+            f"-Ecluster.name={self.spec.node.cluster_name}",
+            "-Enode.name=evalctl-node",
+            f"-Epath.data={self.run_dir / 'data'}",
+            f"-Epath.logs={self.run_dir / 'logs'}",
+            # Build machines can be short of disk; a watermark would turn indices read-only.
+            "-Ecluster.routing.allocation.disk.threshold_enabled=false",
+        ]
+        echo(f"Starting OpenSearch {self.spec.version} on {self.url} (heap {self.heap}) ...")
+        # The daemonised JVM inherits our stdout/stderr: a pipe would never reach EOF, so use a file.
+        console = self.run_dir / "logs" / "console.out"
+        with open(console, "w") as out:
+            code = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT).returncode
+        if code != 0:
+            raise NodeError(
+                f"OpenSearch failed to start (exit {code}).\n{console.read_text(errors='replace')[-3000:]}\n"
+                f"Logs: {self.log_file}"
+            )
+        pid = self._wait_for_pid(pid_file, timeout)
+        try:
+            wait_healthy(self.url, deadline=t0 + timeout, alive=lambda: self.is_ours(pid))
+        except NodeError as e:
+            raise NodeError(f"{e}\nLogs: {self.log_file}\n{self.tail_log(30)}") from None
+        st = NodeState(
+            pid=pid, url=self.url, version=self.spec.version, distribution=str(self.dist),
+            plugins=sorted(manifest["plugins"]), missing_plugins=manifest.get("missing_plugins", {}),
+            started_at=time.time(), start_seconds=round(time.monotonic() - t0, 1),
+        )
+        self.state_file.write_text(json.dumps(asdict(st), indent=2))
+        return st
+
+    def _wait_for_pid(self, pid_file: Path, timeout: float) -> int:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if pid_file.exists() and pid_file.read_text().strip():
+                return int(pid_file.read_text().strip())
+            time.sleep(0.2)
+        raise NodeError(f"OpenSearch wrote no pid file within {timeout:.0f}s. Logs: {self.log_file}")
+
+    def _as_service_user(self) -> list[str]:
+        """As root, run as the unprivileged service user (created if needed) that owns the home."""
+        if os.geteuid() != 0:
+            return []
+        user = self.spec.node.service_user
+        try:
+            pw = pwd.getpwnam(user)
+        except KeyError:
+            subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", user],
+                           check=True, capture_output=True)
+            pw = pwd.getpwnam(user)
+        blocked = [p for p in self.home.parents if p.exists() and not p.stat().st_mode & 0o001]
+        if blocked:
+            raise NodeError(
+                f"{blocked[0]} is not traversable by user {user}; set EVALCTL_OPENSEARCH_HOME to a "
+                "directory outside it (as root the default is /var/cache/evalctl/opensearch)"
+            )
+        for root, dirs, files in os.walk(self.home):
+            for name in dirs + files:
+                p = os.path.join(root, name)
+                if os.lstat(p).st_uid != pw.pw_uid:
+                    os.lchown(p, pw.pw_uid, pw.pw_gid)
+        os.chown(self.home, pw.pw_uid, pw.pw_gid)
+        return ["runuser", "-u", user, "--"]
+
+    def stop(self, timeout: float = 60.0) -> int | None:
+        """Stop the process `start` launched; returns its pid, or None when none was running."""
+        st = self.read_state()
+        if st is None or not self.is_ours(st.pid):
+            self.state_file.unlink(missing_ok=True)
+            return None
+        os.kill(st.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.is_ours(st.pid):
+            time.sleep(0.2)
+        if self.is_ours(st.pid):
+            os.kill(st.pid, signal.SIGKILL)
+            while self.is_ours(st.pid):
+                time.sleep(0.1)
+        self.state_file.unlink(missing_ok=True)
+        return st.pid
+
+    def tail_log(self, lines: int = 50) -> str:
+        try:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return f"(no log yet at {self.log_file})"
+
+
+def _port_open(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def wait_healthy(url: str, deadline: float, alive=lambda: True) -> dict:
+    """Poll cluster health until yellow/green; fail early if the process died."""
+    last = "no answer"
+    while time.monotonic() < deadline:
+        if not alive():
+            raise NodeError(f"OpenSearch exited during startup (last health check: {last})")
+        try:
+            with urllib.request.urlopen(f"{url}/_cluster/health?wait_for_status=yellow&timeout=5s", timeout=10) as r:
+                health = json.loads(r.read())
+            if health.get("status") in ("yellow", "green"):
+                return health
+            last = health.get("status", "?")
+        except (urllib.error.URLError, ConnectionError, TimeoutError, json.JSONDecodeError) as e:
+            last = str(e)
+            time.sleep(1)
+    raise NodeError(f"OpenSearch at {url} not healthy in time (last: {last})")

@@ -1,0 +1,420 @@
+"""`evalctl run SPEC`: plan every step of an experiment spec, skip what is done, run the rest.
+
+A step is done when its output exists with a matching manifest (corpus hash and source hashes,
+qrels spec, index identity and counts, results-store identity). A failed step is reported and the
+run goes on with the steps that do not depend on it; expected scores are checked at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+from evalctl.study.spec import ExperimentSpec
+
+
+@dataclass
+class Step:
+    key: str  # unique, readable: "index espacenet-pizza all-minilm-l6-v2 [T]"
+    kind: str
+    run: Callable[[], str]  # returns a one-line summary
+    is_done: Callable[[], bool]
+    deps: tuple[str, ...] = ()
+    scores: Callable[[], dict] | None = None  # the stored scores, for expected-score checks and reports
+    target: tuple = ()  # (task, corpus, model, view, method or label set) for expected-score matching
+    ref: Callable[[], str | None] | None = None  # id of the stored run/result behind the scores
+
+
+@dataclass
+class Outcome:
+    key: str
+    status: str  # done (already) | ok | failed | skipped
+    detail: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class RunReport:
+    outcomes: list[Outcome] = field(default_factory=list)
+    checks: list[str] = field(default_factory=list)  # "OK ..." / "FAIL ..."
+
+    @property
+    def failed(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.status in ("failed", "skipped")]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and not any(c.startswith("FAIL") for c in self.checks)
+
+
+# --------------------------------------------------------------------------- steps
+
+
+def import_step(spec: ExperimentSpec, entry) -> Step:
+    from evalctl.corpus.importer import import_corpus, source_files
+    from evalctl.corpus.store import CorpusNotFound, load_corpus
+    from evalctl.provenance import file_sha256
+
+    def sources() -> list:  # resolved when used, so a plan can be shown before the data is in place
+        return [spec.resolve_source(s) for s in entry.sources]
+
+    def is_done() -> bool:
+        try:
+            m = load_corpus(entry.name).manifest
+        except CorpusNotFound:
+            return False
+        return (m["source"]["format"] == entry.format and list(m.get("labels", [])) == list(entry.labels)
+                and m.get("documents", "publication") == entry.documents
+                and [f["sha256"] for f in m["source"]["files"]]
+                == [file_sha256(p) for p in source_files(entry.format, sources())])
+
+    def run() -> str:
+        res = import_corpus(entry.format, sources(), name=entry.name, labels=entry.labels, overwrite=True,
+                            documents=entry.documents)
+        problems = ", ".join(f"{k} {v}" for k, v in res.problem_counts.items()) or "no problems"
+        return f"{len(res.corpus)} records ({problems})"
+
+    return Step(f"import {entry.name}", "import", run, is_done)
+
+
+def qrels_step(spec: ExperimentSpec, entry) -> Step:
+    from evalctl.corpus.store import load_corpus
+    from evalctl.corpus.qrels import build_qrels, load_qrels
+
+    def is_done() -> bool:
+        try:
+            q = load_qrels(entry.name, entry.qrels.name)
+        except FileNotFoundError:
+            return False
+        corpus = load_corpus(entry.name)
+        return q.manifest.get("corpus_hash") == corpus.content_hash and q.manifest.get("spec") == json.loads(
+            json.dumps(asdict(entry.qrels)))
+
+    def run() -> str:
+        q = build_qrels(load_corpus(entry.name), entry.qrels, overwrite=True)
+        return f"{len(q.queries)} queries, {len(q.pairs)} pairs"
+
+    return Step(f"qrels {entry.name} {entry.qrels.name}", "qrels", run, is_done, deps=(f"import {entry.name}",))
+
+
+def index_step(corpus_name: str, model_id: str | None, variant: str | None, views: tuple[str, ...]) -> Step:
+    from evalctl.opensearch.connection import make_client
+    from evalctl.corpus.store import load_corpus
+    from evalctl.indexers.index_contract import inspect_index
+    from evalctl.indexers.index_layout import index_name
+    from evalctl.indexers.index_loader import loaded_ids
+    from evalctl.models import get_model
+    from evalctl.corpus.views import load_views
+
+    def resolve():
+        corpus = load_corpus(corpus_name)
+        model = get_model(model_id) if model_id else None
+        return corpus, model, index_name(corpus.name, model_id)
+
+    def is_done() -> bool:
+        corpus, model, name = resolve()
+        client = make_client()
+        state = inspect_index(client, corpus, model_id, views)
+        meta = state.manifest
+        if state.problems:
+            return False
+        if model and (meta.get("revision") != model.revision
+                      or meta.get("prompt_variant") != (variant or model.default_variant)):
+            return False
+        return len(loaded_ids(client, name, meta["views"])) == len(corpus)
+
+    def run() -> str:
+        from evalctl.indexers.index_loader import index_corpus
+
+        from evalctl.indexers.index_loader import IndexMismatch
+
+        corpus, model, name = resolve()
+        client, all_views = make_client(), load_views()
+        try:
+            rep = index_corpus(client, corpus, [all_views[v] for v in views], model, variant=variant)
+        except IndexMismatch:
+            if not (model and model.lineage):
+                raise  # a configured model's index is the user's to delete
+            # A model this study fine-tuned was retrained (new revision): its old index is stale.
+            client.indices.delete(index=name)
+            rep = index_corpus(client, corpus, [all_views[v] for v in views], model, variant=variant)
+        if rep.failed:
+            raise RuntimeError(f"{len(rep.failed)} documents rejected, e.g. {rep.failed[0]}")
+        return f"{rep.index}: {rep.n_loaded} loaded, {rep.n_already} already there ({rep.docs_per_s:.0f} docs/s)"
+
+    label = model_id or "bm25"
+    return Step(f"index {corpus_name} {label} [{','.join(views)}]", "index", run, is_done,
+                deps=(f"import {corpus_name}",))
+
+
+def finetune_step(spec: ExperimentSpec, entry, base_id: str, recipe_id: str) -> tuple[Step, str]:
+    """Train `base_id` with a recipe on the entry's corpus; returns the step and the tuned model's id.
+    Every qrels set a retrieval task of the spec reads guards the pairs: no dev/test query (nor its family
+    or relevant documents) reaches training. Done when that model is registered from the same corpus
+    version, pair budget, guard and seed."""
+    from evalctl.corpus.store import load_corpus
+    from evalctl.finetune.train import default_model_id, finetune, finetuned_dir
+    from evalctl.finetune.recipes import get_recipe
+    from evalctl.models import registered_dir
+
+    recipe = get_recipe(recipe_id)
+    model_id = default_model_id(base_id, recipe.id, [entry.corpus], entry.match_size)
+    read = sorted({(r.corpus, r.qrels) for r in spec.retrieval})
+    guard = tuple(f"{c}:{q}" for c, q in read)
+
+    def is_done() -> bool:
+        run_file = finetuned_dir(model_id) / "run.json"
+        if not (registered_dir() / f"{model_id}.yaml").is_file() or not run_file.is_file():
+            return False
+        lineage = json.loads(run_file.read_text())["lineage"]
+        training = lineage["training"]
+        return ([c["content_hash"] for c in lineage["corpora"]] == [load_corpus(entry.corpus).content_hash]
+                and lineage["match_size"] == entry.match_size and lineage.get("guard") == list(guard)
+                and all(training[k] == v for k, v in (("max_steps", entry.max_steps), ("batch_size", entry.batch_size))
+                        if v is not None))
+
+    def run() -> str:
+        res = finetune(base_id, recipe.id, [entry.corpus], match_size=entry.match_size, max_steps=entry.max_steps,
+                       batch_size=entry.batch_size, guard=guard, overwrite=True, progress=False)
+        return f"{res.model_id}: {sum(res.pairs['used'].values())} pairs, {res.steps} steps, loss {res.train_loss:.4f}"
+
+    # Wait for the qrels sets this run builds that guard the pairs, or that hold the training corpus's
+    # train-side citations (R1).
+    built = sorted((c.name, c.qrels.name) for c in spec.corpora if c.qrels is not None)
+    qrels_deps = [f"qrels {c} {q}" for c, q in built if (c, q) in read or c == entry.corpus]
+    deps = tuple(dict.fromkeys([f"import {entry.corpus}", *(f"import {c}" for c, _ in read), *qrels_deps]))
+    return Step(f"finetune {model_id}", "finetune", run, is_done, deps=deps), model_id
+
+
+def label_task_step(kind: str, corpus_name: str, model_id: str, view: str, label_set: str, deps: tuple[str, ...]) -> Step:
+    """A classification or clustering result for one corpus x model x view x label set."""
+    from types import SimpleNamespace
+
+    from evalctl import results_store
+    from evalctl.opensearch.connection import make_client
+    from evalctl.corpus.store import load_corpus
+    from evalctl.evaluators.classification import ClassifySettings, result_identity, run_classification
+    from evalctl.evaluators.clustering import ClusterSettings, run_clustering
+    from evalctl.indexers.index_layout import index_name
+    from evalctl.indexers.index_loader import read_manifest
+    from evalctl.corpus.label_sets import load_label_sets
+    from evalctl.corpus.views import load_views
+
+    runner, settings, prefix = ((run_classification, ClassifySettings(), "classify") if kind == "classification"
+                                else (run_clustering, ClusterSettings(), "cluster"))
+    spec = load_label_sets()[label_set]
+
+    def record():
+        """The stored result for the index as it is now (same model revision, vectors, view)."""
+        idx = index_name(corpus_name, model_id)
+        meta = read_manifest(make_client(), idx)
+        if not meta:
+            return None
+        exp = SimpleNamespace(manifest={"index_manifest": meta, "index": idx, "view": view})
+        return results_store.find(kind, corpus_name, result_identity(prefix, exp, spec, asdict(settings)))
+
+    def stored() -> dict:
+        """Mean scores as "<probe or level>/<metric>", e.g. logreg/micro_f1, subclass/v_measure."""
+        res = record()
+        if res is None:
+            return {}
+        return {f"{group}/{metric}": v["mean"] for group, metrics in res.manifest["summary"].items()
+                for metric, v in metrics.items() if isinstance(v, dict)}
+
+    def run() -> str:
+        res = runner(make_client(), load_corpus(corpus_name), load_views()[view], model_id, spec, settings,
+                     progress=False)
+        summary = res.manifest["summary"]
+        if kind == "classification":
+            return "; ".join(f"{p} micro-F1 {100 * v['micro_f1']['mean']:.1f}" for p, v in summary.items())
+        return "; ".join(f"{lv} V {100 * v['v_measure']['mean']:.1f} ARI {100 * v['ari']['mean']:.1f}"
+                         for lv, v in summary.items())
+
+    return Step(f"{prefix} {corpus_name} {model_id} {view} {label_set}", kind, run, lambda: bool(stored()),
+                deps=deps, scores=stored, target=(kind, corpus_name, model_id, view, label_set),
+                ref=lambda: (r := record()) and r.id)
+
+
+def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tuple[str, ...]) -> Step:
+    """One run (retrieve + evaluate). Done when a study-step record for the same corpus version,
+    index identity, qrels and settings holds its scores."""
+    from evalctl import results_store
+    from evalctl.opensearch.connection import make_client
+    from evalctl.corpus.store import load_corpus
+    from evalctl.evaluators.fusion_sweep import fusion_sweep
+    from evalctl.evaluators.retrieval_methods import METHODS
+    from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec, retrieve
+    from evalctl.evaluators.scoring import evaluate_and_store
+    from evalctl.evaluators.search_pipelines import FusionSpec, has_neural_search
+    from evalctl.indexers.index_layout import index_name
+    from evalctl.indexers.index_loader import IDENTITY, read_manifest
+    from evalctl.corpus.qrels import load_qrels
+
+    qview = entry.query_view or view
+    key = f"retrieve {entry.corpus} {model_id or 'bm25'} {view} {method}" + (f" (queries {qview})" if qview != view else "")
+    m = METHODS.get(method)
+    sweep = entry.dense_weights if m.tunable else ()
+
+    def spec(client) -> RetrievalSpec:
+        fusion = FusionSpec(technique=m.technique or "linear", dense_weight=entry.dense_weight)
+        mode = entry.fusion_mode if entry.fusion_mode != "auto" else (
+            "native" if has_neural_search(client) else "client")
+        return RetrievalSpec(corpus=entry.corpus, view=view, method=method, model=model_id, query_view=entry.query_view,
+                             qrels=entry.qrels, split=entry.split, k=entry.k, fusion=fusion, fusion_mode=mode)
+
+    def identity() -> dict:
+        client = make_client()
+        corpus = load_corpus(entry.corpus)
+        meta = read_manifest(client, index_name(entry.corpus, model_id)) or {}
+        return {"name": key.replace(" ", "_"), "corpus_hash": corpus.content_hash,
+                "index": {k: meta.get(k) for k in IDENTITY}, "retrieval": asdict(spec(client)),
+                "qrels_spec": load_qrels(corpus, entry.qrels).manifest.get("spec"),
+                **({"dense_weights_tuned_on_dev": list(sweep)} if sweep else {})}
+
+    def record():
+        return results_store.find("study-step", entry.corpus, identity())
+
+    def stored() -> dict:
+        res = record()
+        return res.manifest["scores"] if res else {}
+
+    def run() -> str:
+        client = make_client()
+        rspec = spec(client)  # one plugin check per step
+        if sweep:
+            res = fusion_sweep(client, rspec, list(sweep), mode=rspec.fusion_mode,
+                               options=RetrievalOptions(progress=False))
+            stored_run, how = res.test_run, f", dense weight {res.best.dense_weight} tuned on dev"
+        else:
+            stored_run, how = retrieve(client, rspec, RetrievalOptions(progress=False)), ""
+        scores = evaluate_and_store(stored_run).mean
+        results_store.write("study-step", entry.corpus, identity(), {},
+                            extra={"scores": scores, "run": stored_run.id, "label": stored_run.label})
+        return (f"{stored_run.label}: nDCG@10 {scores['ndcg@10']:.4f} ({stored_run.manifest['n_queries']} "
+                f"queries{how})")
+
+    return Step(key, "retrieval", run, lambda: bool(stored()), deps=deps, scores=stored,
+                target=("retrieval", entry.corpus, model_id or "bm25", view, method, qview),
+                ref=lambda: (r := record()) and r.manifest["run"])
+
+
+# --------------------------------------------------------------------------- plan and run
+
+
+def plan(spec: ExperimentSpec) -> list[Step]:
+    from evalctl.evaluators.retrieval_methods import METHODS
+    from evalctl.study.spec import ModelEntry
+
+    steps: list[Step] = []
+    for c in spec.corpora:
+        steps.append(import_step(spec, c))
+        if c.qrels is not None:
+            steps.append(qrels_step(spec, c))
+    # Fine-tuned models join every task like the configured ones, after their training step.
+    models = list(spec.models)
+    trained: dict[str, str] = {}  # tuned model id -> its finetune step
+    base_of: dict[str, str] = {}
+    for ft in spec.finetune:
+        for base in ft.models or [m.id for m in spec.models]:
+            for recipe in ft.recipes:
+                step, tuned = finetune_step(spec, ft, base, recipe)
+                steps.append(step)
+                trained[tuned] = step.key
+                base_of[tuned] = base
+                models.append(ModelEntry(tuned))
+
+    def models_of(entry) -> list:  # an entry's `models` (default all) and the models tuned from them
+        return [m for m in models if (entry.include_tuned or m.id not in base_of)
+                and (not entry.models or m.id in entry.models or base_of.get(m.id) in entry.models)]
+
+    # One index per corpus x model, holding every view any task of the spec asks for.
+    wanted: dict[tuple[str, str | None], set[str]] = {}
+    for entry in (*spec.indexes, *spec.retrieval, *spec.classification, *spec.clustering):
+        for m in models_of(entry):
+            wanted.setdefault((entry.corpus, m.id), set()).update(entry.views)
+        if not models:
+            wanted.setdefault((entry.corpus, None), set()).update(entry.views)
+    variants = {m.id: m.prompt_variant for m in models}
+    index_keys = {}
+    for (corpus, model_id), views in wanted.items():
+        step = index_step(corpus, model_id, variants.get(model_id), tuple(sorted(views)))
+        if model_id in trained:
+            step.deps += (trained[model_id],)
+        index_keys[(corpus, model_id)] = step.key
+        steps.append(step)
+    for entry in spec.retrieval:
+        deps = tuple(k for k in (f"qrels {entry.corpus} {entry.qrels}",) if any(s.key == k for s in steps))
+        ids = [m.id for m in models_of(entry)]
+        for view in entry.views:
+            for method in entry.methods:
+                text_only = not METHODS.get(method).vector
+                model_ids = [None] if text_only and not ids else ([ids[0]] if text_only else ids)
+                for model_id in model_ids:  # BM25 needs one run: it reads the text of the first model's index
+                    steps.append(retrieval_step(entry, model_id, view, method,
+                                                deps + (index_keys[(entry.corpus, model_id)],)))
+    for kind, entries in (("classification", spec.classification), ("clustering", spec.clustering)):
+        for entry in entries:
+            for m in models_of(entry):
+                for view in entry.views:
+                    for label_set in entry.label_sets:
+                        steps.append(label_task_step(kind, entry.corpus, m.id, view, label_set,
+                                                     deps=(index_keys[(entry.corpus, m.id)],)))
+    return steps
+
+
+def check_expected(spec: ExperimentSpec, steps: list[Step]) -> list[str]:
+    """OK/FAIL per expected score, as reproduction files in IR do."""
+    lines = []
+    for e in spec.expected:
+        target = (e.task, e.corpus, e.model, e.view, e.method, e.query_view or e.view) if e.task == "retrieval" \
+            else (e.task, e.corpus, e.model, e.view, e.label_set)
+        step = next((s for s in steps if s.target == target), None)
+        got = step.scores().get(e.metric) if step and step.scores else None
+        what = f"{'/'.join(str(t) for t in target)} {e.metric}"
+        if got is None:
+            lines.append(f"FAIL {what}: no score (expected {e.value})")
+        elif abs(got - e.value) <= e.tolerance:
+            lines.append(f"OK   {what}: {got:.4f} (expected {e.value} ± {e.tolerance})")
+        else:
+            lines.append(f"FAIL {what}: {got:.4f}, expected {e.value} ± {e.tolerance}")
+    return lines
+
+
+def execute(steps: list[Step], echo=print, dry_run: bool = False) -> RunReport:
+    report = RunReport()
+    failed: set[str] = set()
+    for i, step in enumerate(steps, 1):
+        prefix = f"[{i}/{len(steps)}] {step.key}"
+        blocked = [d for d in step.deps if d in failed]
+        if blocked:
+            failed.add(step.key)
+            report.outcomes.append(Outcome(step.key, "skipped", f"needs {', '.join(blocked)}"))
+            echo(f"{prefix}: skipped (needs {', '.join(blocked)})")
+            continue
+        try:
+            done = step.is_done()
+        except Exception:  # an unanswerable check means "not done", never a crash of the plan
+            done = False
+        if done:
+            report.outcomes.append(Outcome(step.key, "done"))
+            echo(f"{prefix}: done")
+            continue
+        if dry_run:
+            report.outcomes.append(Outcome(step.key, "planned"))
+            echo(f"{prefix}: to run")
+            continue
+        t0 = time.perf_counter()
+        try:
+            detail = step.run()
+            report.outcomes.append(Outcome(step.key, "ok", detail, time.perf_counter() - t0))
+            echo(f"{prefix}: ok ({time.perf_counter() - t0:.1f}s) {detail}")
+        except Exception as e:  # report and go on: later independent steps still run
+            failed.add(step.key)
+            detail = f"{e.__class__.__name__}: {e}"
+            report.outcomes.append(Outcome(step.key, "failed", detail + "\n" + traceback.format_exc(limit=3),
+                                           time.perf_counter() - t0))
+            echo(f"{prefix}: FAILED {detail}")
+    return report

@@ -1,0 +1,226 @@
+"""Experiment specs (configs/experiments/*.yaml): a whole study as data.
+
+A spec names corpora (with their sources, qrels and label sets), models (with prompt variants),
+retrieval runs, classification and clustering label sets, fine-tuning recipes and, like IR
+reproduction files, expected scores with tolerances. `load_experiment` validates every reference
+(corpus names, model ids, views, label sets, recipes) and names the offending key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from evalctl.corpus.qrels import QrelsSpec
+from evalctl.specs import SpecError, build, configs_dir, load_yaml, package_folder
+
+
+@dataclass(frozen=True)
+class CorpusEntry:
+    name: str
+    format: str  # a name in import_formats.IMPORT_FORMATS
+    sources: tuple[str, ...]
+    qrels: QrelsSpec | None = None
+    labels: tuple[str, ...] = ()  # free landscape labels given to every record at import
+    documents: Literal["publication", "family"] = "publication"  # family: one record per family
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    id: str
+    prompt_variant: str | None = None
+
+
+@dataclass(frozen=True)
+class RetrievalEntry:
+    corpus: str
+    views: tuple[str, ...] = ("TAC",)
+    query_view: str | None = None  # the queries' text; default: each corpus view (DAPFAM's query x corpus views)
+    models: tuple[str, ...] = ()  # default: every model of the spec; models tuned from these join them
+    methods: tuple[str, ...] = ("bm25", "dense")  # names in evaluators/retrieval_methods.METHODS
+    qrels: str = "citations"
+    split: str = "test"
+    k: int = 100
+    # hybrid/rrf: native search pipelines (neural-search; a node without the plugin fails the step),
+    # client-side ranx fusion, or "auto": native, falling back to client fusion on a node without the
+    # plugin (the run's label then says hybrid/client).
+    fusion_mode: Literal["auto", "native", "client"] = "native"
+    dense_weight: float = 0.5
+    # hybrid: tune the dense weight on the dev queries over these values (as `evalctl fusion-sweep`) and
+    # report the chosen one on `split`; () = use dense_weight
+    dense_weights: tuple[float, ...] = ()
+    include_tuned: bool = True  # False: models fine-tuned by this spec do not join this entry
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """An index to build even when no task of the spec reads it (e.g. for ad-hoc search)."""
+
+    corpus: str
+    views: tuple[str, ...] = ("TAC",)
+    models: tuple[str, ...] = ()  # default: every model of the spec; models tuned from these join them
+    include_tuned: bool = True
+
+
+@dataclass(frozen=True)
+class LabelTaskEntry:
+    """Classification or clustering of one corpus's vectors against label sets."""
+
+    corpus: str
+    views: tuple[str, ...] = ("TAC",)
+    label_sets: tuple[str, ...] = ("cpc_subclass",)
+    models: tuple[str, ...] = ()  # default: every model of the spec; models tuned from these join them
+    include_tuned: bool = True
+
+
+
+@dataclass(frozen=True)
+class FinetuneEntry:
+    corpus: str
+    recipes: tuple[str, ...]
+    models: tuple[str, ...] = ()  # default: every model of the spec
+    match_size: int | None = None
+    max_steps: int | None = None
+    batch_size: int | None = None
+
+
+@dataclass(frozen=True)
+class Expected:
+    """An expected score, checked after the run (OK/FAIL), as in Pyserini's reproduction files."""
+
+    task: Literal["retrieval", "classification", "clustering"]
+    corpus: str
+    model: str
+    view: str
+    metric: str
+    value: float
+    tolerance: float = 0.005
+    method: str | None = None  # retrieval
+    query_view: str | None = None  # retrieval with queries in another view than the documents
+    label_set: str | None = None  # classification / clustering
+
+
+@dataclass(frozen=True)
+class ExperimentSpec:
+    name: str
+    corpora: tuple[CorpusEntry, ...]
+    models: tuple[ModelEntry, ...] = ()
+    description: str = ""
+    indexes: tuple[IndexEntry, ...] = ()
+    retrieval: tuple[RetrievalEntry, ...] = ()
+    classification: tuple[LabelTaskEntry, ...] = ()
+    clustering: tuple[LabelTaskEntry, ...] = ()
+    finetune: tuple[FinetuneEntry, ...] = ()
+    expected: tuple[Expected, ...] = ()
+    source_path: str = field(default="", compare=False)
+
+    def corpus(self, name: str) -> CorpusEntry:
+        return next(c for c in self.corpora if c.name == name)
+
+    def resolve_source(self, source: str) -> Path:
+        """A source path as written, else relative to the spec file, else to the folder holding the bundled
+        samples/ (the repository, or the installed package: shipped specs name `samples/...`)."""
+        shipped = package_folder("samples").parent
+        for base in (Path.cwd(), Path(self.source_path).parent, shipped):
+            p = (base / source).resolve()
+            if p.exists():
+                return p
+        raise SpecError(f"{self.source_path}: source {source!r} not found (relative to the working "
+                        f"directory, the spec file or {shipped})")
+
+
+def missing_sources(spec: ExperimentSpec) -> list[str]:
+    """One message per corpus source that cannot be found."""
+    missing = []
+    for c in spec.corpora:
+        for src in c.sources:
+            try:
+                spec.resolve_source(src)
+            except SpecError as e:
+                missing.append(f"corpus {c.name}: {e}")
+    return missing
+
+
+def experiment_path(name_or_path: str) -> Path:
+    p = Path(name_or_path)
+    if p.exists():
+        return p
+    named = configs_dir() / "experiments" / (name_or_path if name_or_path.endswith(".yaml") else f"{name_or_path}.yaml")
+    if named.exists():
+        return named
+    known = sorted(f.stem for f in (configs_dir() / "experiments").glob("*.yaml"))
+    raise SpecError(f"no experiment spec {name_or_path!r}; shipped specs: {', '.join(known)}")
+
+
+def load_experiment(name_or_path: str) -> ExperimentSpec:
+    path = experiment_path(name_or_path)
+    data = load_yaml(path.resolve())
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: expected a mapping at the top level")
+    spec = build(ExperimentSpec, {**data, "source_path": str(path)}, str(path))
+    validate(spec)
+    return spec
+
+
+def validate(spec: ExperimentSpec) -> None:
+    """Check cross-references; every message names the file and the offending entry."""
+    from evalctl.evaluators.retrieval_methods import METHODS
+    from evalctl.corpus.formats import IMPORT_FORMATS
+    from evalctl.corpus.label_sets import load_label_sets
+    from evalctl.models import get_model
+    from evalctl.corpus.views import load_views
+
+    where = spec.source_path
+    names = [c.name for c in spec.corpora]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise SpecError(f"{where}: corpus name(s) {', '.join(sorted(dup))} given twice")
+    for c in spec.corpora:
+        if c.format not in IMPORT_FORMATS:
+            raise SpecError(f"{where}: corpus {c.name}: unknown format {c.format!r} ({', '.join(IMPORT_FORMATS)})")
+    for m in spec.models:
+        try:
+            model = get_model(m.id)
+        except (KeyError, SpecError) as e:
+            raise SpecError(f"{where}: models: {e}") from None
+        if m.prompt_variant and m.prompt_variant not in model.prompt_variants:
+            raise SpecError(f"{where}: model {m.id} has no prompt variant {m.prompt_variant!r}; "
+                            f"it has {', '.join(model.prompt_variants)}")
+    views, label_sets = load_views(), load_label_sets()
+    from evalctl.finetune.recipes import get_recipe
+
+    for i, ft in enumerate(spec.finetune):
+        for r in ft.recipes:
+            try:
+                get_recipe(r)
+            except SpecError as e:
+                raise SpecError(f"{where}: finetune[{i}]: {e}") from None
+    for section in ("indexes", "retrieval", "classification", "clustering", "finetune"):
+        for i, entry in enumerate(getattr(spec, section)):
+            at = f"{where}: {section}[{i}]"
+            if entry.corpus not in names:
+                raise SpecError(f"{at}: corpus {entry.corpus!r} is not among corpora ({', '.join(names)})")
+            for v in (*getattr(entry, "views", ()), *filter(None, [getattr(entry, "query_view", None)])):
+                if v not in views:
+                    raise SpecError(f"{at}: unknown view {v!r} (configs/views.yaml has {', '.join(views)})")
+            for m in entry.models:
+                if m not in {e.id for e in spec.models}:
+                    raise SpecError(f"{at}: model {m!r} is not among models")
+            for m in getattr(entry, "methods", ()):
+                if m not in METHODS:
+                    raise SpecError(f"{at}: unknown method {m!r} ({', '.join(METHODS)})")
+            for ls in getattr(entry, "label_sets", ()):
+                if ls not in label_sets:
+                    raise SpecError(f"{at}: unknown label set {ls!r} ({', '.join(label_sets)})")
+    for c in spec.corpora:
+        for v in c.qrels.within_views if c.qrels else ():
+            if v not in views:
+                raise SpecError(f"{where}: corpus {c.name}: qrels within_views: unknown view {v!r} "
+                                f"(configs/views.yaml has {', '.join(views)})")
+    model_ids = {m.id for m in spec.models}
+    for i, e in enumerate(spec.expected):
+        if e.corpus not in names:
+            raise SpecError(f"{where}: expected[{i}]: corpus {e.corpus!r} is not among corpora")
+        if e.model not in model_ids | {"bm25"} and "+" not in e.model:
+            raise SpecError(f"{where}: expected[{i}]: model {e.model!r} is not among models")
