@@ -1,7 +1,7 @@
 """What an importer hands to the corpus import: streams of records, optional queries and given qrels.
 
 Each format module (import_csv, import_beir, import_dapfam, import_native) turns source files into a
-`Source`; `corpus_import` validates, stores and hashes whatever comes out of it.
+`Source`; `importer` validates, stores and hashes whatever comes out of it.
 """
 
 from __future__ import annotations

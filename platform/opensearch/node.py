@@ -32,7 +32,7 @@ from evalctl.specs import build, load_yaml
 @dataclass(frozen=True)
 class PluginSpec:
     name: str
-    # LOCATION[#sha256] as in node_artifacts, `{version}` filled in; None: no public source (a zip must be given)
+    # LOCATION[#sha256] as in artifacts.py, `{version}` filled in; None: no public source (a zip must be given)
     source: str | None = None
     sha256: str | None = None
     required: bool = True
