@@ -1,8 +1,9 @@
 """Comparison tables: per-system means with bootstrap 95% CIs, paired significance tests with
 Holm-Bonferroni correction, and breakdowns by IN/OUT domain and by query jurisdiction.
 
-Tests come from ranx (`fisher`: approximate randomisation; `student`: paired t-test), both two-sided
-and paired on the per-query values (evaluators/significance.py); ranx applies no correction, so Holm is
+Tests are ranx's (`fisher`: approximate randomisation; `student`: paired t-test), both two-sided and
+paired on the per-query values, run reproducibly through scipy (evaluators/significance.py); no
+correction comes with them, so Holm is
 applied over every comparison of the table (system pairs x metrics) separately for each test. A marker letter on a
 score means: better than the system with that letter, Holm-adjusted p < alpha under the chosen test.
 
@@ -23,8 +24,8 @@ from tabulate import tabulate
 from evalctl.errors import BadInput
 from evalctl.evaluators.runs import StoredRun
 from evalctl.evaluators.scoring import METRICS, PRIMARY, evaluate_run, run_qrels
-from evalctl.evaluators.significance import RANX_TESTS as TESTS
-from evalctl.evaluators.significance import bootstrap_ci, holm, ranx_p_values
+from evalctl.evaluators.significance import RUN_TESTS as TESTS
+from evalctl.evaluators.significance import bootstrap_ci, holm, run_p_values
 from evalctl.corpus.qrels import QrelsSet
 
 DOMAINS = ("IN", "OUT", "UNKNOWN")
@@ -115,9 +116,7 @@ def compare_runs(runs: list[StoredRun], baseline: StoredRun | None = None, metri
     base = systems[0] if baseline is not None else None
     keys = [(a, b, m) for i, a in enumerate(systems) for b in systems[i + 1:] for m in metrics
             if base is None or a == base]
-    rankings = {s: r.ranking for s, r in zip(systems, runs)}
-    raw = {t: ranx_p_values(qrels, rankings, keys, t, n_permutations=n_permutations, alpha=alpha, seed=seed)
-           for t in TESTS}
+    raw = {t: run_p_values(values, keys, t, n_permutations=n_permutations, seed=seed) for t in TESTS}
     adjusted = {t: holm(raw[t]) for t in TESTS}
     pairs = []
     for j, (a, b, m) in enumerate(keys):

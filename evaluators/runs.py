@@ -66,7 +66,7 @@ def from_json(text: str) -> Ranking:
 
 def as_ranx(ranking: Ranking, name: str, scores: Literal["rank", "engine"] = "rank") -> Run:
     """A ranx Run: "rank" scores (n, n-1, ... 1) pin our tie order for scoring; "engine" keeps scores."""
-    from ranx import Run  # only significance tests and the reference checks need ranx (and its JIT)
+    from ranx import Run  # ranx interop and the reference checks (tests): scoring needs no ranx or its JIT
 
     if scores == "rank":
         data = {q: {d: float(len(docs) - i) for i, (d, _) in enumerate(docs)} for q, docs in ranking.items()}

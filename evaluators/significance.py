@@ -1,8 +1,12 @@
 """Every significance test and interval evalctl reports, in one place: paired tests on per-query (or
 per-split) values, Holm-Bonferroni correction, percentile-bootstrap CIs of a mean.
 
-- `ranx_p_values`: ranx's paired tests between runs (`fisher`: approximate randomisation; `student`:
-  paired t-test), two-sided, on ranx's own per-query metric values (evalctl compare)
+- `run_p_values`: the paired tests of evalctl compare and the report (`fisher`: approximate randomisation,
+  Smucker et al. CIKM'07; `student`: paired t-test), two-sided, on per-query metric values. ranx defines
+  both; evalctl runs them through scipy (`permutation_test` with sign flips, `ttest_rel`, which is ranx's own
+  t-test) because ranx's randomisation test is not reproducible: its parallel numba workers ignore the
+  seed, so two calls on the same runs gave p 0.61 and 0.65 and the report's significance letters changed
+  from run to run. tests/test_significance.py holds them against ranx.
 - `paired_p`: scipy's Wilcoxon signed-rank, paired t or permutation test on two value arrays (transfer)
 - `holm`: the correction (neither ranx nor scipy applies one); `bootstrap_ci`: scipy.stats.bootstrap
 """
@@ -15,9 +19,8 @@ from typing import Literal
 import numpy as np
 from scipy import stats
 
-from evalctl.evaluators.runs import Ranking, as_ranx
 
-RANX_TESTS = ("fisher", "student")
+RUN_TESTS = ("fisher", "student")
 PairedTest = Literal["wilcoxon", "student", "permutation"]
 
 
@@ -45,19 +48,29 @@ def bootstrap_ci(values, n_resamples: int = 10_000, seed: int = 0) -> tuple[floa
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
-def ranx_p_values(qrels: Mapping[str, Mapping[str, int]], rankings: Mapping[str, Ranking],
-                  keys: Sequence[tuple[str, str, str]], test: str, *, n_permutations: int, alpha: float,
-                  seed: int) -> list[float]:
-    """Raw two-sided p of ranx's `test` for each (system a, system b, metric) of `keys`, on the qrels'
-    queries (a query a run misses scores 0). Identical per-query values give the t-test a nan p: no
-    evidence of a difference, so p = 1."""
-    from ranx import Qrels, compare  # ranx compiles its kernels on first use: only when tests are asked
+def run_p_values(values: Mapping[str, Mapping[str, np.ndarray]], keys: Sequence[tuple[str, str, str]], test: str,
+                 *, n_permutations: int, seed: int) -> list[float]:
+    """Raw two-sided p of `test` for each (system a, system b, metric) of `keys`; `values[system][metric]` holds
+    per-query scores in one query order (a query a run misses scores 0). Runs that never differ get p = 1."""
+    out = []
+    for a, b, m in keys:
+        x, y = np.asarray(values[a][m], dtype=float), np.asarray(values[b][m], dtype=float)
+        if len(x) < 2 or np.array_equal(x, y):
+            out.append(1.0)
+        elif test == "fisher":
+            res = stats.permutation_test((x, y), _mean_difference, permutation_type="samples", vectorized=True,
+                                         n_resamples=n_permutations, random_state=seed)
+            out.append(float(res.pvalue))
+        elif test == "student":
+            p = float(stats.ttest_rel(x, y).pvalue)
+            out.append(1.0 if np.isnan(p) else p)  # constant differences: no variance, no evidence
+        else:
+            raise ValueError(f"unknown test {test!r}; one of {', '.join(RUN_TESTS)}")
+    return out
 
-    runs = [as_ranx({q: r.get(q, []) for q in qrels}, s) for s, r in rankings.items()]
-    metrics = list(dict.fromkeys(m for _, _, m in keys))
-    rep = compare(Qrels(qrels), runs, metrics, stat_test=test, n_permutations=n_permutations, max_p=alpha,
-                  random_seed=seed, make_comparable=True)
-    return [1.0 if np.isnan(p := float(rep.comparisons[a, b][m]["p_value"])) else p for a, b, m in keys]
+
+def _mean_difference(x, y, axis):
+    return np.mean(x - y, axis=axis)
 
 
 def paired_p(a: np.ndarray, b: np.ndarray, test: PairedTest, seed: int = 42) -> float:
