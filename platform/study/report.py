@@ -251,7 +251,7 @@ def _recipes(report: Report, pairs: list[dict]) -> None:
 
 def _findings(report: Report, steps, runs: dict, pairs: list[dict]) -> None:
     """The report's opening: findings computed from the stored results, each naming its runs/results."""
-    from evalctl.evaluators import report_findings as rf
+    from evalctl.study import findings as rf
     from evalctl.evaluators.runs import load_run
     from evalctl.evaluators.scoring import PRIMARY, evaluate_run
 
