@@ -2,7 +2,7 @@
 Holm-Bonferroni correction, and breakdowns by IN/OUT domain and by query jurisdiction.
 
 Tests are ranx's (`fisher`: approximate randomisation; `student`: paired t-test), both two-sided and
-paired on the per-query values, run reproducibly through scipy (evaluators/significance.py); no
+paired on the per-query values, run reproducibly by evalctl (evaluators/significance.py); no
 correction comes with them, so Holm is
 applied over every comparison of the table (system pairs x metrics) separately for each test. A marker letter on a
 score means: better than the system with that letter, Holm-adjusted p < alpha under the chosen test.

@@ -6,7 +6,9 @@ the wrong type is reported the same way everywhere: with the file and the dotted
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import functools
 import importlib.util
 import os
 import types
@@ -46,10 +48,20 @@ def configs_dir() -> Path:
 
 
 def load_yaml(path: str | Path) -> Any:
-    """Parse a YAML file; a relative path is taken inside configs_dir()."""
+    """Parse a YAML file; a relative path is taken inside configs_dir(). Parsed once per process while the
+    file is unchanged (a study plan reads the same configs for every step); callers get their own copy."""
     p = Path(path)
     if not p.is_absolute():
         p = configs_dir() / p
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise SpecError(f"config file not found: {p}") from None
+    return copy.deepcopy(_parsed(p, st.st_mtime_ns, st.st_size))
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(p: Path, mtime_ns: int, size: int) -> Any:
     try:
         with open(p, encoding="utf-8") as f:
             return yaml.safe_load(f)

@@ -339,11 +339,21 @@ def list_qrels(corpus: Corpus) -> list[str]:
     return sorted(p.name for p in root.glob("*") if (p / "manifest.json").is_file()) if root.is_dir() else []
 
 
-def load_qrels(corpus: Corpus | str | Path, name: str) -> QrelsSet:
-    corpus = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
+def _qrels_dir(corpus: Corpus, name: str) -> Path:
     d = qrels_root(corpus) / name
     if not (d / "manifest.json").is_file():
         raise FileNotFoundError(f"corpus {corpus.name!r} has no qrels set {name!r}; has: {', '.join(list_qrels(corpus)) or 'none'}")
+    return d
+
+
+def qrels_manifest(corpus: Corpus, name: str) -> dict:
+    """The qrels set's manifest alone (how it was built), without reading its queries and pairs."""
+    return json.loads((_qrels_dir(corpus, name) / "manifest.json").read_text())
+
+
+def load_qrels(corpus: Corpus | str | Path, name: str) -> QrelsSet:
+    corpus = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
+    d = _qrels_dir(corpus, name)
     queries = tuple(QrelsQuery(q["id"], q["split"], q["jurisdiction"], q["source"], frozenset(q["exclude"]))
                     for q in pq.read_table(d / "queries.parquet").to_pylist())
     pairs = tuple(QrelsPair(**p) for p in pq.read_table(d / "pairs.parquet").to_pylist())

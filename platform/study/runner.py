@@ -251,7 +251,7 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
     from evalctl.evaluators.search_pipelines import FusionSpec, has_neural_search
     from evalctl.indexers.index_layout import index_name
     from evalctl.indexers.index_loader import IDENTITY, read_manifest
-    from evalctl.corpus.qrels import load_qrels
+    from evalctl.corpus.qrels import qrels_manifest
 
     qview = entry.query_view or view
     key = f"retrieve {entry.corpus} {model_id or 'bm25'} {view} {method}" + (f" (queries {qview})" if qview != view else "")
@@ -271,7 +271,7 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
         meta = read_manifest(client, index_name(entry.corpus, model_id)) or {}
         return {"name": key.replace(" ", "_"), "corpus_hash": corpus.content_hash,
                 "index": {k: meta.get(k) for k in IDENTITY}, "retrieval": asdict(spec(client)),
-                "qrels_spec": load_qrels(corpus, entry.qrels).manifest.get("spec"),
+                "qrels_spec": qrels_manifest(corpus, entry.qrels).get("spec"),
                 **({"dense_weights_tuned_on_dev": list(sweep)} if sweep else {})}
 
     def record():
