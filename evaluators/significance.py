@@ -7,7 +7,8 @@ per-split) values, Holm-Bonferroni correction, percentile-bootstrap CIs of a mea
   because ranx's randomisation test is not reproducible: its parallel numba workers ignore the
   seed, so two calls on the same runs gave p 0.61 and 0.65 and the report's significance letters changed
   from run to run. tests/test_significance.py holds them against ranx.
-- `paired_p`: scipy's Wilcoxon signed-rank, paired t or permutation test on two value arrays (transfer)
+- `paired_p`: Wilcoxon signed-rank (scipy), paired t or the randomisation test on two value arrays (transfer;
+  `run_p_values` calls it for every pair of a comparison table)
 - `holm`: the correction (neither ranx nor scipy applies one); `bootstrap_ci`: scipy.stats.bootstrap
 """
 
@@ -50,21 +51,12 @@ def bootstrap_ci(values, n_resamples: int = 10_000, seed: int = 0) -> tuple[floa
 
 def run_p_values(values: Mapping[str, Mapping[str, np.ndarray]], keys: Sequence[tuple[str, str, str]], test: str,
                  *, n_permutations: int, seed: int) -> list[float]:
-    """Raw two-sided p of `test` for each (system a, system b, metric) of `keys`; `values[system][metric]` holds
-    per-query scores in one query order (a query a run misses scores 0). Runs that never differ get p = 1."""
-    out = []
-    for a, b, m in keys:
-        x, y = np.asarray(values[a][m], dtype=float), np.asarray(values[b][m], dtype=float)
-        if len(x) < 2 or np.array_equal(x, y):
-            out.append(1.0)
-        elif test == "fisher":
-            out.append(_randomisation_p(y - x, n_permutations, seed))
-        elif test == "student":
-            p = float(stats.ttest_rel(x, y).pvalue)
-            out.append(1.0 if np.isnan(p) else p)  # constant differences: no variance, no evidence
-        else:
-            raise ValueError(f"unknown test {test!r}; one of {', '.join(RUN_TESTS)}")
-    return out
+    """Raw two-sided p of `test` (RUN_TESTS) for each (system a, system b, metric) of `keys`;
+    `values[system][metric]` holds per-query scores in one query order (a query a run misses scores 0)."""
+    if test not in RUN_TESTS:
+        raise ValueError(f"unknown test {test!r}; one of {', '.join(RUN_TESTS)}")
+    paired: PairedTest = "permutation" if test == "fisher" else "student"
+    return [paired_p(values[a][m], values[b][m], paired, seed, n_permutations) for a, b, m in keys]
 
 
 def _randomisation_p(d: np.ndarray, n_permutations: int, seed: int, chunk: int = 100) -> float:
@@ -81,14 +73,14 @@ def _randomisation_p(d: np.ndarray, n_permutations: int, seed: int, chunk: int =
     return hits / n_permutations
 
 
-def paired_p(a: np.ndarray, b: np.ndarray, test: PairedTest, seed: int = 42) -> float:
+def paired_p(a: np.ndarray, b: np.ndarray, test: PairedTest, seed: int = 42, n_permutations: int = 10_000) -> float:
     """Two-sided p-value of a paired test on per-query scores; 1.0 when the two never differ."""
-    if len(a) < 2 or np.allclose(a, b):
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if len(a) < 2 or np.array_equal(a, b):
         return 1.0
     if test == "wilcoxon":
         return float(stats.wilcoxon(a, b).pvalue)  # zero differences dropped (the classic test)
     if test == "student":
-        return float(stats.ttest_rel(a, b).pvalue)
-    res = stats.permutation_test((a, b), lambda x, y: np.mean(x - y), permutation_type="samples",
-                                 n_resamples=10_000, random_state=seed)
-    return float(res.pvalue)
+        p = float(stats.ttest_rel(a, b).pvalue)
+        return 1.0 if np.isnan(p) else p  # constant differences: no variance, no evidence
+    return _randomisation_p(b - a, n_permutations, seed)
