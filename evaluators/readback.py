@@ -1,9 +1,11 @@
 """`evalctl vectors export`: every document's vector and codes for one view, read back from its index.
 
 Vectors are streamed from a point-in-time with `search_after` on the keyword `doc_id` (scroll-free, no
-10k window, a consistent snapshot): first the ids in doc_id order, then vectors and codes in parallel
-slices, each page's vectors written straight into their rows of an on-disk `.npy` (open_memmap), so
-client memory stays at a few pages plus the id -> row map and the codes lines, whatever the corpus size.
+10k window, a consistent snapshot): first the ids in doc_id order, then the vectors (script fields over
+the field's vector values) in parallel slices, each page's vectors written straight into their rows of an
+on-disk `.npy` (open_memmap), so client memory stays at a few pages plus the id -> row map and the codes
+lines, whatever the corpus size. Codes are the corpus records' (the index was built from the same corpus
+hash, checked first), in the order the index documents store them.
 The export is written under a temporary name and renamed into place once it is complete and checked:
 
   cache_root()/vectors/<index>/<view>/
@@ -31,20 +33,24 @@ from typing import Iterator
 
 import numpy as np
 from numpy.lib.format import open_memmap
+from opensearchpy.exceptions import RequestError
 from tqdm import tqdm
 
 from evalctl.atomic import new_staging_dir, replace_dir
 from evalctl.clock import utc_now
 from evalctl.errors import BadInput
 from evalctl.indexers.index_contract import IndexState, open_index
-from evalctl.indexers.index_layout import vector_field
+from evalctl.indexers.index_layout import CODE_FIELDS, record_codes, vector_field
+from evalctl.opensearch.connection import search_cbor
 from evalctl.paths import cache_root
 from evalctl.corpus.patent_record import PatentRecord
 from evalctl.provenance import code_version
 from evalctl.specs import SpecError
 
-# Codes kept per document: what label sets read (platform/corpus/label_sets.py).
-CODE_FIELDS = ("cpc", "ipc", "labels")
+# A copy of each vector: k-NN 3.5's script doc values hand out one reused array, so a page of hits that
+# keeps the array itself shows the last document's vector in every hit.
+VECTOR_SCRIPT = ("float[] v = doc[params.field].value; float[] c = new float[v.length]; "
+                 "for (int i = 0; i < v.length; ++i) { c[i] = v[i]; } return c;")
 PIT_KEEP_ALIVE = "5m"
 # Bytes of JSON per page (about 10 characters per float), all slices together: 4096-d vectors go ~500 a
 # page, 384-d ~5000.
@@ -108,19 +114,27 @@ def page_size(dim: int) -> int:
     return max(50, min(5000, PAGE_BYTES // (dim * 10)))
 
 
-def iter_pages(client, pit: str, fields: list[str] | bool, query: dict, size: int,
-               slice_: tuple[int, int] | None = None) -> Iterator[tuple[int, list[dict]]]:
-    """(slice total, hits) per page of a point-in-time (or of one slice of it), sorted on doc_id; `fields`
-    is the `_source` filter (False: none)."""
+def iter_pages(client, pit: str, query: dict, size: int, slice_: tuple[int, int] | None = None,
+               script_fields: dict | None = None) -> Iterator[tuple[int, list[dict]]]:
+    """(slice total, hits) per page of a point-in-time (or of one slice of it), sorted on doc_id, without
+    `_source`; each hit's sort value is its doc_id. Pages come back as CBOR (binary floats)."""
     after = None
     while True:
         body = {"pit": {"id": pit, "keep_alive": PIT_KEEP_ALIVE}, "size": size, "query": query,
-                "sort": [{"doc_id": "asc"}], "_source": fields, "track_total_hits": after is None}
+                "sort": [{"doc_id": "asc"}], "_source": False, "track_total_hits": after is None}
+        if script_fields:
+            body["script_fields"] = script_fields
         if slice_ is not None:
             body["slice"] = {"id": slice_[0], "max": slice_[1]}
         if after is not None:
             body["search_after"] = after
-        resp = client.search(body=body)
+        try:
+            resp = search_cbor(client, body)
+        except RequestError as e:
+            if "script" in str(e):
+                raise ReadbackError(f"read-back needs inline painless scripts on the node (it reads each vector "
+                                    f"through a script field; check script.allowed_types): {e}") from e
+            raise
         pit, hits = resp.get("pit_id", pit), resp["hits"]
         if not hits["hits"]:
             return
@@ -129,23 +143,22 @@ def iter_pages(client, pit: str, fields: list[str] | bool, query: dict, size: in
 
 
 def _stream(client, index: str, view: str, dim: int, dest: Path, page_docs: int, progress: bool) -> int:
-    """Write vectors.npy, ids.txt and codes.jsonl into `dest`; returns the row count.
+    """Write vectors.npy and ids.txt into `dest`; returns the row count.
 
     Two passes over one point-in-time: the ids in doc_id order, from the sort values alone (no `_source`
-    to load: 4,000 ids in 0.08 s), which fixes each document's row; then vectors and codes in SLICES
-    parallel slices, each page's vectors written straight into their rows of the on-disk array (codes are
-    kept by row, a short line each, and written at the end). The node loads and filters `_source` on
-    several threads at once, and the client parses one slice's page while the node prepares another's.
-    Measured on this 2-core machine, 4,000 384-d vectors: one sorted stream 0.49 s, 3 slices 0.38 s, a
-    plain scroll of [doc_id, vector] 0.57-0.70 s; under a load of 5, 2,471 vectors: 1.7 s one stream,
-    0.82 s 3 slices, 1.3 s the scroll."""
+    to load), which fixes each document's row; then the vectors in SLICES parallel slices, each page's
+    vectors written straight into their rows of the on-disk array. The vectors come from the field's
+    vector values through a script field, not from `_source`: the node then never decompresses and
+    parses whole documents (texts and every view's vector) to cut one field out. Measured on this 2-core
+    machine, 2,471 x 384-d: `_source` filtering took 550-600 ms of node time, the script field 120-180 ms,
+    same float32 bits. Codes are not read here: they come from the corpus (same hash as the index)."""
     vec = vector_field(view)
     query = {"exists": {"field": vec}}
     pit = client.create_pit(index=index, keep_alive=PIT_KEEP_ALIVE)["pit_id"]
     try:
         row: dict[str, int] = {}
         with open(dest / "ids.txt", "w", encoding="utf-8") as ids_f:
-            for _, hits in iter_pages(client, pit, False, query, ID_PAGE):  # the sort value is the doc_id
+            for _, hits in iter_pages(client, pit, query, ID_PAGE):  # the sort value is the doc_id
                 for hit in hits:
                     doc_id = hit["sort"][0]
                     if doc_id in row:
@@ -153,32 +166,28 @@ def _stream(client, index: str, view: str, dim: int, dest: Path, page_docs: int,
                     row[doc_id] = len(row)
                     ids_f.write(doc_id + "\n")
         vectors = open_memmap(dest / "vectors.npy", mode="w+", dtype=np.float32, shape=(len(row), dim))
-        codes: list[str | None] = [None] * len(row)  # codes.jsonl lines, by row
+        seen = np.zeros(len(row), dtype=bool)
         lock = threading.Lock()
+        script = {"v": {"script": {"source": VECTOR_SCRIPT, "params": {"field": vec}}}}
 
         def fetch(part: int) -> None:
-            for _, hits in iter_pages(client, pit, ["doc_id", vec, *CODE_FIELDS], query, max(50, page_docs // SLICES),
-                                      (part, SLICES)):
-                sources = [h["_source"] for h in hits]
+            for _, hits in iter_pages(client, pit, query, max(50, page_docs // SLICES),
+                                      (part, SLICES) if SLICES > 1 else None, script):
                 try:
-                    rows = np.fromiter((row[s["doc_id"]] for s in sources), dtype=np.int64, count=len(hits))
+                    rows = np.fromiter((row[h["sort"][0]] for h in hits), dtype=np.int64, count=len(hits))
                 except KeyError as e:
                     raise ReadbackError(f"{index}: document {e} came back with a vector but not in the id pass")
-                vectors[rows] = np.array([s[vec] for s in sources], dtype=np.float32)
-                for r, s in zip(rows.tolist(), sources):
-                    codes[r] = json.dumps({k: s.get(k) or [] for k in CODE_FIELDS})
+                vectors[rows] = np.array([h["fields"]["v"][0] for h in hits], dtype=np.float32)
+                seen[rows] = True
                 with lock:
                     bar.update(len(hits))
 
         with tqdm(total=len(row), unit="vec", desc=f"export {index} {vec}", disable=not progress) as bar, \
                 ThreadPoolExecutor(max_workers=SLICES) as pool:
             list(pool.map(fetch, range(SLICES)))
-        missing = sum(c is None for c in codes)
-        if missing:
+        if not seen.all():
             raise ReadbackError(f"{index}: snapshot has {len(row)} documents with {vec}, "
-                                f"{len(row) - missing} vectors came back")
-        with open(dest / "codes.jsonl", "w", encoding="utf-8") as codes_f:
-            codes_f.writelines(c + "\n" for c in codes)
+                                f"{int(seen.sum())} vectors came back")
         vectors.flush()
         del vectors
         return len(row)
@@ -199,22 +208,23 @@ def _open_cache(state: IndexState, view: str):
     return cache, ""
 
 
-def _rendered(corpus, view_spec) -> list[tuple[str, bytes]]:
-    """(id, text hash) of every record that renders the view: the corpus pass of the checks, which runs
-    while the vectors stream in."""
+def _rendered(corpus, view_spec) -> list[tuple[str, bytes, str]]:
+    """(id, text hash, codes.jsonl line) of every record that renders the view: the corpus pass, which
+    runs while the vectors stream in."""
     from evalctl.indexers.embedding_cache import text_hash
 
-    return [(r.id, text_hash(text)) for r in corpus.records() if (text := view_spec.render(r))]
+    return [(r.id, text_hash(text), json.dumps(record_codes(r)))
+            for r in corpus.records(columns=(*view_spec.columns, *CODE_FIELDS)) if (text := view_spec.render(r))]
 
 
-def _check(export: VectorExport, rendered: list[tuple[str, bytes]], corpus_name: str, view: str,
+def _check(export: VectorExport, rendered: list[tuple[str, bytes, str]], corpus_name: str, view: str,
            state: IndexState, chunk: int = 5000) -> list[str]:
     """The exported ids are exactly the records that render the view, and every exported vector whose text
     is cached equals the cached vector."""
     pos = {d: i for i, d in enumerate(export.ids)}
     if len(pos) != len(export.ids):
         raise ReadbackError(f"{export.path}: duplicate doc_id values in the index")
-    expected = {d for d, _ in rendered}
+    expected = {d for d, _, _ in rendered}
     if expected != pos.keys():
         missing, extra = sorted(expected - pos.keys()), sorted(pos.keys() - expected)
         raise ReadbackError(
@@ -226,9 +236,9 @@ def _check(export: VectorExport, rendered: list[tuple[str, bytes]], corpus_name:
     n_found, worst = 0, 0.0
     for start in range(0, len(rendered) if cache is not None else 0, chunk):
         batch = rendered[start:start + chunk]
-        cached, found = cache.lookup_hashes([h for _, h in batch])
+        cached, found = cache.lookup_hashes([h for _, h, _ in batch])
         if found.any():
-            rows = np.asarray(export.vectors[[pos[d] for d, _ in batch]])
+            rows = np.asarray(export.vectors[[pos[d] for d, _, _ in batch]])
             n_found += int(found.sum())
             worst = max(worst, float(np.abs(rows[found] - cached[found]).max()))
     if worst > tol:
@@ -245,8 +255,8 @@ def export_vectors(client, corpus, view_spec, model_id: str, *, force: bool = Fa
     index, meta = state.name, state.manifest
     client.indices.refresh(index=index)
     n_index = client.count(index=index, body={"query": {"exists": {"field": vector_field(view_spec.name)}}})["count"]
-    old = load_export(index, view_spec.name)
-    if old and not force and old.manifest["index_manifest"] == meta and old.manifest["count"] == n_index:
+    old = None if force else load_export(index, view_spec.name)
+    if old and old.manifest["index_manifest"] == meta and old.manifest["count"] == n_index:
         return ExportReport(old, reused=True, checks=old.manifest["checks"])
 
     dest = export_dir(index, view_spec.name)
@@ -261,17 +271,24 @@ def export_vectors(client, corpus, view_spec, model_id: str, *, force: bool = Fa
         seconds = time.perf_counter() - t0
         manifest = {"index": index, "view": view_spec.name, "field": vector_field(view_spec.name),
                     "index_manifest": meta, "count": n, "dim": meta["dim"], "dtype": "float32",
-                    "order": "doc_id ascending", "seconds": round(seconds, 3),
+                    "order": "doc_id ascending", "codes": "corpus records (the index's corpus hash)",
+                    "seconds": round(seconds, 3),
                     "code_version": code_version(), "created_at": utc_now()}
         export = VectorExport(tmp, manifest, (tmp / "ids.txt").read_text(encoding="utf-8").splitlines(),
                               np.load(tmp / "vectors.npy", mmap_mode="r"), [])
         checks = [f"count {n} = index documents with {vector_field(view_spec.name)} in the snapshot",
                   *_check(export, rendered, corpus.name, view_spec.name, state)]
         manifest["checks"] = checks
+        codes = {d: line for d, _, line in rendered}
+        with open(tmp / "codes.jsonl", "w", encoding="utf-8") as codes_f:
+            codes_f.writelines(codes[d] + "\n" for d in export.ids)
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
+        ids = export.ids
         del export
         replace_dir(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return ExportReport(load_export(index, view_spec.name), reused=False, seconds=seconds, checks=checks)
+    done = VectorExport(dest, manifest, ids, np.load(dest / "vectors.npy", mmap_mode="r", allow_pickle=False),
+                        [json.loads(codes[d]) for d in ids])
+    return ExportReport(done, reused=False, seconds=seconds, checks=checks)

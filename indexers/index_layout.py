@@ -20,6 +20,15 @@ SPACE_TYPES = {"cosine": "cosinesimil", "dot": "innerproduct"}
 META_FIELDS = ("doc_id", "family_id", "jurisdiction", "kind", "cpc", "ipc", "labels")
 
 
+CODE_FIELDS = ("cpc", "ipc", "labels")  # record columns (and index fields) of record_codes
+
+
+def record_codes(record) -> dict[str, list[str]]:
+    """A record's codes as its index document stores them (in record order, which label rules rely on)."""
+    return {"cpc": [c.code for c in record.cpc], "ipc": [c.code for c in record.ipc],
+            "labels": list(record.labels)}
+
+
 @dataclass(frozen=True)
 class HnswSettings:
     m: int = 16

@@ -20,8 +20,8 @@ from tqdm import tqdm
 from evalctl.clock import utc_now
 from evalctl.errors import BadInput
 from evalctl.indexers.index_layout import (
-    BM25_ONLY, IndexSettings, corpus_alias, index_body, index_name, index_prefix, load_index_settings, text_field,
-    vector_field, view_properties,
+    BM25_ONLY, IndexSettings, corpus_alias, index_body, index_name, index_prefix, load_index_settings, record_codes,
+    text_field, vector_field, view_properties,
 )
 from evalctl.provenance import code_version
 
@@ -135,9 +135,7 @@ def document(record, texts: dict[str, str], vectors: dict, views: list[str]) -> 
         "family_id": record.family,
         "jurisdiction": record.jurisdiction,
         "kind": record.kind,
-        "cpc": [c.code for c in record.cpc],
-        "ipc": [c.code for c in record.ipc],
-        "labels": list(record.labels),
+        **record_codes(record),
         "title": record.title,
         "loaded_views": views,
     }

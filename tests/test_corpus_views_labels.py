@@ -35,6 +35,18 @@ def test_render_joins_in_order_and_none_when_missing(uspto):
     assert lenient.render(r) == tac
 
 
+def test_reading_a_views_columns_renders_the_same_text(uspto):
+    """Passes that read only a view's columns (read-back) render what the full records render."""
+    views = {**load_views(), "C1": ViewSpec("C1", ("first_claim",)), "IC": ViewSpec("IC", ("independent_claims",))}
+    assert views["TAC"].columns == ("title", "abstract", "claims") and views["C1"].columns == ("claims",)
+    full = list(uspto.records())
+    for view in views.values():
+        partial = list(uspto.records(columns=(*view.columns, "cpc")))
+        assert [r.id for r in partial] == [r.id for r in full]
+        assert [view.render(r) for r in partial] == [view.render(r) for r in full], view.name
+        assert [r.cpc for r in partial] == [r.cpc for r in full] and not any(r.citations for r in partial)
+
+
 def test_coverage_reports_missing_fields(uspto):
     cov = view_coverage(uspto.records(), load_views())
     assert cov["TAC"].rendered == 4 and cov["TACD"].rendered == 0

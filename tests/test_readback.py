@@ -64,9 +64,12 @@ def test_exported_vectors_equal_indexed_ones_id_by_id(os_client, env):
     assert exp.manifest["index_manifest"]["corpus_hash"] == corpus.manifest["content_hash"]
 
     name = index_name(corpus.name, model.id)
-    docs = os_client.mget(index=name, body={"ids": exp.ids}, _source_includes=["vec_T", "cpc", "ipc"])["docs"]
+    docs = os_client.mget(index=name, body={"ids": exp.ids}, _source_includes=["vec_T", "cpc", "ipc", "labels"])["docs"]
     for i, doc in enumerate(docs):
+        # vectors through script fields: the same float32 bits as the document's _source, row by row
         assert np.array_equal(exp.vectors[i], np.asarray(doc["_source"]["vec_T"], dtype=np.float32)), exp.ids[i]
+        # codes from the corpus: what the index document holds, in its order
+        assert exp.codes[i] == {k: doc["_source"].get(k, []) for k in ("cpc", "ipc", "labels")}, exp.ids[i]
         assert exp.codes[i]["cpc"] == [c.code for c in records[exp.ids[i]].cpc]
     cached = get_or_encode(model, "document", "T", exp.ids, [view.render(records[i]) for i in exp.ids],
                            progress=False)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,8 +78,11 @@ class RecordWriter:
         return "sha256:" + self._hash.hexdigest()
 
 
-def iter_records(path: Path, batch_size: int = 2000) -> Iterator[PatentRecord]:
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_size):
+def iter_records(path: Path, batch_size: int = 2000, columns: Iterable[str] | None = None) -> Iterator[PatentRecord]:
+    """Records of a corpus file; with `columns`, only those (and the id) are read, the other fields left
+    empty: a pass that needs a view's text and the codes skips claims, descriptions and citations."""
+    cols = None if columns is None else list(dict.fromkeys(("id", *columns)))
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_size, columns=cols):
         for d in batch.to_pylist():
             yield PatentRecord.from_dict(d)
 
@@ -90,8 +93,8 @@ class Corpus:
     path: Path
     manifest: dict
 
-    def records(self) -> Iterator[PatentRecord]:
-        return iter_records(self.path / CORPUS_FILE)
+    def records(self, columns: Iterable[str] | None = None) -> Iterator[PatentRecord]:
+        return iter_records(self.path / CORPUS_FILE, columns=columns)
 
     def queries(self) -> Iterator[PatentRecord]:
         """Query records shipped with the source (BEIR, DAPFAM); none for citation corpora."""

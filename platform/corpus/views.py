@@ -44,6 +44,12 @@ class ViewSpec:
         if stray:
             raise ValueError(f"view {self.name!r}: optional field(s) {sorted(stray)} are not among its fields")
 
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The stored record columns the view reads (Corpus.records(columns=...))."""
+        return tuple(dict.fromkeys("claims" if f.endswith("claims") or f == "first_claim" else f
+                                   for f in self.fields))
+
     def missing(self, record: PatentRecord) -> tuple[str, ...]:
         """The required fields this record lacks (empty when the view renders)."""
         return tuple(f for f in self.fields if f not in self.optional and not field_text(record, f))
