@@ -23,6 +23,7 @@ from evalctl.indexers.index_layout import (
     BM25_ONLY, IndexSettings, corpus_alias, index_body, index_name, index_prefix, load_index_settings, record_codes,
     text_field, vector_field, view_properties,
 )
+from evalctl.opensearch.cluster_info import snapshot_read
 from evalctl.provenance import code_version
 
 # Manifest keys that must match for new documents to join an existing index.
@@ -74,9 +75,12 @@ def index_manifest(corpus, model, variant: str | None, prompt: str | None, views
 
 
 def read_manifest(client, index: str) -> dict | None:
-    if not client.indices.exists(index=index):
-        return None
-    return client.indices.get_mapping(index=index)[index]["mappings"].get("_meta", {})
+    """The index's manifest (its mapping's _meta), None when there is no such index; one request."""
+    def read():
+        mapping = client.indices.get_mapping(index=index, ignore=404)
+        return mapping[index]["mappings"].get("_meta", {}) if index in mapping else None
+
+    return snapshot_read(("manifest", index), read)
 
 
 def ensure_index(client, index: str, meta: dict, settings: IndexSettings, alias: str) -> list[str]:

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
 from evalctl.errors import Failure
 from evalctl.opensearch.connection import load_settings, make_client, resolve_url
 from evalctl.opensearch.node import ManagedNode
@@ -11,8 +16,34 @@ class ClusterUnavailable(Failure, RuntimeError):
     pass
 
 
+_snapshot: dict | None = None  # answers kept inside node_snapshot()
+
+
+@contextmanager
+def node_snapshot() -> Iterator[None]:
+    """Inside the block, answers about the node's state (its plugins, index manifests) are read once
+    and reused: for code that reads one consistent picture of the node (the report, which asks for
+    each of 48 steps' index manifest twice), never around code that changes it."""
+    global _snapshot
+    outer = _snapshot
+    _snapshot = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _snapshot = outer
+
+
+def snapshot_read(key: tuple, read: Callable[[], Any]) -> Any:
+    """read(), or inside node_snapshot() the answer kept for `key` (a copy: callers may change it)."""
+    if _snapshot is None:
+        return read()
+    if key not in _snapshot:
+        _snapshot[key] = read()
+    return copy.deepcopy(_snapshot[key])
+
+
 def installed_plugins(client) -> list[str]:
-    return sorted(plugin_versions(client))
+    return snapshot_read(("plugins",), lambda: sorted(plugin_versions(client)))
 
 
 def plugin_versions(client) -> dict[str, str]:

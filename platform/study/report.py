@@ -334,6 +334,7 @@ def _tuned_and_base(steps):
 def write_report(spec: ExperimentSpec, out: Path, force: bool = False) -> tuple[Path, Path, bool]:
     """Write the report; returns its two files and whether it was (re)written. A report whose inputs
     (every step's stored scores and run, the spec file, the code version) are unchanged is kept."""
+    from evalctl.opensearch.cluster_info import node_snapshot
     from evalctl.study.runner import plan
 
     out.mkdir(parents=True, exist_ok=True)
@@ -342,9 +343,10 @@ def write_report(spec: ExperimentSpec, out: Path, force: bool = False) -> tuple[
         s.scores = s.scores and functools.cache(s.scores)
         s.ref = s.ref and functools.cache(s.ref)
     md, page, inputs_file = out / "report.md", out / "report.html", out / "inputs.json"
-    inputs = json.dumps({"code_version": code_version(), "spec": Path(spec.source_path).read_text(),
-                         "steps": [[s.key, s.scores() if s.scores else None, s.ref() if s.ref else None]
-                                   for s in steps]}, sort_keys=True, default=str)
+    with node_snapshot():
+        inputs = json.dumps({"code_version": code_version(), "spec": Path(spec.source_path).read_text(),
+                             "steps": [[s.key, s.scores() if s.scores else None, s.ref() if s.ref else None]
+                                       for s in steps]}, sort_keys=True, default=str)
     if not force and md.exists() and page.exists() and inputs_file.exists() and inputs_file.read_text() == inputs:
         return md, page, False
     report = Report(f"evalctl report: {spec.name}")
