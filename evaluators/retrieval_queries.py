@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Sequence
 
+import numpy as np
+
 # Lucene caps a boolean query at 1024 clauses (indices.query.bool.max_clause_count): a long claims
 # text as one `match` would fail, so query texts are cut to this many whitespace terms by default.
 DEFAULT_BM25_MAX_TERMS = 1000
@@ -31,8 +33,10 @@ def _not_ids(exclude: Collection[str]) -> dict:
     return {"bool": {"must_not": [{"ids": {"values": sorted(exclude)}}]}}
 
 
-def _vector(vector: Sequence[float]) -> list[float]:
-    return [float(x) for x in vector]
+def _vector(vector: Sequence[float]) -> np.ndarray:
+    # float32, serialised in its shortest exact form (orjson): about 40% fewer bytes for the node to
+    # parse than the same values written as doubles
+    return np.asarray(vector, dtype=np.float32)
 
 
 def bm25_body(field: str, text: str, size: int, exclude: Collection[str] = ()) -> dict:

@@ -13,8 +13,8 @@ depth, query set, split, code version).
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable
+from operator import itemgetter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -36,7 +36,9 @@ class RunNotFound(BadInput, LookupError):
 
 def ranked(pairs: Iterable[tuple[str, float]], depth: int | None = None) -> list[tuple[str, float]]:
     """Deterministic order: score descending, then doc id ascending; cut at `depth`."""
-    out = sorted(((d, float(s)) for d, s in pairs), key=lambda p: (-p[1], p[0]))
+    out = [(d, float(s)) for d, s in pairs]
+    out.sort(key=itemgetter(0))
+    out.sort(key=itemgetter(1), reverse=True)  # stable: equal scores keep the id order
     return out if depth is None else out[:depth]
 
 
@@ -46,18 +48,16 @@ def to_trec(ranking: Ranking, tag: str) -> str:
 
 
 def to_json(ranking: Ranking) -> str:
-    """`json.dumps({q: dict(docs) ...}, indent=0)` byte for byte, built from the C string encoder: with an
-    indent, json falls back to its pure-Python encoder (0.2 s for 15,000 hits, a fifth of a retrieval)."""
+    """`json.dumps({q: dict(docs) ...}, indent=0)` byte for byte, built with the C encoder: with an indent,
+    json falls back to its pure-Python encoder (0.2 s for 15,000 hits, a fifth of a retrieval); the
+    separators put each entry on its own line as indent=0 does."""
 
-    def number(v) -> str:
-        return float.__repr__(v) if type(v) is float and math.isfinite(v) else json.dumps(v)
-
-    def block(items: list[str]) -> str:
-        return "{\n" + ",\n".join(items) + "\n}" if items else "{}"
+    def block(d: dict) -> str:
+        return "{\n" + json.dumps(d, separators=(",\n", ": "))[1:-1] + "\n}" if d else "{}"
 
     key = json.encoder.encode_basestring_ascii
-    return block([f"{key(q)}: {block([f'{key(d)}: {number(s)}' for d, s in dict(docs).items()])}"
-                  for q, docs in ranking.items()])
+    return block({}) if not ranking else "{\n" + ",\n".join(f"{key(q)}: {block(dict(docs))}"
+                                                           for q, docs in ranking.items()) + "\n}"
 
 
 def from_json(text: str) -> Ranking:

@@ -22,3 +22,11 @@ def test_run_json_matches_json_dumps_byte_for_byte():
     assert to_json(ranking) == expected
     assert to_json({}) == json.dumps({}, indent=0)
     assert from_json(to_json({"q": [("a", 2.0), ("b", 1.0)]})) == {"q": [("a", 2.0), ("b", 1.0)]}
+
+
+def test_ranked_orders_by_score_then_id_with_many_ties():
+    rng = random.Random(1)
+    for _ in range(500):
+        pairs = [(f"d{rng.randint(0, 30)}", rng.choice([1, 2.5, 2.5, -0.0, 0.0, 7])) for _ in range(rng.randint(0, 40))]
+        expected = sorted(((d, float(s)) for d, s in pairs), key=lambda p: (-p[1], p[0]))
+        assert ranked(pairs) == expected and ranked(pairs, 5) == expected[:5]
