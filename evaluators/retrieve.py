@@ -103,7 +103,7 @@ def load_query_set(corpus: Corpus, qset: QrelsSet, split: str | None, view_name:
                              f"it has splits: {', '.join(have) or 'none'}")
     wanted = {q.id: q.source for q in queries}
     texts: dict[str, str] = {}
-    for source, records in (("corpus", corpus.records()), ("queries", corpus.queries())):
+    for source, records in (("corpus", corpus.records(views[view_name].columns)), ("queries", corpus.queries())):
         if source not in wanted.values():
             continue
         for r in records:

@@ -20,8 +20,8 @@ from tqdm import tqdm
 from evalctl.clock import utc_now
 from evalctl.errors import BadInput
 from evalctl.indexers.index_layout import (
-    BM25_ONLY, IndexSettings, corpus_alias, index_body, index_name, index_prefix, load_index_settings, record_codes,
-    text_field, vector_field, view_properties,
+    BM25_ONLY, CODE_FIELDS, IndexSettings, corpus_alias, index_body, index_name, index_prefix, load_index_settings,
+    record_codes, text_field, vector_field, view_properties,
 )
 from evalctl.opensearch.cluster_info import snapshot_read
 from evalctl.provenance import code_version
@@ -133,6 +133,11 @@ def _restore(client, index: str, settings: IndexSettings) -> None:
     client.indices.refresh(index=index)
 
 
+# The record columns `document` reads besides the views' texts: the loading pass reads only these
+# (no citations, aliases or unused text fields).
+DOCUMENT_COLUMNS = ("family_id", "jurisdiction", "kind", *CODE_FIELDS, "title", "publication_date")
+
+
 def document(record, texts: dict[str, str], vectors: dict, views: list[str]) -> dict:
     doc = {
         "doc_id": record.id,
@@ -163,9 +168,9 @@ def _chunks(items: Iterable, n: int) -> Iterator[list]:
         yield chunk
 
 
-def _in_background(chunks: Iterator[list], depth: int = 2) -> Iterator:
-    """Run a producer of chunks in a thread, so preparing documents overlaps with the server indexing
-    the previous chunk; yields their items in order and re-raises the producer's errors."""
+def _in_background(chunks: Iterator, depth: int = 2) -> Iterator:
+    """Run a producer in a thread, so preparing documents overlaps with the server indexing the previous
+    request; yields what it produces in order and re-raises the producer's errors."""
     q: queue.Queue = queue.Queue(maxsize=depth)
     done = object()
     stop = threading.Event()
@@ -191,10 +196,55 @@ def _in_background(chunks: Iterator[list], depth: int = 2) -> Iterator:
         while (item := q.get()) is not done:
             if isinstance(item, BaseException):
                 raise item
-            yield from item
+            yield item
     finally:
         stop.set()
         worker.join(timeout=30)
+
+
+def bulk_requests(lines: Iterable[tuple[str, bytes]], max_docs: int, max_bytes: int) -> Iterator[list[tuple[str, bytes]]]:
+    """(doc id, action + source ndjson) grouped into `_bulk` requests of at most max_docs documents and
+    max_bytes bytes (a single larger document goes alone)."""
+    group: list[tuple[str, bytes]] = []
+    size = 0
+    for doc_id, line in lines:
+        if group and (len(group) == max_docs or size + len(line) > max_bytes):
+            yield group
+            group, size = [], 0
+        group.append((doc_id, line))
+        size += len(line)
+    if group:
+        yield group
+
+
+# Per-item statuses and errors only: a response of 500 items parses in a fraction of the full one.
+_BULK_FILTER = "took,errors,items.*.status,items.*.error"
+
+
+def send_bulk(client, request: list[tuple[str, bytes]], bulk, report: "IndexReport") -> None:
+    """Post one pre-built `_bulk` request; documents refused with 429 (queue full) are sent again after
+    a backoff that doubles from bulk.initial_backoff, up to bulk.max_retries times (as opensearch-py's
+    streaming_bulk does); other refusals are recorded in report.failed with the document id."""
+    pending, backoff = request, bulk.initial_backoff
+    for attempt in range(bulk.max_retries + 1):
+        resp = client.bulk(body=b"".join(line for _, line in pending), params={"filter_path": _BULK_FILTER})
+        if not resp.get("errors"):
+            report.n_loaded += len(pending)
+            return
+        retry = []
+        for (doc_id, line), item in zip(pending, resp["items"]):
+            op = next(iter(item.values()))
+            if op["status"] < 300:
+                report.n_loaded += 1
+            elif op["status"] == 429 and attempt < bulk.max_retries:
+                retry.append((doc_id, line))
+            else:
+                report.failed.append(f"{doc_id}: {op.get('error')}")
+        if not retry:
+            return
+        time.sleep(min(backoff, bulk.max_backoff))
+        backoff *= 2
+        pending = retry
 
 
 def index_corpus(client, corpus, views, model=None, *, variant: str | None = None,
@@ -224,9 +274,11 @@ def index_corpus(client, corpus, views, model=None, *, variant: str | None = Non
                          missing_view={v: 0 for v in all_views})
     dumps = client.transport.serializer.dumps
 
-    def prepared() -> Iterator[list[dict]]:
-        """Bulk actions per chunk, with each _source already serialised (off the sending thread)."""
-        for chunk in _chunks((r for r in corpus.records() if r.id not in done), chunk_docs):
+    def prepared() -> Iterator[tuple[str, bytes]]:
+        """(id, action and _source as ndjson bytes) per document: rendered, looked up or encoded and
+        serialised off the sending thread."""
+        columns = {c for v in all_views for c in by_name[v].columns}.union(DOCUMENT_COLUMNS)
+        for chunk in _chunks((r for r in corpus.records(columns) if r.id not in done), chunk_docs):
             texts = {v: {} for v in all_views}
             for r in chunk:
                 for v in all_views:
@@ -242,32 +294,22 @@ def index_corpus(client, corpus, views, model=None, *, variant: str | None = Non
                     arr = get_or_encode(model, "document", v, ids, [texts[v][i] for i in ids], variant=variant,
                                         encoder=encoder, progress=False)
                     vectors[v] = dict(zip(ids, arr))  # numpy rows: the serializer writes them directly
-            yield [
-                {"_index": name, "_id": r.id,
-                 "_source": dumps(document(r, {v: texts[v][r.id] for v in all_views if r.id in texts[v]},
-                                           {v: vectors[v][r.id] for v in all_views if r.id in vectors[v]},
-                                           all_views))}
-                for r in chunk
-            ]
+            for r in chunk:
+                doc = document(r, {v: texts[v][r.id] for v in all_views if r.id in texts[v]},
+                               {v: vectors[v][r.id] for v in all_views if r.id in vectors[v]}, all_views)
+                yield r.id, f"{dumps({'index': {'_index': name, '_id': r.id}})}\n{dumps(doc)}\n".encode()
 
     _relax(client, name)
     t0 = time.perf_counter()
     bar = tqdm(total=report.n_corpus - report.n_already, unit="doc", desc=f"index {name}", disable=not progress)
     try:
-        for ok, item in helpers.streaming_bulk(
-            client, _in_background(prepared()), chunk_size=settings.bulk.max_docs,
-            max_chunk_bytes=settings.bulk.max_bytes, max_retries=settings.bulk.max_retries,
-            initial_backoff=settings.bulk.initial_backoff, max_backoff=settings.bulk.max_backoff,
-            raise_on_error=False,
-        ):
-            if ok:
-                report.n_loaded += 1
-            else:
-                op = item.get("index", item)
-                report.failed.append(f"{op.get('_id')}: {op.get('error')}")
-            bar.update(1)
-            if bar.n % settings.bulk.max_docs == 0:
-                bar.set_postfix(docs_per_s=f"{report.n_loaded / (time.perf_counter() - t0):.0f}")
+        # whole request bodies are built in the producer thread, so the next one is ready the moment the
+        # node answers the last (one request in flight, as with streaming_bulk, without its per-request
+        # chunking and response walk between requests: 0.5 s of gaps in a 4 s load of 6,650 documents)
+        for request in _in_background(bulk_requests(prepared(), settings.bulk.max_docs, settings.bulk.max_bytes)):
+            send_bulk(client, request, settings.bulk, report)
+            bar.update(len(request))
+            bar.set_postfix(docs_per_s=f"{report.n_loaded / (time.perf_counter() - t0):.0f}")
     finally:
         bar.close()
         if encoder is not None:

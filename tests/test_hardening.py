@@ -196,14 +196,16 @@ def test_debug_shows_the_traceback(home, monkeypatch):
 
 
 class DyingProxy:
-    """A TCP proxy to the real node that forwards `requests` HTTP requests, then dies (closes everything)."""
+    """A TCP proxy to the real node that forwards `requests` HTTP requests (those whose request line
+    holds `only`, when given), then dies (closes everything)."""
 
-    def __init__(self, target: str, requests: int):
+    def __init__(self, target: str, requests: int, only: bytes = b""):
         from urllib.parse import urlparse
 
         t = urlparse(target)
         self.target = (t.hostname, t.port or 9200)
         self.left = requests
+        self.only = only
         self.lock = threading.Lock()
         self.server = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}"
@@ -224,7 +226,9 @@ class DyingProxy:
     def _pipe(self, src, dst, counting):
         try:
             while data := src.recv(65536):
-                if counting and data.split(b" ", 1)[0] in (b"GET", b"POST", b"PUT", b"HEAD", b"DELETE"):
+                line = data.split(b"\r\n", 1)[0]
+                if counting and line.split(b" ", 1)[0] in (b"GET", b"POST", b"PUT", b"HEAD", b"DELETE") \
+                        and self.only in line:
                     with self.lock:
                         self.left -= 1
                         if self.left < 0:
@@ -261,7 +265,7 @@ def test_node_lost_mid_index_keeps_what_was_loaded(home, pizza, os_client, monke
 
 def test_node_lost_mid_retrieve(home, pizza, monkeypatch):
     assert invoke("index", "--corpus", pizza).exit_code == 0
-    proxy = DyingProxy(node_url(), 4)
+    proxy = DyingProxy(node_url(), 2, only=b"_msearch")  # dies at the third of three query batches
     monkeypatch.setenv("EVALCTL_OPENSEARCH_URL", proxy.url)
     out = invoke("retrieve", "--method", "bm25", "--corpus", pizza, "--view", "T", "--split", "all",
                  "--batch-size", "1")

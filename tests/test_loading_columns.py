@@ -1,0 +1,25 @@
+"""The loading pass reads only some record columns (DOCUMENT_COLUMNS and the views'): the index documents
+it builds must equal those built from the full records, on real rows of every import format's fixture."""
+
+from __future__ import annotations
+
+import pytest
+from corpus_helpers import FIXTURES, isolated_cache  # noqa: F401
+
+from evalctl.corpus.importer import import_corpus
+from evalctl.corpus.views import load_views
+from evalctl.indexers.index_loader import DOCUMENT_COLUMNS, document
+
+
+@pytest.mark.parametrize("fmt, source", [("uspto", "uspto_grants_sample.csv"), ("lens", "lens_pizza_sample.csv"),
+                                         ("espacenet", "espacenet_pizza_sample.csv")])
+def test_documents_from_the_loading_columns_equal_full_ones(fmt, source):
+    corpus = import_corpus(fmt, [FIXTURES / source], name=f"cols-{fmt}").corpus
+    views = list(load_views().values())
+    columns = {c for v in views for c in v.columns}.union(DOCUMENT_COLUMNS)
+    full, partial = list(corpus.records()), list(corpus.records(columns))
+    assert len(full) == len(partial) > 0
+    for a, b in zip(full, partial):
+        texts = {v.name: v.render(a) for v in views if v.render(a)}
+        assert {v.name: v.render(b) for v in views if v.render(b)} == texts
+        assert document(b, texts, {}, ["T"]) == document(a, texts, {}, ["T"]), a.id
