@@ -52,9 +52,8 @@ from evalctl.specs import SpecError
 VECTOR_SCRIPT = ("float[] v = doc[params.field].value; float[] c = new float[v.length]; "
                  "for (int i = 0; i < v.length; ++i) { c[i] = v[i]; } return c;")
 PIT_KEEP_ALIVE = "5m"
-# Bytes of JSON per page (about 10 characters per float), all slices together: 4096-d vectors go ~500 a
-# page, 384-d ~5000.
-PAGE_BYTES = 20_000_000
+# Floats per page, all slices together (about 10 MB of CBOR): 4096-d vectors go ~500 a page, 384-d ~5000.
+PAGE_FLOATS = 2_000_000
 SLICES = 3  # vector pages fetched in parallel (see _stream)
 ID_PAGE = 10_000  # ids per page (index.max_result_window)
 
@@ -111,7 +110,7 @@ def load_export(index: str, view: str) -> VectorExport | None:
 
 
 def page_size(dim: int) -> int:
-    return max(50, min(5000, PAGE_BYTES // (dim * 10)))
+    return max(50, min(5000, PAGE_FLOATS // dim))
 
 
 def iter_pages(client, pit: str, query: dict, size: int, slice_: tuple[int, int] | None = None,
