@@ -89,8 +89,8 @@ class DiesAfter:
     def __len__(self):
         return len(self.corpus)
 
-    def records(self):
-        for i, r in enumerate(self.corpus.records()):
+    def records(self, columns=None):
+        for i, r in enumerate(self.corpus.records(columns)):
             if i == self.n + 5:
                 deadline = time.monotonic() + 60
                 while self._acknowledged() < self.n and time.monotonic() < deadline:
