@@ -8,10 +8,11 @@ one gold class by a stated rule, recorded in the result:
 - `most_frequent`: the record's kept label with the highest support in the corpus (ties: first).
 
 k is the number of gold classes. Vectors are L2-normalised (k-means on the unit sphere, i.e. cosine).
-Each seed runs MiniBatchKMeans(n_init=10, in float64 by default); V-measure, ARI, NMI and AMI (scikit-learn) are reported
-per seed and as mean and sample standard deviation (ddof=1). `levels` (cpc/ipc label sets only)
-re-runs the whole thing with the label set moved to each code level (section, class, subclass, ...),
-the hierarchy-aware view: how well the same vectors separate coarse and fine technology areas.
+Each seed runs MiniBatchKMeans(n_init=10, in float64 by default); V-measure, ARI, NMI and AMI
+(scikit-learn) are reported per seed and as mean and sample standard deviation (ddof=1). `levels`
+(cpc/ipc label sets only) re-runs the whole thing with the label set moved to each code level (section,
+class, subclass, ...), the hierarchy-aware view: how well the same vectors separate coarse and fine
+technology areas.
 """
 
 from __future__ import annotations
