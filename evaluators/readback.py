@@ -207,16 +207,16 @@ def _open_cache(state: IndexState, view: str):
     return cache, ""
 
 
-def _rendered(corpus, view_spec) -> list[tuple[str, bytes, str]]:
-    """(id, text hash, codes.jsonl line) of every record that renders the view: the corpus pass, which
+def _rendered(corpus, view_spec) -> list[tuple[str, bytes, dict]]:
+    """(id, text hash, codes) of every record that renders the view: the corpus pass, which
     runs while the vectors stream in."""
     from evalctl.indexers.embedding_cache import text_hash
 
-    return [(r.id, text_hash(text), json.dumps(record_codes(r)))
+    return [(r.id, text_hash(text), record_codes(r))
             for r in corpus.records(columns=(*view_spec.columns, *CODE_FIELDS)) if (text := view_spec.render(r))]
 
 
-def _check(export: VectorExport, rendered: list[tuple[str, bytes, str]], corpus_name: str, view: str,
+def _check(export: VectorExport, rendered: list[tuple[str, bytes, dict]], corpus_name: str, view: str,
            state: IndexState, chunk: int = 5000) -> list[str]:
     """The exported ids are exactly the records that render the view, and every exported vector whose text
     is cached equals the cached vector."""
@@ -278,9 +278,10 @@ def export_vectors(client, corpus, view_spec, model_id: str, *, force: bool = Fa
         checks = [f"count {n} = index documents with {vector_field(view_spec.name)} in the snapshot",
                   *_check(export, rendered, corpus.name, view_spec.name, state)]
         manifest["checks"] = checks
-        codes = {d: line for d, _, line in rendered}
+        by_id = {d: codes for d, _, codes in rendered}
+        codes = [by_id[d] for d in export.ids]
         with open(tmp / "codes.jsonl", "w", encoding="utf-8") as codes_f:
-            codes_f.writelines(codes[d] + "\n" for d in export.ids)
+            codes_f.writelines(json.dumps(c) + "\n" for c in codes)
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
         ids = export.ids
         del export
@@ -289,5 +290,5 @@ def export_vectors(client, corpus, view_spec, model_id: str, *, force: bool = Fa
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     done = VectorExport(dest, manifest, ids, np.load(dest / "vectors.npy", mmap_mode="r", allow_pickle=False),
-                        [json.loads(codes[d]) for d in ids])
+                        codes)
     return ExportReport(done, reused=False, seconds=seconds, checks=checks)
