@@ -33,6 +33,16 @@ def _node_url() -> str:
         return "the configured URL"
 
 
+def _external() -> bool:
+    """Whether a cluster is configured (URL in the environment or config file) instead of the managed node."""
+    from evalctl.opensearch.connection import load_settings
+
+    try:
+        return load_settings().external
+    except Exception:  # noqa: BLE001 - only for the message
+        return False
+
+
 def explain(e: BaseException) -> tuple[str, int] | None:
     """The message and exit code for an error evalctl knows (2: bad input, 1: failure); None for a bug."""
     from opensearchpy.exceptions import AuthenticationException, AuthorizationException, NotFoundError
@@ -48,8 +58,10 @@ def explain(e: BaseException) -> tuple[str, int] | None:
             return (f"OpenSearch at {url} stopped answering during the command ({e.__class__.__name__}); what was "
                     "finished before is kept (indexed documents, stored runs and results): start the node again "
                     "(`evalctl opensearch start`) and rerun the same command to continue", 1)
-        return (f"OpenSearch at {url} does not answer ({e.__class__.__name__}): start it with "
-                "`evalctl opensearch start`, or point EVALCTL_OPENSEARCH_URL at a running cluster", 1)
+        hint = ("check that cluster, or unset EVALCTL_OPENSEARCH_URL (and the config file's opensearch url) to use "
+                "the managed local node" if _external() else
+                "start it with `evalctl opensearch start`, or point EVALCTL_OPENSEARCH_URL at a running cluster")
+        return f"OpenSearch at {url} does not answer ({e.__class__.__name__}): {hint}", 1
     if isinstance(e, NotFoundError):
         return f"OpenSearch at {_node_url()}: not found ({e.error}); `evalctl index status` lists the indexes", 2
     if isinstance(e, (AuthenticationException, AuthorizationException)):
@@ -115,8 +127,19 @@ def opensearch() -> None:
 @click.option("--timeout", type=float, default=180.0, show_default=True, help="Seconds to wait for health.")
 def start(heap, port, plugin_zips, timeout) -> None:
     """Provision (once, from Maven Central) and start the local node."""
+    from evalctl.opensearch.cluster_info import cluster_status
+    from evalctl.opensearch.connection import load_settings
     from evalctl.opensearch.node import ManagedNode, NodeError
 
+    settings = load_settings()
+    if settings.external:  # a configured cluster is used as it is: there is no local node to start
+        if plugin_zips:
+            raise UserError(f"--plugin-zip installs into the managed local node, but the configured cluster is "
+                            f"{settings.describe()}; install plugins there, or unset EVALCTL_OPENSEARCH_URL")
+        info = cluster_status()  # a cluster that does not answer is reported with its URL
+        click.echo(f"using the configured cluster {settings.describe()} (OpenSearch {info['version']}, health "
+                   f"{info['health']}): nothing to start")
+        return
     try:
         st = ManagedNode(heap=heap, http_port=port, plugin_sources=plugin_zips).start(timeout=timeout, echo=click.echo)
     except NodeError as e:
