@@ -24,23 +24,15 @@ def _redact(text: str) -> str:
     return redact(text, os.environ.get("EVALCTL_OPENSEARCH_PASSWORD"))
 
 
-def _node_url() -> str:
+def _node() -> tuple[str, bool]:
+    """The configured cluster's URL, and whether it is a configured one (not the managed node)."""
     from evalctl.opensearch.connection import load_settings, resolve_url
 
     try:
-        return resolve_url(load_settings())
+        settings = load_settings()
+        return resolve_url(settings), settings.external
     except Exception:  # noqa: BLE001 - only for the message; the original error is what matters
-        return "the configured URL"
-
-
-def _external() -> bool:
-    """Whether a cluster is configured (URL in the environment or config file) instead of the managed node."""
-    from evalctl.opensearch.connection import load_settings
-
-    try:
-        return load_settings().external
-    except Exception:  # noqa: BLE001 - only for the message
-        return False
+        return "the configured URL", False
 
 
 def explain(e: BaseException) -> tuple[str, int] | None:
@@ -53,19 +45,19 @@ def explain(e: BaseException) -> tuple[str, int] | None:
     if isinstance(e, EvalctlError):
         return str(e), e.exit_code
     if isinstance(e, OSConnectionError):
-        url = _node_url()
+        url, external = _node()
         if node_answered():
             return (f"OpenSearch at {url} stopped answering during the command ({e.__class__.__name__}); what was "
                     "finished before is kept (indexed documents, stored runs and results): start the node again "
                     "(`evalctl opensearch start`) and rerun the same command to continue", 1)
         hint = ("check that cluster, or unset EVALCTL_OPENSEARCH_URL (and the config file's opensearch url) to use "
-                "the managed local node" if _external() else
+                "the managed local node" if external else
                 "start it with `evalctl opensearch start`, or point EVALCTL_OPENSEARCH_URL at a running cluster")
         return f"OpenSearch at {url} does not answer ({e.__class__.__name__}): {hint}", 1
     if isinstance(e, NotFoundError):
-        return f"OpenSearch at {_node_url()}: not found ({e.error}); `evalctl index status` lists the indexes", 2
+        return f"OpenSearch at {_node()[0]}: not found ({e.error}); `evalctl index status` lists the indexes", 2
     if isinstance(e, (AuthenticationException, AuthorizationException)):
-        return (f"OpenSearch at {_node_url()} refused the request ({e.status_code}): set EVALCTL_OPENSEARCH_USER and "
+        return (f"OpenSearch at {_node()[0]} refused the request ({e.status_code}): set EVALCTL_OPENSEARCH_USER and "
                 "EVALCTL_OPENSEARCH_PASSWORD (or the config file's opensearch: section) to an account allowed "
                 "to manage evalctl-* indexes", 2)
     if isinstance(e, OSError) and e.filename is not None:

@@ -17,8 +17,11 @@ from evalctl.specs import SpecError, build, load_yaml
 FieldName = Literal["title", "abstract", "claims", "independent_claims", "first_claim", "description"]
 
 
+PLAIN_FIELDS = ("title", "abstract", "description")  # a record column each; the other fields read claims
+
+
 def field_text(record: PatentRecord, name: str) -> str | None:
-    if name in ("title", "abstract", "description"):
+    if name in PLAIN_FIELDS:
         return getattr(record, name)
     if name == "claims":
         claims = [c.text for c in record.claims]
@@ -47,8 +50,7 @@ class ViewSpec:
     @property
     def columns(self) -> tuple[str, ...]:
         """The stored record columns the view reads (Corpus.records(columns=...))."""
-        return tuple(dict.fromkeys("claims" if f.endswith("claims") or f == "first_claim" else f
-                                   for f in self.fields))
+        return tuple(dict.fromkeys(f if f in PLAIN_FIELDS else "claims" for f in self.fields))
 
     def missing(self, record: PatentRecord) -> tuple[str, ...]:
         """The required fields this record lacks (empty when the view renders)."""
