@@ -11,7 +11,7 @@ from corpus_helpers import FIXTURES, isolated_cache  # noqa: F401
 from evalctl.cli.main import cli
 from evalctl.corpus.importer import import_corpus
 from evalctl.corpus.patent_record import Citation, PatentRecord
-from evalctl.corpus.qrels import QrelsSpec, build_citation_qrels, domain_label, split_of
+from evalctl.corpus.qrels import QrelsSpec, build_citation_qrels, domain_label, load_qrels, split_of
 
 REAL_PAIRS = {("WO2014193417", "US20130040016"), ("US20140037793", "US8920865"), ("GB2507064", "US20130068830")}
 
@@ -29,6 +29,9 @@ def test_real_citations_resolve_with_normalised_numbers(espacenet):
     assert q.manifest["citations_resolved"] == 3
     assert {x.id: x.jurisdiction for x in q.queries} == {"WO2014193417": "WO", "US20140037793": "US", "GB2507064": "GB"}
     assert all(x.exclude == frozenset({x.id}) for x in q.queries)
+    # the set a build returns (not read back: a concurrent build may be replacing it) is the one stored
+    stored = load_qrels(espacenet, q.name)
+    assert (q.path, q.manifest, q.queries, q.pairs) == (stored.path, stored.manifest, stored.queries, stored.pairs)
 
 
 def test_citing_direction_reverses_queries(espacenet):

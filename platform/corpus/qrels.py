@@ -297,7 +297,8 @@ def write_qrels_set(corpus: Corpus, spec: QrelsSpec, queries: list[QrelsQuery], 
         }
         write_json(tmp / "manifest.json", manifest)
         replace_dir(tmp, final)
-    return load_qrels(corpus, spec.name)
+    # what was written, not read back: a concurrent build of the same set may be moving `final` aside
+    return QrelsSet(spec.name, final, json.loads(json.dumps(manifest)), tuple(queries), tuple(pairs))
 
 
 _PAIRS = pa.schema([("query_id", pa.string()), ("doc_id", pa.string()), ("score", pa.int32()),
