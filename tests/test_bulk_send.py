@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from evalctl.indexers.index_layout import BulkSettings
-from evalctl.indexers.index_loader import IndexReport, bulk_requests, send_bulk
+from evalctl.indexers.index_loader import IndexReport, _chunks, bulk_requests, send_bulk
 
 
 def _line(index: str, doc_id: str, source: dict) -> tuple[str, bytes]:
@@ -22,6 +22,19 @@ def test_requests_are_cut_by_documents_and_bytes():
     assert [len(g) for g in bulk_requests(lines, max_docs=100, max_bytes=25)] == [2, 2, 2, 1]
     assert [len(g) for g in bulk_requests([("big", b"y" * 50), ("a", b"z")], 10, 25)] == [1, 1]  # big goes alone
     assert [d for g in bulk_requests(lines, 3, 25) for d, _ in g] == [d for d, _ in lines]
+
+
+def test_a_full_request_goes_out_without_waiting_for_the_next_document():
+    def lines():  # the next document is a whole chunk of preparation away
+        yield from [(str(i), b"x") for i in range(3)]
+        raise AssertionError("asked for a fourth document before the first request was handed on")
+
+    assert [d for d, _ in next(bulk_requests(lines(), max_docs=3, max_bytes=1000))] == ["0", "1", "2"]
+
+
+def test_the_first_chunk_can_be_smaller():
+    assert [len(c) for c in _chunks(range(10), 4, first=2)] == [2, 4, 4]
+    assert [len(c) for c in _chunks(range(10), 4)] == [4, 4, 2]
 
 
 @pytest.mark.opensearch

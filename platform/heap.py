@@ -1,0 +1,37 @@
+"""Keep Python's cyclic garbage collector off the long-lived heap during hot loops.
+
+Once torch and a model are loaded a process holds about half a million tracked objects that live
+until it exits. A loop that creates many objects (a corpus pass builds ~17 claim objects per patent)
+triggers full collections, and each rescans all of them: 0.3-0.4 s of a 3.8 s index load here.
+Inside `long_lived_frozen()` the objects that existed on entry are left out of collections
+(gc.freeze); new objects are collected as usual, and on exit the old ones rejoin the collected heap
+(gc.unfreeze), so a model dropped later is still freed.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+_lock = threading.Lock()
+_depth = 0
+
+
+@contextmanager
+def long_lived_frozen() -> Iterator[None]:
+    """Freeze the heap as it is now for the duration; nested and concurrent uses unfreeze once, at the
+    last exit."""
+    global _depth
+    with _lock:
+        if _depth == 0:
+            gc.freeze()
+        _depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                gc.unfreeze()
