@@ -24,7 +24,7 @@ from evalctl.indexers.index_layout import (
     BM25_ONLY, CODE_FIELDS, IndexSettings, corpus_alias, index_body, index_name, index_prefix, load_index_settings,
     record_codes, text_field, vector_field, view_properties,
 )
-from evalctl.opensearch.cluster_info import snapshot_read
+from evalctl.opensearch.cluster_info import require_engine, snapshot_read
 from evalctl.provenance import code_version
 
 # Manifest keys that must match for new documents to join an existing index.
@@ -87,6 +87,8 @@ def read_manifest(client, index: str) -> dict | None:
 def ensure_index(client, index: str, meta: dict, settings: IndexSettings, alias: str) -> list[str]:
     """Create the index, or check that it holds the same corpus/model/settings and add new views.
     Returns the index's full view list."""
+    if meta["dim"]:  # before any vector field exists: a node without the engine may die creating one
+        require_engine(settings.engine)
     existing = read_manifest(client, index)
     if existing is None:
         try:

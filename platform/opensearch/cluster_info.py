@@ -7,13 +7,32 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from evalctl.errors import Failure
+from evalctl.errors import BadInput, Failure
 from evalctl.opensearch.connection import load_settings, make_client, resolve_url
 from evalctl.opensearch.node import ManagedNode
 
 
 class ClusterUnavailable(Failure, RuntimeError):
     pass
+
+
+class EngineUnavailable(BadInput, ValueError):
+    """A k-NN engine the node cannot run: refused before any field asks for it."""
+
+
+def require_engine(engine: str) -> None:
+    """Refuse a native k-NN engine (faiss) on the managed node when its plugin lacks the native libraries:
+    the first such field kills the JVM ("fatal error"), and the shard it leaves stops the node from
+    starting again. Configured clusters are not checked: evalctl cannot see their files."""
+    if engine == "lucene" or load_settings().external:
+        return
+    node = ManagedNode()
+    if node.native_knn() is False:
+        raise EngineUnavailable(
+            f"engine {engine!r} (configs/index.yaml) needs the k-NN plugin's native libraries, and the managed "
+            f"node's plugin ({node.dist / 'plugins' / 'opensearch-knn'}) has none (it comes from Maven Central): "
+            f"the first {engine} field would crash the node. Use engine: lucene, or point EVALCTL_OPENSEARCH_URL "
+            f"at an OpenSearch distribution that ships them.")
 
 
 _snapshot: dict | None = None  # answers kept inside node_snapshot()

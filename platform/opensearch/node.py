@@ -155,6 +155,12 @@ class ManagedNode:
     def url(self) -> str:
         return f"http://{self.spec.node.host}:{self.http_port}"
 
+    def native_knn(self) -> bool | None:
+        """Whether the k-NN plugin here has its native libraries (faiss needs them; the plugin from Maven
+        Central has none); None when no k-NN plugin is installed here."""
+        knn = self.dist / "plugins" / "opensearch-knn"
+        return (knn / "lib").is_dir() if knn.is_dir() else None
+
     # provisioning ---------------------------------------------------------
     def wanted_plugins(self) -> tuple[dict[str, FetchedPlugin], dict[str, str]]:
         """Each plugin with a source, fetched and hash-checked (given sources win over the config's), and
