@@ -2,12 +2,14 @@
 `took`, and vs exact brute-force similarity with numpy on the same vectors (time and nDCG@10 side by
 side). Prints a table.
 
-    python bench/retrieve.py [--docs 150] [--repeat 5] [--rounds 5] [--k 100] [--model all-minilm-l6-v2]
+    python bench/retrieve.py [--workload known-item|quickstart] [--docs 150] [--repeat 5] [--rounds 5] [--k 100]
+                             [--model all-minilm-l6-v2]
 
-Corpus: a known-item task from the real USPTO grant sample (tests/data/uspto-grants-2019):
-documents are abstracts (view A), queries are titles, each relevant to its own grant (a sanity
-task, not a citation task). Query and document vectors come from the embedding cache, warmed
-before timing, so only searching is timed. Every side runs once untimed, then --rounds times in rotating
+Workloads: `known-item` (default), from the real USPTO grant sample (tests/data/uspto-grants-2019):
+--docs abstracts (view A), queries are titles, each relevant to its own grant (a sanity task, not a
+citation task); `quickstart`, the bundled quickstart's retrieval: its OPS corpus (2,973 patents), its
+citation qrels, the test split's queries on titles (view T). Query and document vectors come from the
+embedding cache, warmed before timing, so only searching is timed. Every side runs once untimed, then --rounds times in rotating
 order. Targets: `evalctl retrieve` wall / sum of `_msearch` `took` with one request in flight <= 1.15x;
 evalctl's sender (search_all) >= 0.9x the queries/s of a bare `_msearch` of the same pre-built bytes on
 one connection (--repeat copies of the query set). The hybrid/RRF rows need the neural-search plugin.
@@ -36,6 +38,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workload", choices=["known-item", "quickstart"], default="known-item")
     ap.add_argument("--docs", type=int, default=150)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=5)
@@ -66,22 +69,34 @@ def main() -> None:
     client, url = make_client(), resolve_url(load_settings())
     model = get_model(args.model)
     name = f"bench-retrieve-{os.getpid()}"
-    corpus = import_corpus("beir", [write_known_item_beir(work / "beir", args.docs, dev_every=10**9)], name=name).corpus
-    view = load_views()["A"]
+    if args.workload == "quickstart":
+        from evalctl.corpus.qrels import build_qrels
+        from evalctl.study.spec import load_experiment
+
+        study = load_experiment("quickstart")
+        entry = study.corpora[0]
+        corpus = import_corpus(entry.format, [study.resolve_source(s) for s in entry.sources], name=name,
+                               labels=entry.labels, documents=entry.documents).corpus
+        qname, view, split = build_qrels(corpus, entry.qrels).name, load_views()["T"], "test"
+    else:
+        corpus = import_corpus("beir", [write_known_item_beir(work / "beir", args.docs, dev_every=10**9)],
+                               name=name).corpus
+        qname, view, split = "given", load_views()["A"], "test"
     try:
         index_corpus(client, corpus, [view], model, progress=False)
-        spec = RetrievalSpec(corpus=name, view="A", method="dense", model=args.model, qrels="given", k=args.k)
-        qset = load_qrels(corpus, "given")
-        queries = load_query_set(corpus, qset, "test", "A")
-        qrels = qset.qrels(split="test")
+        spec = RetrievalSpec(corpus=name, view=view.name, method="dense", model=args.model, qrels=qname, split=split,
+                             k=args.k)
+        qset = load_qrels(corpus, qname)
+        queries = load_query_set(corpus, qset, split, view.name)
+        qrels = qset.qrels(split=split)
         index, manifest = resolve_index(client, corpus, spec)
         opts = RetrievalOptions(progress=False, batch_size=args.batch_size, concurrency=1, reuse=False)
         bodies, _ = _bodies(client, spec, queries, manifest, model, opts)  # warms the query-vector cache
-        docs = [(r.id, view.render(r)) for r in corpus.records()]
+        docs = [(r.id, t) for r in corpus.records() if (t := view.render(r))]
         doc_ids = [d for d, _ in docs]
-        dvec = get_or_encode(model, "document", "A", doc_ids, [t for _, t in docs], progress=False)
+        dvec = get_or_encode(model, "document", view.name, doc_ids, [t for _, t in docs], progress=False)
         qids = [q for q in queries.ids if q in queries.texts]
-        qvec = get_or_encode(model, "query", "A", qids, [queries.texts[q] for q in qids], progress=False)
+        qvec = get_or_encode(model, "query", view.name, qids, [queries.texts[q] for q in qids], progress=False)
         many = bodies * args.repeat
         ndjson = msearch_ndjson(client, index, many, args.batch_size)
         methods = {"dense": spec, "exact": spec.with_(method="exact")}
@@ -134,7 +149,7 @@ def main() -> None:
               "search_all": f"evalctl search_all x{args.repeat}, 1 in flight",
               "bare": f"bare _msearch x{args.repeat}, 1 in flight",
               "numpy": f"numpy brute force x{args.repeat} (same vectors)"}
-    print(f"\n{len(doc_ids)} documents, {len(qids)} title queries, k={args.k}, model {args.model}, batch "
+    print(f"\n{args.workload}: {len(doc_ids)} documents, {len(qids)} title queries, k={args.k}, model {args.model}, batch "
           f"{args.batch_size}, {args.rounds} rounds (sides rotate, all warmed)")
     print(f"machine: before {load_before}; after {load()}")
     print(f"{'path':46} {'queries':>7} {'wall s min / median / max':>26} {'q/s':>7} {'took s':>7} {'wall/took':>9} "
