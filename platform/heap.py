@@ -17,21 +17,24 @@ from typing import Iterator
 
 _lock = threading.Lock()
 _depth = 0
+_froze = False  # whether the outermost use froze (it does not when the host program had frozen already)
 
 
 @contextmanager
 def long_lived_frozen() -> Iterator[None]:
     """Freeze the heap as it is now for the duration; nested and concurrent uses unfreeze once, at the
-    last exit."""
-    global _depth
+    last exit. A heap the program froze itself (before forking workers, say) is left as it is."""
+    global _depth, _froze
     with _lock:
         if _depth == 0:
-            gc.freeze()
+            _froze = gc.get_freeze_count() == 0
+            if _froze:
+                gc.freeze()
         _depth += 1
     try:
         yield
     finally:
         with _lock:
             _depth -= 1
-            if _depth == 0:
+            if _depth == 0 and _froze:
                 gc.unfreeze()

@@ -40,3 +40,14 @@ def test_an_error_inside_still_unfreezes():
     except KeyError:
         pass
     assert gc.get_freeze_count() == 0
+
+
+def test_a_heap_the_program_froze_itself_stays_frozen():
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with long_lived_frozen():
+            pass
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
