@@ -26,6 +26,7 @@ import numpy as np
 
 from evalctl.errors import BadInput
 from evalctl.corpus.label_sets import LabelSetSpec, label_matrix, label_support
+from evalctl.heap import long_lived_frozen
 
 PROBES = ("logreg", "knn")
 METRICS = ("micro_f1", "macro_f1", "samples_f1")
@@ -148,6 +149,7 @@ def classify(x: np.ndarray, y: np.ndarray, ids: list[str], settings: ClassifySet
     return {"probes": results, "splits": splits}
 
 
+@long_lived_frozen()  # full collections skip the long-lived heap (evalctl.heap)
 def run_classification(client, corpus, view_spec, model_id: str, spec: LabelSetSpec,
                        settings: ClassifySettings | None = None, *, progress: bool = True):
     """Export (or reuse) the view's vectors, probe them, store the result (kind "classification")."""

@@ -28,6 +28,7 @@ import numpy as np
 from evalctl.evaluators.classification import labelled_rows, result_identity, summarise
 from evalctl.corpus.label_sets import LabelSetSpec
 from evalctl.registry import Registry
+from evalctl.heap import long_lived_frozen
 
 # One gold class per record, from its kept labels (record order) and their corpus support.
 RULES: Registry = Registry("clustering rule", {
@@ -101,6 +102,7 @@ def level_specs(spec: LabelSetSpec, levels: tuple[str, ...]) -> list[LabelSetSpe
     return [dataclasses.replace(spec, level=lv) for lv in levels]
 
 
+@long_lived_frozen()  # full collections skip the long-lived heap (evalctl.heap)
 def run_clustering(client, corpus, view_spec, model_id: str, spec: LabelSetSpec,
                    settings: ClusterSettings | None = None, *, progress: bool = True):
     """Export (or reuse) the view's vectors, cluster them per level, store the result (kind "clustering")."""

@@ -46,6 +46,7 @@ from evalctl.paths import cache_root
 from evalctl.corpus.patent_record import PatentRecord
 from evalctl.provenance import code_version
 from evalctl.specs import SpecError
+from evalctl.heap import long_lived_frozen
 
 # A copy of each vector: k-NN 3.5's script doc values hand out one reused array, so a page of hits that
 # keeps the array itself shows the last document's vector in every hit.
@@ -247,6 +248,7 @@ def _check(export: VectorExport, rendered: list[tuple[str, bytes, dict]], corpus
             skipped or f"{n_found} of {len(pos)} vectors found in the embedding cache, max |diff| {worst:.3g}"]
 
 
+@long_lived_frozen()  # full collections skip the long-lived heap (evalctl.heap)
 def export_vectors(client, corpus, view_spec, model_id: str, *, force: bool = False, page_docs: int | None = None,
                    progress: bool = True) -> ExportReport:
     """Export `view_spec`'s vectors of the corpus x model index, or reuse an export of the same index state."""

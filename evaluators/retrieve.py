@@ -30,6 +30,7 @@ from evalctl.indexers.index_contract import open_index
 from evalctl.indexers.index_layout import text_field, vector_field
 from evalctl.indexers.index_loader import IDENTITY
 from evalctl.corpus.qrels import QrelsSet, load_qrels
+from evalctl.heap import long_lived_frozen
 
 MAX_K = 10_000  # knn k and index.max_result_window
 
@@ -232,6 +233,7 @@ def run_identity(spec: RetrievalSpec, corpus: Corpus, qset: QrelsSet, queries: Q
     return identity
 
 
+@long_lived_frozen()  # full collections skip the long-lived heap (evalctl.heap)
 def retrieve(client, spec: RetrievalSpec, options: RetrievalOptions | None = None) -> StoredRun:
     """Run `spec` (or find it already stored) and return the stored run."""
     from evalctl.models import get_model

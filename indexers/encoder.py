@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 import numpy as np
 from tqdm import tqdm
 
+from evalctl.heap import thaw
 from evalctl.indexers.embedding_cache import CacheKey, EmbeddingCache, text_hash
 from evalctl.indexers.model_loader import Source, load_model
 from evalctl.models import ModelSpec, Role, TaskType
@@ -73,6 +74,7 @@ def shared_model(spec: ModelSpec, device: str | None = None, source: Source = "a
         model = _loaded(spec, device, source, precision or spec.dtype)
         _SHARED[key] = model
         while len(_SHARED) > _SHARED_MAX:
+            thaw()  # a frozen heap (evalctl.heap) would keep the evicted model in memory
             _SHARED.popitem(last=False)
         return model
 

@@ -46,3 +46,20 @@ def test_another_revision_or_device_loads_anew(spec):
     assert retrained.model is not base.model
     assert Encoder(spec, device="cpu").model is base.model
     assert len(encoder_module._SHARED) == 2
+
+
+def test_a_model_evicted_inside_a_frozen_heap_is_still_freed(spec, monkeypatch):
+    import gc
+    import weakref
+
+    from evalctl.heap import long_lived_frozen
+
+    monkeypatch.setattr(encoder_module, "_SHARED_MAX", 1)
+    old = Encoder(spec, device="cpu").model
+    old.cycle = old  # freed by the cyclic collector only, as a model with back references would be
+    gone = weakref.ref(old)
+    del old
+    with long_lived_frozen():  # e.g. a load that resumes and loads another model to encode
+        Encoder(dataclasses.replace(spec, revision="1" * 40), device="cpu")
+        gc.collect()
+        assert gone() is None

@@ -51,3 +51,18 @@ def test_a_heap_the_program_froze_itself_stays_frozen():
         assert gc.get_freeze_count() == frozen
     finally:
         gc.unfreeze()
+
+
+def test_thaw_ends_the_freeze_inside_the_block():
+    from evalctl.heap import thaw
+
+    old = Node()
+    gone = weakref.ref(old)
+    with long_lived_frozen():
+        del old
+        thaw()  # before dropping something large
+        assert gc.get_freeze_count() == 0
+        gc.collect()
+        assert gone() is None
+    assert gc.get_freeze_count() == 0
+    thaw()  # outside a block: nothing to do
