@@ -18,10 +18,9 @@ from evalctl.opensearch.node import ManagedNode
 def test_native_knn_is_read_from_the_plugin_folder(tmp_path):
     node = ManagedNode(home=tmp_path)
     assert node.native_knn() is None  # no k-NN plugin here
-    knn = node.dist / "plugins" / "opensearch-knn"
-    knn.mkdir(parents=True)
+    node.knn_plugin.mkdir(parents=True)
     assert node.native_knn() is False  # the Maven Central plugin: jars only
-    (knn / "lib").mkdir()
+    (node.knn_plugin / "lib").mkdir()
     assert node.native_knn() is True  # a distribution's plugin ships lib/libopensearchknn_*.so
 
 

@@ -30,7 +30,7 @@ def require_engine(engine: str) -> None:
     if node.native_knn() is False:
         raise EngineUnavailable(
             f"engine {engine!r} (configs/index.yaml) needs the k-NN plugin's native libraries, and the managed "
-            f"node's plugin ({node.dist / 'plugins' / 'opensearch-knn'}) has none (it comes from Maven Central): "
+            f"node's plugin ({node.knn_plugin}) has none (it comes from Maven Central): "
             f"the first {engine} field would crash the node. Use engine: lucene, or point EVALCTL_OPENSEARCH_URL "
             f"at an OpenSearch distribution that ships them.")
 

@@ -155,11 +155,14 @@ class ManagedNode:
     def url(self) -> str:
         return f"http://{self.spec.node.host}:{self.http_port}"
 
+    @property
+    def knn_plugin(self) -> Path:
+        return self.dist / "plugins" / "opensearch-knn"
+
     def native_knn(self) -> bool | None:
         """Whether the k-NN plugin here has its native libraries (faiss needs them; the plugin from Maven
         Central has none); None when no k-NN plugin is installed here."""
-        knn = self.dist / "plugins" / "opensearch-knn"
-        return (knn / "lib").is_dir() if knn.is_dir() else None
+        return (self.knn_plugin / "lib").is_dir() if self.knn_plugin.is_dir() else None
 
     # provisioning ---------------------------------------------------------
     def wanted_plugins(self) -> tuple[dict[str, FetchedPlugin], dict[str, str]]:
