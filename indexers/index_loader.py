@@ -255,6 +255,16 @@ def send_bulk(client, request: list[tuple[str, bytes]], bulk, report: "IndexRepo
         pending = retry
 
 
+def _dim_proven(model, views, variant: str | None, prompt: str | None) -> bool:
+    """Every view already has vectors of this model, revision, prompt and dim in the embedding cache, which
+    stores no vector of another dim: the weights gave the spec's dim, no need to load them to check (a
+    12B model takes minutes to load; re-indexing after a lost node then loads nothing)."""
+    from evalctl.indexers.embedding_cache import EmbeddingCache
+    from evalctl.indexers.encoder import cache_key
+
+    return all(len(EmbeddingCache(cache_key(model, "document", v.name, variant, prompt))) for v in views)
+
+
 def index_corpus(client, corpus, views, model=None, *, variant: str | None = None,
                  settings: IndexSettings | None = None, chunk_docs: int = 2000, device: str | None = None,
                  encode_batch_size: int = 32, progress: bool = True) -> IndexReport:
@@ -269,7 +279,7 @@ def index_corpus(client, corpus, views, model=None, *, variant: str | None = Non
     prompt = model.prompt_for("document", task_type="retrieval", variant=variant) if model else None
     meta = index_manifest(corpus, model, variant, prompt, [v.name for v in views], settings)
     encoder = LazyEncoder(model, device=device, batch_size=encode_batch_size) if model else None
-    if encoder is not None and read_manifest(client, name) is None:
+    if encoder is not None and read_manifest(client, name) is None and not _dim_proven(model, views, variant, prompt):
         encoder.load()  # a spec whose dim disagrees with its weights fails here, before an empty index exists
     all_views = ensure_index(client, name, meta, settings, corpus_alias(corpus.name))
     by_name = {v.name: v for v in views}

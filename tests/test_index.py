@@ -216,3 +216,26 @@ def test_vectors_read_back_exactly(os_client, env, minilm, views, cleanup):
         [views["TAC"].render(r) for r in records])
     assert found.all()
     np.testing.assert_array_equal(stored, cached)
+
+
+def test_reindex_from_a_warm_cache_loads_no_model(os_client, env, minilm, views):
+    """The dimension check before creating an index needs no model load when the cache already holds the
+    model's vectors for the view (it refuses vectors of another dim)."""
+    from evalctl.corpus.importer import import_corpus
+    from evalctl.indexers import encoder as encoder_module
+    from evalctl.indexers.index_loader import index_corpus
+
+    src = write_rows(env["root"] / "warm.csv", 8, skip=N_RECORDS)
+    corpus = import_corpus("uspto", [src], name=f"{env['name']}-warm").corpus
+    first = index_corpus(os_client, corpus, [views["TA"]], minilm, progress=False)  # encodes: the cache is warm
+    try:
+        os_client.indices.delete(index=first.index)  # a lost index, or a node wiped
+        encoder_module._SHARED.clear()  # no model loaded in this process
+        again = index_corpus(os_client, corpus, [views["TA"]], minilm, progress=False)
+        assert not encoder_module._SHARED  # every vector came from the cache: the weights were never loaded
+        assert again.n_loaded == first.n_loaded == 8 and not again.failed
+        os_client.indices.refresh(index=again.index)
+        hit = os_client.search(index=again.index, body={"size": 1, "_source": ["vec_TA"]})["hits"]["hits"][0]
+        assert len(hit["_source"]["vec_TA"]) == minilm.dim
+    finally:
+        os_client.indices.delete(index=first.index, ignore_unavailable=True)
