@@ -218,7 +218,7 @@ def test_vectors_read_back_exactly(os_client, env, minilm, views, cleanup):
     np.testing.assert_array_equal(stored, cached)
 
 
-def test_reindex_from_a_warm_cache_loads_no_model(os_client, env, minilm, views):
+def test_reindex_from_a_warm_cache_loads_no_model(os_client, env, minilm, views, monkeypatch):
     """The dimension check before creating an index needs no model load when the cache already holds the
     model's vectors for the view (it refuses vectors of another dim)."""
     from evalctl.corpus.importer import import_corpus
@@ -230,7 +230,8 @@ def test_reindex_from_a_warm_cache_loads_no_model(os_client, env, minilm, views)
     first = index_corpus(os_client, corpus, [views["TA"]], minilm, progress=False)  # encodes: the cache is warm
     try:
         os_client.indices.delete(index=first.index)  # a lost index, or a node wiped
-        encoder_module._SHARED.clear()  # no model loaded in this process
+        # no model loaded in this process (a fresh model cache of its own: later tests keep theirs)
+        monkeypatch.setattr(encoder_module, "_SHARED", type(encoder_module._SHARED)())
         again = index_corpus(os_client, corpus, [views["TA"]], minilm, progress=False)
         assert not encoder_module._SHARED  # every vector came from the cache: the weights were never loaded
         assert again.n_loaded == first.n_loaded == 8 and not again.failed
