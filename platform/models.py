@@ -74,11 +74,20 @@ class ModelSpec:
     pooling: Literal["mean", "cls", "last-token"]
     normalize: bool
     similarity: Literal["cosine", "dot"]
+    # The precision on an accelerator; on a CPU vectors are float32 unless a runtime asks otherwise
+    # (indexers/runtime.resolve_precision). Enforced at load: a checkpoint's own dtype never decides.
     dtype: Literal["float32", "float16", "bfloat16"]
     named_by_study: bool
     # Where revision and prompts were checked (model card, MTEB model file); free text with URLs.
     source: str
     trust_remote_code: bool = False
+    # Passed by every route (folder, offline package, hub): model_kwargs to the transformers model
+    # (e.g. attn_implementation), tokenizer_kwargs to its tokenizer (e.g. padding_side: left).
+    model_kwargs: dict[str, Any] = field(default_factory=dict)
+    tokenizer_kwargs: dict[str, Any] = field(default_factory=dict)
+    # Further repositories loading needs ("owner/name@revision"): remote code kept in another repository
+    # (nomic-embed's nomic-ai/nomic-bert-2048). The missing-weights message names them.
+    code_repos: tuple[str, ...] = ()
     # variant name -> {MTEB prompt key -> prompt string}; `plain` means no prompt at all.
     prompt_variants: dict[str, dict[str, str]] = field(default_factory=lambda: {"plain": {}})
     default_variant: str = "plain"
@@ -101,6 +110,8 @@ class ModelSpec:
         for variant, prompts in self.prompt_variants.items():
             for key in prompts:
                 _check_prompt_key(key, variant)
+        if {"dtype", "torch_dtype"} & set(self.model_kwargs):
+            raise ValueError("model_kwargs: the precision is `dtype` (or a runtime's precision), not a model_kwargs key")
 
     @property
     def pinned(self) -> bool:
