@@ -103,19 +103,48 @@ class FetchedPlugin:
     path: Path
     sha256: str
     source: PluginSource
+    # plugins or modules this one extends (`extended.plugins`): they must be installed before it
+    extends: tuple[str, ...] = ()
+    optional_extends: tuple[str, ...] = ()
+    opensearch_version: str | None = None
 
 
-def descriptor(zip_path: Path) -> dict[str, str]:
-    """The plugin's name and version from its plugin-descriptor.properties."""
+def descriptor(zip_path: Path) -> dict:
+    """The plugin's descriptor (name, version, opensearch.version, the plugins it extends), after checking
+    the whole zip: readable, every entry's CRC right, no entry that would land outside the plugin folder.
+    All of it is checked before a running node is touched, so a bad zip never takes the node down."""
     try:
         with zipfile.ZipFile(zip_path) as z:
+            unsafe = [i.filename for i in z.infolist() if _unsafe_entry(i)]
+            if unsafe:
+                raise NodeError(f"{zip_path}: refusing a plugin zip with entries outside its folder "
+                                f"({', '.join(unsafe[:3])})")
+            broken = z.testzip()
+            if broken is not None:
+                raise NodeError(f"{zip_path}: entry {broken} is damaged (CRC mismatch); download the zip again")
             props = z.read("plugin-descriptor.properties").decode()
-    except (zipfile.BadZipFile, KeyError) as e:
+    except (zipfile.BadZipFile, KeyError, EOFError, UnicodeDecodeError) as e:
         raise NodeError(f"{zip_path} is not an OpenSearch plugin zip ({e})") from None
-    fields = dict(line.split("=", 1) for line in props.splitlines() if "=" in line and not line.startswith("#"))
+    fields = {k.strip(): v.strip() for k, v in
+              (line.split("=", 1) for line in props.splitlines() if "=" in line and not line.startswith("#"))}
     if not fields.get("name"):
         raise NodeError(f"{zip_path}: plugin-descriptor.properties has no name")
-    return {"name": fields["name"].strip(), "version": fields.get("version", "?").strip()}
+    # `extended.plugins=a,b;optional=true`: an optional one need not be there
+    required, optional = [], []
+    for item in filter(None, (x.strip() for x in fields.get("extended.plugins", "").split(","))):
+        name, _, flag = item.partition(";")
+        (optional if flag.replace(" ", "") == "optional=true" else required).append(name.strip())
+    return {"name": fields["name"], "version": fields.get("version", "?"),
+            "opensearch_version": fields.get("opensearch.version"),
+            "extends": tuple(required), "optional_extends": tuple(optional)}
+
+
+def _unsafe_entry(info: zipfile.ZipInfo) -> bool:
+    """An absolute path, a `..` component or a symlink: opensearch-plugin refuses these, but only after
+    the node was stopped for the install."""
+    name = info.filename.replace("\\", "/")
+    is_link = (info.external_attr >> 16) & 0o170000 == 0o120000
+    return name.startswith("/") or ".." in name.split("/") or is_link
 
 
 def _download(url: str, downloads: Path, timeout: float) -> Path:
@@ -149,4 +178,8 @@ def fetch(source: PluginSource, *, downloads: Path, m2: Path, version: str, time
         raise NodeError(f"plugin {location}: sha256 mismatch, refusing to install it\n"
                         f"  expected {source.sha256}\n  got      {digest}")
     d = descriptor(path)
-    return FetchedPlugin(d["name"], d["version"], path, digest, source)
+    if d["opensearch_version"] not in (None, version):
+        raise NodeError(f"plugin {d['name']} {d['version']} from {location} is built for OpenSearch "
+                        f"{d['opensearch_version']}, not {version}; use the plugin release for {version}")
+    return FetchedPlugin(d["name"], d["version"], path, digest, source, extends=d["extends"],
+                         optional_extends=d["optional_extends"], opensearch_version=d["opensearch_version"])

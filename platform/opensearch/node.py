@@ -8,6 +8,7 @@ Layout under opensearch_home():
 
 from __future__ import annotations
 
+import graphlib
 import json
 import os
 import pwd
@@ -204,40 +205,65 @@ class ManagedNode:
 
     def provision(self, echo=print) -> Path:
         """Download (once) and assemble the distribution, then install any plugin not yet in it."""
+        staged = self.stage(echo)
+        if staged is not None:
+            replace_dir(staged, self.dist)  # atomic: a half-assembled distribution is never used
+            shutil.rmtree(staged.parent, ignore_errors=True)
+        return self.dist
+
+    def stage(self, echo=print) -> Path | None:
+        """The distribution with every pending plugin installed, assembled in a staging folder (None when
+        nothing is pending). The distribution in use is never modified, so a running node stays up while
+        this runs, and a failed install leaves it exactly as it was."""
         pending, missing = self.pending_plugins()
-        manifest = self.dist / "evalctl-dist.json"
-        if manifest.exists() and not pending:
-            return self.dist
+        if self.assembled() and not pending:
+            return None
         java = find_java(self.spec.min_java)
-        if manifest.exists():
-            target, record = self.dist, self.dist_manifest()
+        if self.assembled():
+            target, record = self._copy_dist(), self.dist_manifest()
         else:
             target, record = self._unpack_core(echo), {"version": self.spec.version, "plugins": {}}
-        env = dict(os.environ, OPENSEARCH_JAVA_HOME=str(java))
-        tool = str(target / "bin" / "opensearch-plugin")
-        for name, plugin in pending.items():
-            if name in record["plugins"]:
-                echo(f"Replacing plugin {name} (installed zip differs from {plugin.source})")
-                self._plugin_tool([tool, "remove", name], env, f"removing {name}")
-            echo(f"Installing plugin {name} {plugin.version} from {plugin.source}")
-            self._plugin_tool([tool, "install", "--batch", plugin.path.resolve().as_uri()], env, f"installing {name}")
-            record["plugins"][name] = {"version": plugin.version, "source": str(plugin.source),
-                                       "sha256": plugin.sha256}
-        record.update(missing_plugins=missing, java_home=str(java))
-        write_text(target / "evalctl-dist.json", json.dumps(record, indent=2))
-        if target != self.dist:
-            replace_dir(target, self.dist)  # atomic: a half-assembled distribution is never used
+        try:
+            modules = {m.name for m in (target / "modules").iterdir()}
+            order = install_order(pending, present=set(record["plugins"]) | modules)
+            env = dict(os.environ, OPENSEARCH_JAVA_HOME=str(java))
+            tool = str(target / "bin" / "opensearch-plugin")
+            for plugin in order:
+                if plugin.name in record["plugins"]:
+                    echo(f"Replacing plugin {plugin.name} (installed zip differs from {plugin.source})")
+                    self._plugin_tool([tool, "remove", plugin.name], env, f"removing {plugin.name}")
+                echo(f"Installing plugin {plugin.name} {plugin.version} from {plugin.source}")
+                self._plugin_tool([tool, "install", "--batch", plugin.path.resolve().as_uri()], env,
+                                  f"installing {plugin.name}")
+                record["plugins"][plugin.name] = {"version": plugin.version, "source": str(plugin.source),
+                                                  "sha256": plugin.sha256}
+            record.update(missing_plugins=missing, java_home=str(java))
+            write_text(target / "evalctl-dist.json", json.dumps(record, indent=2))
+        except BaseException:
             shutil.rmtree(target.parent, ignore_errors=True)
-        return self.dist
+            raise
+        return target
+
+    def assembled(self) -> bool:
+        return (self.dist / "evalctl-dist.json").exists()
+
+    def _staging(self) -> Path:
+        staging = self.dist.with_name(self.dist.name + ".partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        return staging
+
+    def _copy_dist(self) -> Path:
+        target = self._staging() / self.dist.name
+        shutil.copytree(self.dist, target, symlinks=True)
+        return target
 
     def _unpack_core(self, echo) -> Path:
         m2 = self.home / "m2"
         version = self.spec.version
         echo(f"Downloading OpenSearch {version} from Maven Central (cached in {m2}) ...")
         core_zip = maven_fetch(self.spec.distribution.format(version=version), m2)
-        staging = self.dist.with_name(self.dist.name + ".partial")
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
+        staging = self._staging()
         with zipfile.ZipFile(core_zip) as z:
             z.extractall(staging)
         inner = staging / f"opensearch-{version}"
@@ -246,6 +272,7 @@ class ManagedNode:
                 f.chmod(0o755)
         absent = [m for m in self.spec.required_modules if not (inner / "modules" / m).is_dir()]
         if absent:
+            shutil.rmtree(staging, ignore_errors=True)
             raise NodeError(f"{core_zip.name} lacks module(s) {', '.join(absent)}; this version is not supported")
         return inner
 
@@ -284,15 +311,39 @@ class ManagedNode:
             if not pending:
                 echo(f"OpenSearch already running (pid {st.pid}) at {st.url}")
                 return st
-            echo(f"Restarting OpenSearch (pid {st.pid}) to install {', '.join(pending)}")
-            self.stop()
+            return self._restart_with(self.stage(echo), sorted(pending), st, timeout, echo)
         if _port_open(self.spec.node.host, self.http_port):
             raise NodeError(
                 f"port {self.http_port} on {self.spec.node.host} is taken by a process evalctl did not "
                 "start; use --port, or point EVALCTL_OPENSEARCH_URL at that cluster"
             )
-        t0 = time.monotonic()
         self.provision(echo=echo)
+        return self._launch(timeout, echo)
+
+    def _restart_with(self, staged: Path, plugins: list[str], st: NodeState, timeout: float, echo) -> NodeState:
+        """Swap in a staged distribution under a running node: stop, swap, start; when the new one does
+        not come up, the previous distribution is put back and the node started again as it was."""
+        echo(f"Restarting OpenSearch (pid {st.pid}) to install {', '.join(plugins)}")
+        self.stop()
+        previous = self.dist.with_name(self.dist.name + ".previous")
+        shutil.rmtree(previous, ignore_errors=True)
+        os.rename(self.dist, previous)
+        os.rename(staged, self.dist)
+        shutil.rmtree(staged.parent, ignore_errors=True)
+        try:
+            new = self._launch(timeout, echo)
+        except NodeError as e:
+            shutil.rmtree(self.dist, ignore_errors=True)
+            os.rename(previous, self.dist)
+            echo("The node did not start with the new plugins; restoring the previous distribution")
+            back = self._launch(timeout, echo)
+            raise NodeError(f"{e}\nThe node was restored without the new plugins and runs again "
+                            f"(pid {back.pid}) at {back.url}.") from None
+        shutil.rmtree(previous, ignore_errors=True)
+        return new
+
+    def _launch(self, timeout: float, echo) -> NodeState:
+        t0 = time.monotonic()
         manifest = self.dist_manifest()
         java = find_java(self.spec.min_java)
         for sub in ("data", "logs"):
@@ -328,6 +379,7 @@ class ManagedNode:
         try:
             wait_healthy(self.url, deadline=t0 + timeout, alive=lambda: self.is_ours(pid))
         except NodeError as e:
+            self._end(pid)  # a node that did not come up is not left running unrecorded
             raise NodeError(f"{e}\nLogs: {self.log_file}\n{self.tail_log(30)}") from None
         st = NodeState(
             pid=pid, url=self.url, version=self.spec.version, distribution=str(self.dist),
@@ -376,22 +428,46 @@ class ManagedNode:
         if st is None or not self.is_ours(st.pid):
             self.state_file.unlink(missing_ok=True)
             return None
-        os.kill(st.pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.is_ours(st.pid):
-            time.sleep(0.2)
-        if self.is_ours(st.pid):
-            os.kill(st.pid, signal.SIGKILL)
-            while self.is_ours(st.pid):
-                time.sleep(0.1)
+        self._end(st.pid, timeout)
         self.state_file.unlink(missing_ok=True)
         return st.pid
+
+    def _end(self, pid: int, timeout: float = 60.0) -> None:
+        """SIGTERM, then SIGKILL after `timeout`; returns once the process is gone."""
+        if not self.is_ours(pid):
+            return
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.is_ours(pid):
+            time.sleep(0.2)
+        if self.is_ours(pid):
+            os.kill(pid, signal.SIGKILL)
+            while self.is_ours(pid):
+                time.sleep(0.1)
 
     def tail_log(self, lines: int = 50) -> str:
         try:
             return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
         except FileNotFoundError:
             return f"(no log yet at {self.log_file})"
+
+
+def install_order(pending: dict[str, FetchedPlugin], present: set[str]) -> list[FetchedPlugin]:
+    """The pending plugins, each after the plugins it extends (its descriptor's `extended.plugins`): the
+    plugin tool refuses a plugin whose dependency is not installed yet. A required dependency that is
+    neither pending nor present (installed plugin or module) is refused before anything is installed."""
+    graph = {}
+    for name, p in pending.items():
+        absent = [d for d in p.extends if d not in pending and d not in present]
+        if absent:
+            raise NodeError(f"plugin {name} ({p.source}) extends {', '.join(absent)}, which is neither "
+                            "installed nor given; add it to plugins: in configs/opensearch.yaml or give its "
+                            "zip with --plugin-zip")
+        graph[name] = [d for d in (*p.extends, *p.optional_extends) if d in pending]
+    try:
+        return [pending[n] for n in graphlib.TopologicalSorter(graph).static_order()]
+    except graphlib.CycleError as e:
+        raise NodeError(f"plugins extend each other in a cycle: {' -> '.join(e.args[1])}") from None
 
 
 def _port_open(host: str, port: int) -> bool:
