@@ -140,14 +140,15 @@ def stats_cmd(corpus_name) -> None:
 @click.option("--query-view", default=None, help="Query view (default: --view).")
 @click.option("--qrels", "qrels_name", default="citations", show_default=True, help="Qrels set.")
 @click.option("--split", default="test", show_default=True)
-def export_cmd(corpus_name, out_dir, fmt, view, query_view, qrels_name, split) -> None:
+@click.option("--force", is_flag=True, help="Write into OUT_DIR even when it holds files that are not an evalctl export.")
+def export_cmd(corpus_name, out_dir, fmt, view, query_view, qrels_name, split, force) -> None:
     """Write CORPUS_NAME's landscape (view text, queries, qrels) as BEIR or DAPFAM files in OUT_DIR."""
     from evalctl.corpus.export import ExportError, export_landscape
     from evalctl.corpus.qrels import load_qrels
 
     corpus = _load(corpus_name)
     try:
-        s = export_landscape(corpus, load_qrels(corpus, qrels_name), fmt, view, split, out_dir, query_view)
+        s = export_landscape(corpus, load_qrels(corpus, qrels_name), fmt, view, split, out_dir, query_view, force)
     except (ExportError, FileNotFoundError, SpecError) as e:
         raise UserError(str(e)) from None
     click.echo(f"exported {s.corpus} ({s.format}, view {s.view}, queries {s.query_view}, {s.qrels}/{s.split}) to {out_dir}")

@@ -48,7 +48,8 @@ def run(spec_name, dry_run) -> None:
 @click.argument("spec_name")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for report.md, report.html and the PNG plots (default: the results store).")
-@click.option("--force", is_flag=True, help="Rewrite the report even when its inputs are unchanged.")
+@click.option("--force", is_flag=True, help="Rewrite the report even when its inputs are unchanged, and write it into "
+              "a folder holding files that are not an evalctl report.")
 def report(spec_name, out, force) -> None:
     """Write the report of SPEC (Markdown + HTML, PNG plots) from the stored results."""
     from evalctl.study.report import write_report

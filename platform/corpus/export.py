@@ -28,10 +28,11 @@ from typing import Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from evalctl.corpus.store import Corpus
+from evalctl.corpus.store import Corpus, corpora_root
 from evalctl.corpus.patent_record import PatentRecord
 from evalctl.corpus.qrels import QrelsSet
 from evalctl.corpus.views import ViewSpec, field_text
+from evalctl.output_folder import check_folder, claim_folder
 
 Format = Literal["beir", "dapfam"]
 FORMATS: tuple[str, ...] = ("beir", "dapfam")
@@ -120,9 +121,20 @@ def _write_tsv(path: Path, header: list[str], rows) -> None:
         w.writerows(rows)
 
 
+def check_out_dir(corpus: Corpus, out_dir: Path, force: bool = False) -> None:
+    """`out_dir` must be new, empty or an earlier export (output_folder; `force`: any real folder), and never
+    in the corpus store, where a DAPFAM export's corpus.parquet would replace the corpus's own."""
+    target = out_dir.resolve()
+    for store in (corpus.path.resolve(), corpora_root().resolve()):
+        if target == store or store in target.parents:
+            raise ExportError(f"{out_dir} is inside the corpus store ({store}): export to a folder of your own")
+    check_folder(out_dir, "export", (EXPORT_FILE, "corpus_hash"), force=force)
+
+
 def export_landscape(corpus: Corpus, qset: QrelsSet, fmt: Format, view: str, split: str, out_dir: Path,
-                     query_view: str | None = None) -> ExportSummary:
-    """Write the landscape (corpus in `view`, `split`'s queries in `query_view`, their qrels) to `out_dir`."""
+                     query_view: str | None = None, force: bool = False) -> ExportSummary:
+    """Write the landscape (corpus in `view`, `split`'s queries in `query_view`, their qrels) to `out_dir`
+    (see check_out_dir)."""
     from evalctl.corpus.views import load_views
 
     views = load_views()
@@ -140,6 +152,7 @@ def export_landscape(corpus: Corpus, qset: QrelsSet, fmt: Format, view: str, spl
     if not wanted:
         have = sorted({q.split for q in qset.queries})
         raise ExportError(f"qrels set {qset.name!r} has no {split!r} queries; it has splits: {', '.join(have) or 'none'}")
+    check_out_dir(corpus, out_dir, force)
 
     docs = [r for r in corpus.records() if dview.render(r)]
     doc_ids = {r.id for r in docs}
@@ -154,7 +167,7 @@ def export_landscape(corpus: Corpus, qset: QrelsSet, fmt: Format, view: str, spl
     pairs = [p for p in qset.pairs if p.split == split and p.query_id in query_records]
     excluded = sorted((q, d) for q in qids for d in wanted[q].exclude if d in doc_ids)
 
-    out_dir.mkdir(parents=True, exist_ok=True)
+    claim_folder(out_dir, "export")
     if fmt == "beir":
         _write_jsonl(out_dir / "corpus.jsonl", (_beir_doc(r, dview) for r in docs))
         _write_jsonl(out_dir / "queries.jsonl", ({"_id": q, "text": qview.render(query_records[q])} for q in qids))

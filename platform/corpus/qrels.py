@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from evalctl.atomic import replace_dir, staging_dir
 from evalctl.corpus.store import Corpus, load_corpus, write_json
+from evalctl.errors import BadInput
 from evalctl.corpus.import_problems import ProblemLog
 from evalctl.corpus.import_source import GivenPair
 from evalctl.names import check_name
@@ -340,10 +341,16 @@ def list_qrels(corpus: Corpus) -> list[str]:
     return sorted(p.name for p in root.glob("*") if (p / "manifest.json").is_file()) if root.is_dir() else []
 
 
+class QrelsNotFound(BadInput, FileNotFoundError):
+    pass
+
+
 def _qrels_dir(corpus: Corpus, name: str) -> Path:
-    d = qrels_root(corpus) / name
+    d = qrels_root(corpus) / check_name(name, "qrels set")  # never a path into another corpus
     if not (d / "manifest.json").is_file():
-        raise FileNotFoundError(f"corpus {corpus.name!r} has no qrels set {name!r}; has: {', '.join(list_qrels(corpus)) or 'none'}")
+        raise QrelsNotFound(f"corpus {corpus.name!r} has no qrels set {name!r} (it has: "
+                            f"{', '.join(list_qrels(corpus)) or 'none'}): build it with `evalctl corpus qrels "
+                            f"{corpus.name} --name {name}`, or name one it has")
     return d
 
 

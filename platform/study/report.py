@@ -17,8 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evalctl.clock import utc_now
+from evalctl.output_folder import check_folder, claim_folder
 from evalctl.study.spec import ExperimentSpec
 from evalctl.provenance import code_version
+
+INPUTS_FILE = "inputs.json"  # what the report was made from; unchanged inputs keep the report
 
 if TYPE_CHECKING:  # pandas is imported where tables are made: an up-to-date report never pays for it
     import pandas as pd
@@ -42,16 +45,19 @@ class Report:
         self.blocks.append(("img", file, caption))
 
     def markdown(self) -> str:
-        out = [f"# {self.title}"]
+        """Markdown with the text's HTML escaped, as in html(): a spec's description or a label shows as
+        written and never becomes markup (Markdown renderers pass raw HTML through)."""
+        out = [f"# {_md(self.title)}"]
         for b in self.blocks:
             if b[0] == "h":
-                out.append(f"## {b[1]}")
+                out.append(f"## {_md(b[1])}")
             elif b[0] == "p":
-                out.append(b[1])
+                out.append(_md(b[1]))
             elif b[0] == "table":
-                out.append(b[1].to_markdown(index=False))
+                table = b[1].map(lambda v: _md(v) if isinstance(v, str) else v)
+                out.append(table.rename(columns=lambda c: _md(str(c))).to_markdown(index=False))
             else:
-                out.append(f"![{b[2]}]({b[1]})\n\n*{b[2]}*")
+                out.append(f"![{_md(b[2])}]({b[1]})\n\n*{_md(b[2])}*")
         return "\n\n".join(out) + "\n"
 
     def html(self, folder: Path) -> str:
@@ -73,6 +79,10 @@ class Report:
                  "img{max-width:100%}figcaption{font-style:italic;color:#555}")
         return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(self.title)}</title>"
                 f"<style>{style}</style></head><body>{''.join(body)}</body></html>")
+
+
+def _md(text: str) -> str:
+    return html.escape(text, quote=False)
 
 
 def _plt():
@@ -333,22 +343,24 @@ def _tuned_and_base(steps):
 
 def write_report(spec: ExperimentSpec, out: Path, force: bool = False) -> tuple[Path, Path, bool]:
     """Write the report; returns its two files and whether it was (re)written. A report whose inputs
-    (every step's stored scores and run, the spec file, the code version) are unchanged is kept."""
+    (every step's stored scores and run, the spec file, the code version) are unchanged is kept. `out` must
+    be new, empty or an earlier evalctl report (output_folder); `force` also writes into any other folder."""
     from evalctl.opensearch.cluster_info import node_snapshot
     from evalctl.study.runner import plan
 
-    out.mkdir(parents=True, exist_ok=True)
+    check_folder(out, "report", (INPUTS_FILE, "code_version"), force=force)
     steps = plan(spec)
     for s in steps:  # a report reads one snapshot: each step's store lookup once, not once per table
         s.scores = s.scores and functools.cache(s.scores)
         s.ref = s.ref and functools.cache(s.ref)
-    md, page, inputs_file = out / "report.md", out / "report.html", out / "inputs.json"
+    md, page, inputs_file = out / "report.md", out / "report.html", out / INPUTS_FILE
     with node_snapshot():
         inputs = json.dumps({"code_version": code_version(), "spec": Path(spec.source_path).read_text(),
                              "steps": [[s.key, s.scores() if s.scores else None, s.ref() if s.ref else None]
                                        for s in steps]}, sort_keys=True, default=str)
     if not force and md.exists() and page.exists() and inputs_file.exists() and inputs_file.read_text() == inputs:
         return md, page, False
+    claim_folder(out, "report")
     report = Report(f"evalctl report: {spec.name}")
     report.p(f"{spec.description.strip()} Generated {utc_now('%Y-%m-%d %H:%M UTC')} by "
              f"evalctl {code_version()} from the results store.")

@@ -263,7 +263,7 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
         mode = entry.fusion_mode if entry.fusion_mode != "auto" else (
             "native" if has_neural_search(client) else "client")
         return RetrievalSpec(corpus=entry.corpus, view=view, method=method, model=model_id, query_view=entry.query_view,
-                             qrels=entry.qrels, split=entry.split, k=entry.k, fusion=fusion, fusion_mode=mode)
+                             qrels=entry.qrels, split=entry.query_split, k=entry.k, fusion=fusion, fusion_mode=mode)
 
     def identity() -> dict:
         client = make_client()

@@ -8,11 +8,13 @@ reproduction files, expected scores with tolerances. `load_experiment` validates
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from evalctl.corpus.qrels import QrelsSpec
+from evalctl.names import BadName, check_name
 from evalctl.specs import SpecError, build, configs_dir, load_yaml, package_folder
 
 
@@ -30,6 +32,9 @@ class CorpusEntry:
 class ModelEntry:
     id: str
     prompt_variant: str | None = None
+
+
+ALL_SPLITS = "all"  # `split: all` asks every query of the qrels set, as `evalctl retrieve --split all`
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,11 @@ class RetrievalEntry:
     # report the chosen one on `split`; () = use dense_weight
     dense_weights: tuple[float, ...] = ()
     include_tuned: bool = True  # False: models fine-tuned by this spec do not join this entry
+
+    @property
+    def query_split(self) -> str | None:
+        """The split as RetrievalSpec takes it (None: every query)."""
+        return None if self.split == ALL_SPLITS else self.split
 
 
 @dataclass(frozen=True)
@@ -164,7 +174,10 @@ def load_experiment(name_or_path: str) -> ExperimentSpec:
 
 
 def validate(spec: ExperimentSpec) -> None:
-    """Check cross-references; every message names the file and the offending entry."""
+    """Check every field that can be checked without the node: names (the one name rule: a name is never
+    a path), ranges, splits, weights, expected metrics and tolerances, cross-references and repeats, so
+    `evalctl run --dry-run` refuses what a run would only fail on after importing and indexing. Every
+    message names the file and the offending entry and field."""
     from evalctl.evaluators.retrieval_methods import METHODS
     from evalctl.corpus.formats import IMPORT_FORMATS
     from evalctl.corpus.label_sets import load_label_sets
@@ -172,10 +185,16 @@ def validate(spec: ExperimentSpec) -> None:
     from evalctl.corpus.views import load_views
 
     where = spec.source_path
+    _name(spec.name, "name", where)
+    for i, c in enumerate(spec.corpora):
+        _name(c.name, "name", f"{where}: corpora[{i}]")
+    for i, m in enumerate(spec.models):
+        _name(m.id, "id", f"{where}: models[{i}]")
+    for i, r in enumerate(spec.retrieval):
+        _name(r.qrels, "qrels", f"{where}: retrieval[{i}]")
     names = [c.name for c in spec.corpora]
-    dup = {n for n in names if names.count(n) > 1}
-    if dup:
-        raise SpecError(f"{where}: corpus name(s) {', '.join(sorted(dup))} given twice")
+    _no_repeats(names, "corpus name", where, "corpora")
+    _no_repeats([m.id for m in spec.models], "model id", where, "models")
     for c in spec.corpora:
         if c.format not in IMPORT_FORMATS:
             raise SpecError(f"{where}: corpus {c.name}: unknown format {c.format!r} ({', '.join(IMPORT_FORMATS)})")
@@ -188,19 +207,13 @@ def validate(spec: ExperimentSpec) -> None:
             raise SpecError(f"{where}: model {m.id} has no prompt variant {m.prompt_variant!r}; "
                             f"it has {', '.join(model.prompt_variants)}")
     views, label_sets = load_views(), load_label_sets()
-    from evalctl.finetune.recipes import get_recipe
-
-    for i, ft in enumerate(spec.finetune):
-        for r in ft.recipes:
-            try:
-                get_recipe(r)
-            except SpecError as e:
-                raise SpecError(f"{where}: finetune[{i}]: {e}") from None
     for section in ("indexes", "retrieval", "classification", "clustering", "finetune"):
         for i, entry in enumerate(getattr(spec, section)):
             at = f"{where}: {section}[{i}]"
             if entry.corpus not in names:
                 raise SpecError(f"{at}: corpus {entry.corpus!r} is not among corpora ({', '.join(names)})")
+            for key in ("views", "models", "methods", "label_sets", "recipes", "dense_weights"):
+                _no_repeats(getattr(entry, key, ()), key[:-1].replace("_", " "), at, key)
             for v in (*getattr(entry, "views", ()), *filter(None, [getattr(entry, "query_view", None)])):
                 if v not in views:
                     raise SpecError(f"{at}: unknown view {v!r} (configs/views.yaml has {', '.join(views)})")
@@ -213,6 +226,9 @@ def validate(spec: ExperimentSpec) -> None:
             for ls in getattr(entry, "label_sets", ()):
                 if ls not in label_sets:
                     raise SpecError(f"{at}: unknown label set {ls!r} ({', '.join(label_sets)})")
+    _check_finetune(spec)
+    for i, r in enumerate(spec.retrieval):
+        _check_retrieval(r, spec.corpus(r.corpus), f"{where}: retrieval[{i}]")
     for c in spec.corpora:
         for v in c.qrels.within_views if c.qrels else ():
             if v not in views:
@@ -220,7 +236,103 @@ def validate(spec: ExperimentSpec) -> None:
                                 f"(configs/views.yaml has {', '.join(views)})")
     model_ids = {m.id for m in spec.models}
     for i, e in enumerate(spec.expected):
+        at = f"{where}: expected[{i}]"
         if e.corpus not in names:
-            raise SpecError(f"{where}: expected[{i}]: corpus {e.corpus!r} is not among corpora")
+            raise SpecError(f"{at}: corpus {e.corpus!r} is not among corpora")
         if e.model not in model_ids | {"bm25"} and "+" not in e.model:
-            raise SpecError(f"{where}: expected[{i}]: model {e.model!r} is not among models")
+            raise SpecError(f"{at}: model {e.model!r} is not among models")
+        _check_expected(e, views, label_sets, at)
+
+
+def _name(value: str, what: str, at: str) -> None:
+    try:
+        check_name(value, what)
+    except BadName as e:
+        raise SpecError(f"{at}: {e}") from None
+
+
+def _no_repeats(items, what: str, at: str, key: str) -> None:
+    """Refuse an item given twice, naming both positions (it would plan the same step twice)."""
+    seen: dict = {}
+    for i, item in enumerate(items):
+        if item in seen:
+            raise SpecError(f"{at}: {key}[{seen[item]}] and {key}[{i}]: {what} {item!r} given twice")
+        seen[item] = i
+
+
+def _check_retrieval(r: RetrievalEntry, corpus: CorpusEntry, at: str) -> None:
+    from evalctl.corpus.qrels import SPLITS
+    from evalctl.evaluators.retrieve import MAX_K
+    from evalctl.evaluators.search_pipelines import FusionSpec
+
+    if not 1 <= r.k <= MAX_K:
+        raise SpecError(f"{at}: k {r.k} is outside the allowed range 1-{MAX_K}")
+    # A BEIR corpus's given qrels keep the splits its qrels/<split>.tsv files name; every other set has these.
+    if corpus.format == "beir" and r.qrels == "given":
+        _name(r.split, "split", at)
+    elif r.split not in (*SPLITS, ALL_SPLITS):
+        raise SpecError(f"{at}: unknown split {r.split!r} (one of {', '.join((*SPLITS, ALL_SPLITS))})")
+    for key, w in (("dense_weight", r.dense_weight), *((f"dense_weights[{j}]", w) for j, w in enumerate(r.dense_weights))):
+        try:
+            FusionSpec(dense_weight=w)
+        except ValueError as e:
+            raise SpecError(f"{at}: {key}: {e}") from None
+    if r.dense_weights and r.split == "dev":  # as fusion_sweep refuses it: the weights are tuned on dev
+        raise SpecError(f"{at}: dense_weights are tuned on the dev queries: report on another split (split: test)")
+
+
+def _check_finetune(spec: ExperimentSpec) -> None:
+    """Recipes known, sizes positive, and each fine-tuned model's id (it becomes a folder) a valid name."""
+    from evalctl.finetune.recipes import get_recipe
+    from evalctl.finetune.train import default_model_id
+
+    for i, ft in enumerate(spec.finetune):
+        at = f"{spec.source_path}: finetune[{i}]"
+        for r in ft.recipes:
+            try:
+                get_recipe(r)
+            except SpecError as e:
+                raise SpecError(f"{at}: {e}") from None
+        for key in ("match_size", "max_steps", "batch_size"):
+            value = getattr(ft, key)
+            if value is not None and value < 1:
+                raise SpecError(f"{at}: {key} {value} must be at least 1")
+        for base in ft.models or [m.id for m in spec.models]:
+            for r in ft.recipes:
+                _name(default_model_id(base, get_recipe(r).id, [ft.corpus], ft.match_size), "fine-tuned model id", at)
+
+
+def _check_expected(e: Expected, views, label_sets, at: str) -> None:
+    if not math.isfinite(e.value):
+        raise SpecError(f"{at}: value {e.value} is not a number")
+    if not (math.isfinite(e.tolerance) and e.tolerance >= 0):
+        raise SpecError(f"{at}: tolerance {e.tolerance} must be a number >= 0")
+    for v in filter(None, (e.view, e.query_view)):
+        if v not in views:
+            raise SpecError(f"{at}: unknown view {v!r} (configs/views.yaml has {', '.join(views)})")
+    if e.task == "retrieval":
+        from evalctl.evaluators.retrieval_methods import METHODS
+        from evalctl.evaluators.scoring import METRICS
+
+        if e.method not in METHODS:
+            raise SpecError(f"{at}: a retrieval score needs a method, one of {', '.join(METHODS)} (got {e.method!r})")
+        metrics = METRICS
+    else:
+        if e.label_set not in label_sets:
+            raise SpecError(f"{at}: a {e.task} score needs a label_set, one of {', '.join(label_sets)} "
+                            f"(got {e.label_set!r})")
+        metrics = _label_task_metrics(e.task, label_sets[e.label_set])
+    if e.metric not in metrics:
+        raise SpecError(f"{at}: unknown metric {e.metric!r} for a {e.task} score (one of {', '.join(metrics)})")
+
+
+def _label_task_metrics(task: str, label_set) -> tuple[str, ...]:
+    """The score names a study's classification or clustering step stores: "<probe>/<metric>" for each
+    probe, "<level>/<metric>" for the label set's own level ("labels" for free labels), as runner.py reads them."""
+    if task == "classification":
+        from evalctl.evaluators.classification import METRICS, PROBES
+
+        return tuple(f"{p}/{m}" for p in PROBES for m in METRICS)
+    from evalctl.evaluators.clustering import METRICS
+
+    return tuple(f"{label_set.level or 'labels'}/{m}" for m in METRICS)

@@ -1,0 +1,380 @@
+"""Hostile but honest specs and output folders (issue 25): a spec name is never a path; every spec field that
+can be checked without the node is checked at load (so `evalctl run --dry-run` refuses it, exit 2, naming the
+field); a report or export never replaces files evalctl did not write; report.md carries no raw HTML from a
+spec. Each case goes through the real CLI with inputs made here, a private cache, and asserts: no traceback,
+the exit code, the message naming the field, nothing written outside the cache or the target, foreign files
+byte-identical. Only the missing-qrels report case needs the node."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from evalctl.cli.main import cli
+
+REPO = Path(__file__).resolve().parents[1]
+PIZZA = REPO / "tests" / "fixtures" / "espacenet_pizza_sample.csv"  # 12 records, 3 citation queries
+FOREIGN_HTML = b"<html><body>someone else's report</body></html>\n"
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A private cache inside tmp_path/inside; everything else under tmp_path is 'outside' the cache."""
+    monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "inside" / "cache"))
+    monkeypatch.setenv("EVALCTL_CONFIG", str(tmp_path / "inside" / "config.yaml"))
+    monkeypatch.setenv("EVALCTL_INDEX_PREFIX", f"hs{uuid.uuid4().hex[:6]}")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("EVALCTL_RESULTS", raising=False)
+    return tmp_path
+
+
+def invoke(*args):
+    out = CliRunner().invoke(cli, [str(a) for a in args])
+    assert "Traceback" not in out.output, out.output
+    assert out.exception is None or isinstance(out.exception, SystemExit), repr(out.exception)
+    return out
+
+
+def listing(root: Path) -> dict[str, str]:
+    """Every file under root but the private cache, with its content hash."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*")
+            if p.is_file() and not str(p.relative_to(root)).startswith("inside")}
+
+
+def base_spec(**extra) -> dict:
+    return {"name": "hs-study",
+            "corpora": [{"name": "hs-pizza", "format": "espacenet", "sources": [str(PIZZA)],
+                         "qrels": {"name": "citations"}}],
+            "models": [{"id": "all-minilm-l6-v2"}], **extra}
+
+
+def write_spec(home: Path, doc: dict) -> Path:
+    path = home / "spec.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def refused(home: Path, doc: dict, message: str, commands=(("run", "--dry-run"), ("report",)), *more: str) -> None:
+    """Every command refuses the spec at load: exit 2, the exact message (and `more`), nothing written anywhere."""
+    spec = write_spec(home, doc)
+    before = listing(home)
+    for command in commands:
+        out = invoke(command[0], spec, *command[1:])
+        assert out.exit_code == 2, (command, out.output)
+        assert f"Error: {spec}: {message}" in out.output, (command, out.output)
+        assert all(m in out.output for m in more), (command, out.output)
+    assert listing(home) == before
+    assert not (home / "inside" / "cache").exists()
+
+
+# --------------------------------------------------------------------------- a spec name is never a path
+
+
+@pytest.mark.parametrize("bad", ["{victim}", "../../../../{victim_name}", "a/b", ".hidden"])
+def test_spec_name_is_never_a_path(home, bad):
+    """`name: /some/folder` or `../../x` is refused at load: the report never lands there, and an existing
+    report.html there stays byte-identical."""
+    victim = home / "victim"
+    victim.mkdir()
+    (victim / "report.html").write_bytes(FOREIGN_HTML)
+    name = bad.format(victim=victim, victim_name=victim.name)
+    # a long value is shown cut at 60 characters
+    refused(home, base_spec(name=name), f"name '{name[:40]}", (("run", "--dry-run"), ("report",)),
+            "is not a valid name", "(a name is never a path)")
+    assert (victim / "report.html").read_bytes() == FOREIGN_HTML and sorted(victim.iterdir()) == [victim / "report.html"]
+
+
+@pytest.mark.parametrize("where, message", [
+    ("corpora", "corpora[0]: name '../x' is not a valid name"),
+    ("models", "models[0]: id '../x' is not a valid name"),
+    ("retrieval", "retrieval[0]: qrels '../x' is not a valid name"),
+])
+def test_names_that_become_paths_follow_the_name_rule(home, where, message):
+    doc = base_spec(retrieval=[{"corpus": "hs-pizza", "views": ["T"], "methods": ["bm25"]}])
+    if where == "corpora":
+        doc["corpora"][0]["name"] = "../x"
+        doc["retrieval"][0]["corpus"] = "../x"
+    elif where == "models":
+        doc["models"][0]["id"] = "../x"
+    else:
+        doc["retrieval"][0]["qrels"] = "../x"
+    refused(home, doc, message)
+
+
+def test_qrels_set_name_in_a_corpus_entry(home):
+    doc = base_spec()
+    doc["corpora"][0]["qrels"]["name"] = "../../x"
+    spec = write_spec(home, doc)
+    out = invoke("run", spec, "--dry-run")
+    assert out.exit_code == 2 and f"{spec}.corpora[0].qrels: qrels name '../../x' is not a valid name" in out.output
+
+
+def test_a_fine_tuned_model_id_too_long_for_a_name(home):
+    """The id a recipe gives the tuned model becomes a folder: checked at load, not after training."""
+    long = "c" * 90
+    doc = base_spec(finetune=[{"corpus": long, "recipes": ["R3"]}])
+    doc["corpora"][0]["name"] = long
+    refused(home, doc, "finetune[0]: fine-tuned model id 'all-minilm-l6-v2+r3@ccc")
+
+
+# --------------------------------------------------------------------------- late validation, now at load
+
+
+RETRIEVAL = {"corpus": "hs-pizza", "views": ["T"], "methods": ["bm25", "hybrid"]}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"k": -5}, "retrieval[0]: k -5 is outside the allowed range 1-10000"),
+    ({"k": 100000000}, "retrieval[0]: k 100000000 is outside the allowed range 1-10000"),
+    ({"k": 0}, "retrieval[0]: k 0 is outside the allowed range 1-10000"),
+    ({"split": "validation"}, "retrieval[0]: unknown split 'validation' (one of train, dev, test, all)"),
+    ({"split": "../test"}, "retrieval[0]: unknown split '../test'"),
+    ({"dense_weight": 7.5}, "retrieval[0]: dense_weight: dense weight 7.5 is outside [0, 1]"),
+    ({"dense_weight": -0.1}, "retrieval[0]: dense_weight: dense weight -0.1 is outside [0, 1]"),
+    ({"dense_weights": [0.5, 1.5]}, "retrieval[0]: dense_weights[1]: dense weight 1.5 is outside [0, 1]"),
+    ({"dense_weights": [0.5], "split": "dev"}, "retrieval[0]: dense_weights are tuned on the dev queries"),
+    ({"views": ["T", "A", "T"]}, "retrieval[0]: views[0] and views[2]: view 'T' given twice"),
+    ({"methods": ["bm25", "bm25"]}, "retrieval[0]: methods[0] and methods[1]: method 'bm25' given twice"),
+])
+def test_retrieval_fields_are_checked_at_load(home, change, message):
+    refused(home, base_spec(retrieval=[{**RETRIEVAL, **change}]), message)
+
+
+EXPECTED = {"task": "retrieval", "corpus": "hs-pizza", "model": "all-minilm-l6-v2", "view": "T",
+            "method": "dense", "metric": "ndcg@10", "value": 0.1}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"metric": "ndcg@11"}, "expected[0]: unknown metric 'ndcg@11' for a retrieval score (one of ndcg@10, "),
+    ({"tolerance": -0.01}, "expected[0]: tolerance -0.01 must be a number >= 0"),
+    ({"tolerance": float("nan")}, "expected[0]: tolerance nan must be a number >= 0"),
+    ({"method": None}, "expected[0]: a retrieval score needs a method"),
+    ({"view": "XYZ"}, "expected[0]: unknown view 'XYZ'"),
+    ({"task": "clustering", "method": None, "label_set": "cpc_subclass", "metric": "class/v_measure"},
+     "expected[0]: unknown metric 'class/v_measure' for a clustering score (one of subclass/v_measure, "),
+    ({"task": "classification", "method": None, "label_set": "cpc_subclass", "metric": "logreg/f1"},
+     "expected[0]: unknown metric 'logreg/f1' for a classification score (one of logreg/micro_f1, "),
+    ({"task": "classification", "method": None, "metric": "logreg/micro_f1"},
+     "expected[0]: a classification score needs a label_set"),
+])
+def test_expected_entries_are_checked_at_load(home, change, message):
+    refused(home, base_spec(expected=[{**EXPECTED, **change}]), message)
+
+
+def test_the_same_model_twice_is_refused_naming_both(home):
+    doc = base_spec()
+    doc["models"] += [{"id": "all-mpnet-base-v2"}, {"id": "all-minilm-l6-v2", "prompt_variant": None}]
+    refused(home, doc, "models[0] and models[2]: model id 'all-minilm-l6-v2' given twice")
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"batch_size": 0}, "finetune[0]: batch_size 0 must be at least 1"),
+    ({"max_steps": -1}, "finetune[0]: max_steps -1 must be at least 1"),
+    ({"recipes": ["R3", "R3"]}, "finetune[0]: recipes[0] and recipes[1]: recipe 'R3' given twice"),
+])
+def test_finetune_fields_are_checked_at_load(home, change, message):
+    refused(home, base_spec(finetune=[{"corpus": "hs-pizza", "recipes": ["R3"], **change}]), message)
+
+
+def test_split_all_is_accepted_as_retrieve_takes_it(home):
+    """`split: all` asks every query, as `evalctl retrieve --split all` does (RetrievalSpec's split None)."""
+    from evalctl.study.spec import load_experiment
+
+    spec = write_spec(home, base_spec(retrieval=[{**RETRIEVAL, "split": "all"}, {**RETRIEVAL, "views": ["A"]}]))
+    entries = load_experiment(str(spec)).retrieval
+    assert [e.query_split for e in entries] == [None, "test"]
+    out = invoke("run", spec, "--dry-run")
+    assert out.exit_code == 0 and "retrieve hs-pizza all-minilm-l6-v2 T hybrid: to run" in out.output, out.output
+
+
+def test_split_all_runs_every_query(home, os_client):
+    """A spec's `split: all` runs against the node as `retrieve --split all` does: every query of the set."""
+    import os
+
+    doc = base_spec(retrieval=[{"corpus": "hs-pizza", "views": ["T"], "methods": ["bm25"], "split": "all"}])
+    doc.pop("models")
+    doc["corpora"][0]["qrels"]["dev_fraction"] = 0.5
+    try:
+        out = invoke("run", write_spec(home, doc))
+        assert out.exit_code == 0, out.output
+        queries = json.loads((home / "inside/cache/corpora/hs-pizza/qrels/citations/manifest.json").read_text())["queries"]
+        assert len(queries) > 1 and f"({sum(queries.values())} queries" in out.output, (queries, out.output)
+    finally:
+        os_client.indices.delete(index=f"{os.environ['EVALCTL_INDEX_PREFIX']}-*", ignore_unavailable=True)
+
+
+def test_a_beir_given_set_keeps_its_own_split_names(home):
+    """A BEIR corpus's `given` qrels carry the split its qrels/<split>.tsv names: any safe name."""
+    from evalctl.study.spec import load_experiment
+
+    doc = {"name": "hs-beir", "corpora": [{"name": "hs-b", "format": "beir", "sources": ["x"]}],
+           "retrieval": [{"corpus": "hs-b", "views": ["T"], "methods": ["bm25"], "qrels": "given",
+                          "split": "validation"}]}
+    assert load_experiment(str(write_spec(home, doc))).retrieval[0].split == "validation"
+    doc["retrieval"][0]["split"] = "../test"
+    refused(home, doc, "retrieval[0]: split '../test' is not a valid name", commands=(("run", "--dry-run"),))
+
+
+def test_the_shipped_specs_still_load():
+    from evalctl.study.spec import load_experiment
+
+    for name in ("quickstart", "study"):
+        assert load_experiment(name).name == name
+
+
+# --------------------------------------------------------------------------- the report's folder
+
+
+def report_spec(home: Path, description: str = "A study.") -> Path:
+    """A spec without tasks: its report needs no node (and no imported corpus)."""
+    doc = base_spec(description=description)
+    doc.pop("models")
+    return write_spec(home, doc)
+
+
+def test_report_never_replaces_a_report_html_it_did_not_write(home):
+    spec, out_dir = report_spec(home), home / "theirs"
+    out_dir.mkdir()
+    (out_dir / "report.html").write_bytes(FOREIGN_HTML)
+    before = listing(home)
+    out = invoke("report", spec, "--out", out_dir)
+    assert out.exit_code == 2 and f"{out_dir} holds files that are not an evalctl report" in out.output, out.output
+    assert "--force" in out.output and listing(home) == before
+    # --force writes into it, as asked
+    out = invoke("report", spec, "--out", out_dir, "--force")
+    assert out.exit_code == 0, out.output
+    assert (out_dir / "report.html").read_bytes().startswith(b"<!doctype html>")
+
+
+def test_report_rewrites_its_own_folder_even_after_a_cut(home):
+    spec, out_dir = report_spec(home), home / "mine"
+    assert invoke("report", spec, "--out", out_dir).exit_code == 0
+    assert {p.name for p in out_dir.iterdir()} >= {"report.md", "report.html", "inputs.json"}
+    # a report cut short after report.md: the folder is still evalctl's to finish
+    (out_dir / "report.html").unlink()
+    (out_dir / "inputs.json").unlink()
+    out = invoke("report", spec, "--out", out_dir)
+    assert out.exit_code == 0 and (out_dir / "report.html").is_file(), out.output
+    # a report folder written before folders were marked: recognised by its inputs.json
+    (out_dir / ".evalctl-output").unlink()
+    report_spec(home, "Another study.")
+    assert invoke("report", spec, "--out", out_dir).exit_code == 0
+    assert "Another study." in (out_dir / "report.md").read_text()
+
+
+@pytest.mark.parametrize("force", [(), ("--force",)])
+def test_report_refuses_a_symlink(home, force):
+    spec, real = report_spec(home), home / "real"
+    real.mkdir()
+    (home / "link").symlink_to(real)
+    before = listing(home)
+    out = invoke("report", spec, "--out", home / "link", *force)
+    assert out.exit_code == 2 and f"{home / 'link'} is a symbolic link" in out.output
+    assert listing(home) == before and not any(real.iterdir())
+
+
+@pytest.mark.parametrize("text", ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>"])
+def test_report_md_carries_no_html_from_the_spec(home, text):
+    spec, out_dir = report_spec(home, f"Hostile {text} description & more."), home / "r"
+    assert invoke("report", spec, "--out", out_dir).exit_code == 0
+    md, page = (out_dir / "report.md").read_text(), (out_dir / "report.html").read_text()
+    for written in (md, page):
+        assert text not in written and "<script" not in written and "<img" not in written
+    assert f"Hostile {text.replace('&', '&amp;').replace('<', '&lt;').replace('>', '&gt;')} description &amp; more." in md
+
+
+def test_markdown_tables_and_headings_are_escaped():
+    import pandas as pd
+
+    from evalctl.study.report import Report
+
+    r = Report("t <b>x</b>")
+    r.h("<i>h</i>")
+    r.table(pd.DataFrame([{"<th>": "<td>", "n": 1}]))
+    r.img("a.png", "<c>")
+    md = r.markdown()
+    assert "<" not in md.replace("&lt;", "") and "&lt;td&gt;" in md and "&lt;th&gt;" in md and "|   1 |" in md
+
+
+def test_report_names_a_missing_qrels_set(home, os_client):
+    """A retrieval step whose qrels set is not there: a message naming the set and how to build it."""
+    spec = write_spec(home, base_spec(retrieval=[{"corpus": "hs-pizza", "views": ["T"], "methods": ["bm25"],
+                                                  "qrels": "nope"}]))
+    assert invoke("corpus", "import", "--format", "espacenet", "--name", "hs-pizza", PIZZA).exit_code == 0
+    before = listing(home)
+    out = invoke("report", spec, "--out", home / "r")
+    assert out.exit_code == 2, out.output
+    assert ("corpus 'hs-pizza' has no qrels set 'nope' (it has: none): build it with "
+            "`evalctl corpus qrels hs-pizza --name nope`") in out.output
+    assert listing(home) == before and not (home / "r").exists()
+
+
+# --------------------------------------------------------------------------- corpus export targets
+
+
+@pytest.fixture
+def corpus(home):
+    assert invoke("corpus", "import", "--format", "espacenet", "--name", "hs-pizza", PIZZA).exit_code == 0
+    assert invoke("corpus", "qrels", "hs-pizza", "--dev-fraction", "0").exit_code == 0
+    return "hs-pizza"
+
+
+def export(corpus, out_dir, *more):
+    return invoke("corpus", "export", corpus, out_dir, "--view", "TA", *more)
+
+
+def test_export_refuses_a_folder_it_did_not_write(home, corpus):
+    theirs = home / "beir-dataset"
+    (theirs / "qrels").mkdir(parents=True)
+    (theirs / "corpus.jsonl").write_text('{"_id": "theirs"}\n')
+    (theirs / "qrels" / "test.tsv").write_text("q\td\t1\n")
+    before = listing(home)
+    out = export(corpus, theirs)
+    assert out.exit_code == 2 and f"{theirs} holds files that are not an evalctl export" in out.output, out.output
+    assert listing(home) == before
+    out = export(corpus, theirs, "--force")
+    assert out.exit_code == 0, out.output
+    assert json.loads((theirs / "export.json").read_text())["corpus"] == corpus
+
+
+def test_export_rewrites_its_own_export(home, corpus):
+    mine = home / "mine"
+    assert export(corpus, mine).exit_code == 0
+    assert export(corpus, mine, "--format", "dapfam").exit_code == 0
+    (mine / "export.json").unlink()  # an export cut short: the mark says it is evalctl's
+    assert export(corpus, mine).exit_code == 0
+    assert json.loads((mine / "export.json").read_text())["format"] == "beir"
+
+
+@pytest.mark.parametrize("force", [(), ("--force",)])
+def test_export_refuses_a_symlink(home, corpus, force):
+    real = home / "real"
+    real.mkdir()
+    (home / "link").symlink_to(real)
+    out = export(corpus, home / "link", *force)
+    assert out.exit_code == 2 and "is a symbolic link" in out.output and not any(real.iterdir())
+
+
+@pytest.mark.parametrize("inside, force", [("", ()), ("", ("--force",)), ("sub", ("--force",))])
+def test_export_refuses_the_corpus_folder(home, corpus, inside, force):
+    """A DAPFAM export's corpus.parquet would replace the corpus's own."""
+    folder = home / "inside" / "cache" / "corpora" / corpus
+    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    out = export(corpus, folder / inside if inside else folder, "--format", "dapfam", *force)
+    assert out.exit_code == 2 and "is inside the corpus store" in out.output, out.output
+    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
+
+
+def test_export_qrels_name_is_never_a_path(home, corpus):
+    """`--qrels ../../other/qrels/citations` would read another corpus's qrels."""
+    assert invoke("corpus", "import", "--format", "espacenet", "--name", "other", PIZZA).exit_code == 0
+    assert invoke("corpus", "qrels", "other").exit_code == 0
+    out = export(corpus, home / "out", "--qrels", "../../other/qrels/citations")
+    assert out.exit_code == 2 and "qrels set '../../other/qrels/citations' is not a valid name" in out.output
+    assert not (home / "out").exists()
