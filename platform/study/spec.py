@@ -2,8 +2,9 @@
 
 A spec names corpora (with their sources, qrels and label sets), models (with prompt variants),
 retrieval runs, classification and clustering label sets, fine-tuning recipes and, like IR
-reproduction files, expected scores with tolerances. `load_experiment` validates every reference
-(corpus names, model ids, views, label sets, recipes) and names the offending key.
+reproduction files, expected scores with tolerances. `load_experiment` validates every field that can be
+checked without the node (names, ranges, splits, weights, metrics, references, repeats) and names the
+offending key, so `evalctl run --dry-run` catches what a run would only fail on after importing and indexing.
 """
 
 from __future__ import annotations
