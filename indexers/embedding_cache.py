@@ -2,7 +2,9 @@
 
 Layout: cache_root()/embeddings/<model id>/<key digest>/
   meta.json                         the key in clear text (model, revision, prompt variant and string,
-                                    role, view, dim); checked on every open
+                                    role, view, dim, precision, package versions); checked on every open
+  runs/<time>-<pid>.json            how each run encoded into it (device, precision, token budget,
+                                    out-of-memory halvings, truncated texts)
   <digest8>-<uid>.vectors.npy       float32 [n, dim]
   <digest8>-<uid>.<sum>.hashes.npy  uint8 [n, 32]: sha256 of each text, row-aligned with the vectors;
                                     <sum> is a checksum of the vectors, verified before first use
@@ -27,10 +29,12 @@ from pathlib import Path
 import numpy as np
 
 from evalctl.atomic import write_text, writing
+from evalctl.clock import utc_now
 from evalctl.errors import Failure
 from evalctl.paths import cache_root
 
-FORMAT = 1
+FORMAT = 2
+LEGACY_FORMAT = 1  # no precision or versions in the key
 _HASH_BYTES = 32
 
 
@@ -50,10 +54,27 @@ class CacheKey:
     role: str
     view: str
     dim: int
+    # The precision the model ran at and the versions (major.minor) of torch, transformers and
+    # sentence-transformers. Entries made before these were keyed (format 1) carry neither: they are read as
+    # float32 of unknown versions (versions None), under their old digest, so indexes built from them still
+    # read back and verify; a new encode (versions known) never adds to them.
+    precision: str = "float32"
+    versions: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.versions is None and self.precision != "float32":
+            raise ValueError("a cache key without versions is a format-1 entry, which is float32")
+
+    def meta(self) -> dict:
+        """The key as meta.json holds it."""
+        fields = asdict(self)
+        if self.versions is None:
+            del fields["precision"], fields["versions"]
+            return {"format": LEGACY_FORMAT, **fields}
+        return {"format": FORMAT, **fields}
 
     def digest(self) -> str:
-        blob = json.dumps({"format": FORMAT, **asdict(self)}, sort_keys=True).encode("utf-8")
-        return hashlib.sha256(blob).hexdigest()[:24]
+        return hashlib.sha256(json.dumps(self.meta(), sort_keys=True).encode("utf-8")).hexdigest()[:24]
 
 
 def text_hash(text: str) -> bytes:
@@ -86,7 +107,7 @@ class EmbeddingCache:
 
     def _check_meta(self) -> None:
         meta_file = self.dir / "meta.json"
-        expected = {"format": FORMAT, **asdict(self.key)}
+        expected = self.key.meta()
         if not meta_file.exists():
             write_text(meta_file, json.dumps(expected, indent=1, sort_keys=True))
             return
@@ -99,6 +120,15 @@ class EmbeddingCache:
             raise EmbeddingCacheError(
                 f"{meta_file}: cache belongs to another key (found vs expected: {diff}); delete {self.dir}"
             )
+
+    def record_run(self, run: dict) -> None:
+        """How one run encoded into this entry (device, precision, token budget, out-of-memory halvings, ...),
+        as runs/<time>-<pid>.json beside the shards: the entry's record of how its vectors were made."""
+        stem = f"{time.time_ns():020d}-{os.getpid()}"
+        write_text(self.dir / "runs" / f"{stem}.json", json.dumps({"at": utc_now(), **run}, sort_keys=True))
+
+    def runs(self) -> list[dict]:
+        return [json.loads(p.read_text(encoding="utf-8")) for p in sorted((self.dir / "runs").glob("*.json"))]
 
     def _add_shard(self, hashes_file: Path) -> None:
         stem, checksum, _ = hashes_file.name.split(".", 2)
@@ -133,7 +163,8 @@ class EmbeddingCache:
     def siblings(self) -> list[EmbeddingCache]:
         """Other entries of this model whose key differs only in role or view: same weights, same prompt
         string, so the same text has the same vector there."""
-        same = {k: v for k, v in asdict(self.key).items() if k not in ("role", "view")}
+        mine = self.key.meta()
+        same = {k: v for k, v in mine.items() if k not in ("role", "view")}
         found = []
         for meta_file in sorted(self.dir.parent.glob("*/meta.json")):
             if meta_file.parent == self.dir:
@@ -142,8 +173,8 @@ class EmbeddingCache:
                 meta = json.loads(meta_file.read_text(encoding="utf-8"))
             except (OSError, json.JSONDecodeError):
                 continue  # an unreadable entry is reported when its own key opens it
-            if meta.get("format") == FORMAT and all(meta.get(k) == v for k, v in same.items()):
-                key = CacheKey(**{k: meta[k] for k in asdict(self.key)})
+            if set(meta) == set(mine) and all(meta[k] == v for k, v in same.items()):
+                key = CacheKey(**{k: meta[k] for k in mine if k != "format"})
                 found.append(EmbeddingCache(key, root=self.dir.parent.parent))
         return found
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from evalctl.indexers.encoder import EncodeReport, encode_texts, in_shard
 from evalctl.indexers.model_loader import Source
+from evalctl.indexers.runtime import Runtime
 from evalctl.models import Role, TaskType, get_model
 
 
@@ -30,8 +31,9 @@ def encode_corpus(
     variant: str | None = None,
     task_type: TaskType = "retrieval",
     shard: tuple[int, int] = (0, 1),
-    batch_size: int = 32,
+    batch_size: int | None = None,
     device: str | None = None,
+    runtime: Runtime | None = None,
     source: Source = "auto",
     progress: bool = True,
 ) -> CorpusEncodeReport:
@@ -66,7 +68,7 @@ def encode_corpus(
         ids.append(record.id)
         texts.append(text)
     report = encode_texts(spec, role, view, ids, texts, variant=variant, task_type=task_type,
-                          batch_size=batch_size, device=device, source=source, progress=progress)
+                          batch_size=batch_size, device=device, runtime=runtime, source=source, progress=progress)
     return CorpusEncodeReport(
         corpus=store.name, corpus_hash=store.manifest["content_hash"], view=view, shard=shard,
         n_records=n_records, n_without_text=n_without_text, report=report,

@@ -8,19 +8,27 @@ resumes after its last committed group.
 
 from __future__ import annotations
 
+import gc
 import hashlib
+import importlib.metadata
+import os
 import threading
 import time
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, Sequence
 
 import numpy as np
 from tqdm import tqdm
 
+from evalctl.errors import Failure
 from evalctl.heap import thaw
 from evalctl.indexers.embedding_cache import CacheKey, EmbeddingCache, text_hash
 from evalctl.indexers.model_loader import Source, load_model
+from evalctl.indexers.runtime import (CPU_BATCH_TOKENS, MAX_CUDA_BATCH_TOKENS, Runtime, resolve_devices,
+                                      resolve_precision)
+from evalctl.indexers.runtime import current as current_runtime
 from evalctl.models import ModelSpec, Role, TaskType
 
 if TYPE_CHECKING:
@@ -28,100 +36,226 @@ if TYPE_CHECKING:
 
     from sentence_transformers import SentenceTransformer
 
-# A token covers at least one character, so a text shorter (in characters) than the token limit
-# cannot be truncated; longer texts are tokenised only up to this many characters per token allowed.
-_CHARS_PER_TOKEN_PROBE = 8
+
+class EncodeFailure(Failure, RuntimeError):
+    """Encoding cannot go on on this device (a single text does not fit in its memory)."""
+
+
+@dataclass(frozen=True)
+class Encoded:
+    vectors: np.ndarray  # float32 [n, dim], in the order of the texts
+    n_truncated: int  # texts (with their prompt) cut at the token limit, read off the tokenisation that encoded them
 
 
 class TextEncoder(Protocol):
     """What encode_texts needs from an encoder (the real one is Encoder; tests may wrap it)."""
 
     dim: int
+    precision: str
 
-    def encode(self, texts: list[str], prompt: str) -> np.ndarray: ...
-
-    def count_truncated(self, texts: list[str], prompt: str) -> int: ...
+    def encode(self, texts: list[str], prompt: str) -> Encoded: ...
 
 
 # Models loaded in this process, most recently used last: every step of an `evalctl run` (index, query
-# encoding per split and view, ...) reuses them instead of loading the weights again.
+# encoding per split and view, ...) reuses them instead of loading the weights again. Bounded by memory, not
+# count: a model that would not fit beside the resident ones on its device evicts them first (8B + 8B + 12B in
+# bf16 is 55 GB).
 _SHARED: OrderedDict[tuple, SentenceTransformer] = OrderedDict()
-_SHARED_MAX = 3  # a study's models at once (e.g. a base, its fine-tuned copy, a second family)
 _SHARED_LOCK = threading.Lock()
+_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
-def _loaded(spec: ModelSpec, device: str | None, source: Source, precision: str, all_gpus: bool = False
-            ) -> SentenceTransformer:
-    """A freshly loaded model, in half precision on GPUs when asked (CPU kernels for fp16/bf16 are slow)."""
-    model = load_model(spec, device=device, source=source)
-    if (all_gpus or str(model.device).startswith("cuda")) and precision in ("float16", "bfloat16"):
+def resident_budget(device: str) -> int:
+    """Bytes of weights the process keeps loaded on `device`: most of a GPU, half the RAM of a CPU."""
+    if device.startswith("cuda"):
         import torch
 
-        model.to(getattr(torch, precision))
-    return model
+        return int(0.8 * torch.cuda.get_device_properties(torch.device(device)).total_memory)
+    return int(0.5 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
-def shared_model(spec: ModelSpec, device: str | None = None, source: Source = "auto",
-                 precision: str | None = None) -> SentenceTransformer:
-    """The process's loaded model for this spec (id, revision, folder, length limit), device, source and precision:
-    loaded once, then shared by every encoder asking for the same. Only encoding uses it (read-only);
-    fine-tuning loads its own copy."""
-    key = (spec.id, spec.revision, spec.path, spec.max_seq_length, device, source, precision or spec.dtype)
+def _weight_bytes(model) -> int:
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def _free(device: str) -> None:
+    thaw()  # a frozen heap (evalctl.heap) would keep an evicted model in memory
+    gc.collect()
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+def shared_model(spec: ModelSpec, device: str, source: Source, precision: str,
+                 attn_implementation: str | None = None) -> SentenceTransformer:
+    """The process's loaded model for this spec (id, revision, folder, length limit), device, source, precision
+    and attention: loaded once, then shared by every encoder asking for the same. Only encoding uses it
+    (read-only); fine-tuning loads its own copy."""
+    key = (spec.id, spec.revision, spec.path, spec.max_seq_length, device, source, precision, attn_implementation)
     with _SHARED_LOCK:
         if key in _SHARED:
             _SHARED.move_to_end(key)
             return _SHARED[key]
-        model = _loaded(spec, device, source, precision or spec.dtype)
+        needed = spec.params_m * 1e6 * _BYTES[precision]
+        on_device = [k for k in _SHARED if k[4] == device]
+        evicted = False
+        while on_device and sum(_weight_bytes(_SHARED[k]) for k in on_device) + needed > resident_budget(device):
+            del _SHARED[on_device.pop(0)]  # least recently used first
+            evicted = True
+        if evicted:
+            _free(device)  # before the new weights arrive, not after
+        model = load_model(spec, device=device, source=source, precision=precision,
+                           attn_implementation=attn_implementation)
+        model.eval()
         _SHARED[key] = model
-        while len(_SHARED) > _SHARED_MAX:
-            thaw()  # a frozen heap (evalctl.heap) would keep the evicted model in memory
-            _SHARED.popitem(last=False)
         return model
 
 
+def encoding_precision(spec: ModelSpec, runtime: Runtime) -> str:
+    """The precision an encoder made with `runtime` runs at, known before any model loads (for the cache key)."""
+    return resolve_precision(spec.dtype, resolve_devices(runtime.device)[0], runtime.precision)
+
+
+def default_batch_tokens(model, device: str, precision: str, attn_implementation: str | None) -> int:
+    """Padded tokens per forward pass: a fixed CPU_BATCH_TOKENS on a CPU; on CUDA what 70% of the memory free
+    after loading holds, at the activation bytes per token of one layer's forward pass (the only one alive at
+    inference), plus the score matrix where attention is eager."""
+    if not device.startswith("cuda"):
+        return CPU_BATCH_TOKENS
+    import torch
+
+    free, _ = torch.cuda.mem_get_info(torch.device(device))
+    cfg = model[0].auto_model.config
+    cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    hidden = cfg.hidden_size
+    per_token = _BYTES[precision] * (8 * hidden + 3 * getattr(cfg, "intermediate_size", 4 * hidden))
+    if attn_implementation == "eager" or getattr(cfg, "_attn_implementation", None) == "eager":
+        per_token += _BYTES[precision] * 2 * cfg.num_attention_heads * model.max_seq_length
+    return max(model.max_seq_length, min(MAX_CUDA_BATCH_TOKENS, int(0.7 * free / per_token)))
+
+
+def plan_batches(lengths: Sequence[int], max_tokens: int, max_texts: int | None = None) -> list[list[int]]:
+    """Positions of `lengths` (token counts, longest first) grouped into batches whose padded size, texts x the
+    longest, stays within max_tokens (a text longer than that goes alone)."""
+    batches: list[list[int]] = []
+    for i, n in enumerate(lengths):
+        if batches and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= max_tokens \
+                and (max_texts is None or len(batches[-1]) < max_texts):
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
+
+
+def assign_batches(batches: list[list[int]], lengths: Sequence[int], n_devices: int) -> list[list[list[int]]]:
+    """The batches dealt to devices, each to the one with the fewest padded tokens so far (largest first)."""
+    load = [0] * n_devices
+    dealt: list[list[list[int]]] = [[] for _ in range(n_devices)]
+    for batch in sorted(batches, key=lambda b: -len(b) * lengths[b[0]]):
+        d = load.index(min(load))
+        dealt[d].append(batch)
+        load[d] += len(batch) * lengths[batch[0]]
+    return dealt
+
+
+def _lengths_and_cut(features, limit: int) -> tuple[list[int], int]:
+    """Token counts per text and how many were cut, from the tokenisation itself: a fast tokenizer's encodings
+    say whether anything overflowed; otherwise (unpadded flash batches, slow tokenizers) a text that reached
+    the limit counts as cut."""
+    encodings = getattr(features, "encodings", None)
+    if encodings:
+        return [len(e.ids) for e in encodings], sum(bool(e.overflowing) for e in encodings)
+    if "attention_mask" in features:
+        lengths = features["attention_mask"].sum(1).tolist()
+    else:  # flattened: one row, positions restart at 0 where each text begins
+        starts = (features["position_ids"][0] == 0).nonzero().flatten().tolist()
+        lengths = [b - a for a, b in zip(starts, [*starts[1:], features["position_ids"].shape[1]])]
+    return lengths, sum(n >= limit for n in lengths)
+
+
 class Encoder:
-    """A loaded model (shared within the process, see shared_model) plus its runtime settings: device(s),
-    dtype, batch size, length limit."""
+    """Loaded model replica(s), one per device (shared within the process, see shared_model), and how they
+    run: precision, token budget per batch, attention. Texts are tokenised once, by the model's own
+    preprocessing, batch by batch; token counts, truncation and the budget's calibration come from it."""
 
-    def __init__(self, spec: ModelSpec, *, device: str | None = None, batch_size: int = 32,
-                 source: Source = "auto", dtype: str | None = None):
-        self.spec = spec
-        self.batch_size = batch_size
-        self.dim = spec.dim
-        self.max_tokens = spec.max_seq_length
-        self.pool = None
-        precision = dtype or spec.dtype
-        if device != "all":
-            self.model = shared_model(spec, device, source, precision)
-            return
-        import torch
-
-        self.model = _loaded(spec, None, source, precision, all_gpus=True)
-        gpus = [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-        if not gpus:
-            raise RuntimeError("--device all: no CUDA GPU is visible on this machine")
-        self.pool = self.model.start_multi_process_pool(gpus)
+    def __init__(self, spec: ModelSpec, *, device: str | None = None, precision: str | None = None,
+                 max_batch_tokens: int | None = None, attn_implementation: str | None = None,
+                 batch_size: int | None = None, source: Source = "auto"):
+        rt = Runtime(device, precision, max_batch_tokens, attn_implementation).over(current_runtime())
+        self.spec, self.dim, self.max_texts = spec, spec.dim, batch_size
+        self.devices = resolve_devices(rt.device)
+        self.precision = encoding_precision(spec, rt)
+        self.models = [shared_model(spec, d, source, self.precision, rt.attn_implementation) for d in self.devices]
+        self.model = self.models[0]
+        self.max_batch_tokens = rt.max_batch_tokens or default_batch_tokens(
+            self.model, self.devices[0], self.precision, rt.attn_implementation)
+        self.oom_halvings = 0
+        self._chars_per_token = 3.0  # conservative start (English BPE: ~4); calibrated on each batch
+        self._lock = threading.Lock()
 
     def close(self) -> None:
-        if self.pool is not None:
-            self.model.stop_multi_process_pool(self.pool)
-            self.pool = None
+        self.models = []  # the process cache decides when the weights go
+        self.model = None
 
-    def encode(self, texts: list[str], prompt: str) -> np.ndarray:
-        vectors = self.model.encode(
-            texts, prompt=prompt or None, batch_size=self.batch_size, normalize_embeddings=self.spec.normalize,
-            convert_to_numpy=True, show_progress_bar=False, pool=self.pool,
-        )
-        return np.asarray(vectors, dtype=np.float32)
+    def _estimate(self, text: str, prompt: str) -> int:
+        return min(self.spec.max_seq_length, int((len(prompt) + len(text)) / self._chars_per_token) + 2)
 
-    def count_truncated(self, texts: list[str], prompt: str) -> int:
-        """How many texts (with their prompt) exceed the model's token limit and get cut."""
-        limit = self.max_tokens
-        probe = [prompt + t[: limit * _CHARS_PER_TOKEN_PROBE] for t in texts if len(prompt) + len(t) > limit - 2]
-        if not probe:
-            return 0
-        lengths = [len(ids) for ids in self.model.tokenizer(probe, add_special_tokens=True, verbose=False)["input_ids"]]
-        return sum(n > limit for n in lengths)
+    def encode(self, texts: list[str], prompt: str) -> Encoded:
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        estimated = [self._estimate(texts[i], prompt) for i in order]
+        batches = plan_batches(estimated, self.max_batch_tokens, self.max_texts)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        cut = [0]
+
+        def run(model, device: str, todo: list[list[int]]) -> None:
+            for batch in todo:
+                idx = [order[p] for p in batch]
+                vectors, n_cut = self._forward(model, device, [texts[i] for i in idx], prompt)
+                out[idx] = vectors
+                with self._lock:
+                    cut[0] += n_cut
+
+        if len(self.models) == 1:
+            run(self.model, self.devices[0], batches)
+        else:  # one thread per replica: tokenizers and CUDA kernels release the GIL
+            dealt = assign_batches(batches, estimated, len(self.models))
+            with ThreadPoolExecutor(len(self.models)) as pool:
+                for f in [pool.submit(run, m, d, b) for m, d, b in zip(self.models, self.devices, dealt)]:
+                    f.result()
+        return Encoded(out, cut[0])
+
+    def _forward(self, model, device: str, batch: list[str], prompt: str) -> tuple[np.ndarray, int]:
+        """One batch through the model; on CUDA out-of-memory the batch (and the budget) halves and it retries."""
+        import torch
+        from sentence_transformers.util import batch_to_device
+
+        # prompt "" is no prompt: preprocess adds only what it is given, never the model's default_prompt_name
+        features = model.preprocess(batch, prompt=prompt)
+        lengths, n_cut = _lengths_and_cut(features, self.spec.max_seq_length)
+        try:
+            with torch.inference_mode():
+                emb = model(batch_to_device(features, torch.device(device)))["sentence_embedding"]
+                if self.spec.normalize:
+                    emb = torch.nn.functional.normalize(emb, p=2, dim=1)
+                vectors = emb.float().cpu().numpy()
+        except torch.cuda.OutOfMemoryError:
+            del features
+            if len(batch) == 1:
+                raise EncodeFailure(f"model {self.spec.id}: one text of {lengths[0]} tokens does not fit on {device} "
+                                    f"at {self.precision}; lower max_seq_length in its spec or use a larger device") from None
+            _free(device)
+            with self._lock:
+                self.oom_halvings += 1
+                self.max_batch_tokens = max(1, min(self.max_batch_tokens, len(batch) * max(lengths)) // 2)
+            half = len(batch) // 2
+            (a, cut_a), (b, cut_b) = (self._forward(model, device, part, prompt) for part in (batch[:half], batch[half:]))
+            return np.concatenate([a, b]), cut_a + cut_b
+        kept = [(len(prompt) + len(t), n) for t, n in zip(batch, lengths) if n < self.spec.max_seq_length]
+        if kept:  # texts that were not cut tell how many characters a token takes
+            with self._lock:
+                self._chars_per_token = max(1.0, 0.9 * sum(c for c, _ in kept) / sum(n for _, n in kept))
+        return vectors, n_cut
 
 
 class LazyEncoder:
@@ -129,17 +263,23 @@ class LazyEncoder:
 
     def __init__(self, spec: ModelSpec, **kwargs):
         self._spec, self._kwargs, self._encoder = spec, kwargs, None
+        self.dim = spec.dim
+        keys = ("device", "precision", "max_batch_tokens", "attn_implementation")
+        self.precision = encoding_precision(
+            spec, Runtime(**{k: kwargs.get(k) for k in keys}).over(current_runtime()))
+
+    def __getattr__(self, name: str):  # the loaded encoder's settings and counters (devices, oom_halvings, ...)
+        if name.startswith("_") or self._encoder is None:
+            raise AttributeError(name)
+        return getattr(self._encoder, name)
 
     def load(self) -> Encoder:
         if self._encoder is None:
             self._encoder = Encoder(self._spec, **self._kwargs)
         return self._encoder
 
-    def encode(self, texts: list[str], prompt: str) -> np.ndarray:
+    def encode(self, texts: list[str], prompt: str) -> Encoded:
         return self.load().encode(texts, prompt)
-
-    def count_truncated(self, texts: list[str], prompt: str) -> int:
-        return self.load().count_truncated(texts, prompt)
 
     def close(self) -> None:
         if self._encoder is not None:
@@ -153,6 +293,7 @@ class EncodeReport:
     vectors: np.ndarray
     cache_dir: Path
     prompt: str
+    precision: str
     n_texts: int
     n_unique: int
     n_cached: int  # unique texts found in the cache before this run
@@ -160,6 +301,8 @@ class EncodeReport:
     n_reused: int  # of the n_cached, copied now from a sibling entry (the same text in another role or view)
     n_truncated: int  # of the n_encoded, how many exceeded the token limit
     seconds: float
+    max_batch_tokens: int | None = None  # the token budget per batch at the end (None: nothing encoded)
+    oom_halvings: int = 0  # CUDA out-of-memory retries, each with half the batch
 
     @property
     def truncated_share(self) -> float:
@@ -170,10 +313,28 @@ class EncodeReport:
         return self.n_encoded / self.seconds if self.seconds > 0 else 0.0
 
 
-def cache_key(spec: ModelSpec, role: Role, view: str, variant: str | None, prompt: str) -> CacheKey:
+_VECTOR_PACKAGES = ("torch", "transformers", "sentence-transformers")
+
+
+def encoding_versions() -> str:
+    """The major.minor versions of the packages whose numerics make the vectors (a patch release does not
+    change kernels' results; a minor one may), e.g. "torch 2.15, transformers 5.24, sentence-transformers 6.2"."""
+    return ", ".join(f"{p} {'.'.join(importlib.metadata.version(p).split('.')[:2])}" for p in _VECTOR_PACKAGES)
+
+
+INSTALLED = "installed"
+
+
+def cache_key(spec: ModelSpec, role: Role, view: str, variant: str | None, prompt: str, precision: str | None = None,
+              versions: str | None = INSTALLED) -> CacheKey:
+    """The cache entry of these vectors. precision None: the process runtime's for this model; versions: those of
+    the installed packages by default, an index's own as its manifest names them, None for an entry made before
+    versions were keyed (embedding_cache.LEGACY_FORMAT)."""
+    precision = precision or encoding_precision(spec, current_runtime())
     return CacheKey(
         model_id=spec.id, hf_id=spec.hf_id, revision=spec.revision, prompt_variant=variant or spec.default_variant,
-        prompt=prompt, role=role, view=view, dim=spec.dim,
+        prompt=prompt, role=role, view=view, dim=spec.dim, precision=precision,
+        versions=encoding_versions() if versions == INSTALLED else versions,
     )
 
 
@@ -189,21 +350,26 @@ def encode_texts(
     task: str | None = None,
     encoder: TextEncoder | None = None,
     device: str | None = None,
-    batch_size: int = 32,
-    commit_every: int | None = None,
+    runtime: Runtime | None = None,
+    batch_size: int | None = None,
+    commit_every: int = 512,
     source: Source = "auto",
     cache_root: Path | None = None,
     progress: bool = True,
 ) -> EncodeReport:
-    """Vectors for `texts` (one per id), encoding only what the cache does not already hold."""
+    """Vectors for `texts` (one per id), encoding only what the cache does not already hold. `runtime` (over the
+    process's, see evalctl.indexers.runtime) says how; device alone may be given instead; batch_size caps the
+    texts per batch (the token budget decides otherwise)."""
     if len(ids) != len(texts):
         raise ValueError(f"{len(ids)} ids but {len(texts)} texts")
     empty = [i for i, t in zip(ids, texts) if not t or not t.strip()]
     if empty:
         raise ValueError(f"{len(empty)} empty text(s), e.g. id {empty[0]!r}; filter them out before encoding")
     started = time.perf_counter()
+    rt = Runtime(device=device).over(runtime or Runtime()).over(current_runtime())
+    precision = encoder.precision if encoder is not None else encoding_precision(spec, rt)
     prompt = spec.prompt_for(role, task_type=task_type, task=task, variant=variant)
-    cache = EmbeddingCache(cache_key(spec, role, view, variant, prompt), root=cache_root)
+    cache = EmbeddingCache(cache_key(spec, role, view, variant, prompt, precision), root=cache_root)
     hashes = [text_hash(t) for t in texts]
     unique = dict(zip(hashes, texts))  # one encode per distinct text
     todo = [h for h in unique if h not in cache]
@@ -214,27 +380,34 @@ def encode_texts(
             cache.commit(hits, sibling.get(hits))
             n_reused += len(hits)
             todo = [h for h in todo if h not in cache]
-    n_truncated = 0
+    n_truncated, budget, halvings = 0, None, 0
     if todo:
         own_encoder = encoder is None
-        enc = encoder or Encoder(spec, device=device, batch_size=batch_size, source=source)
-        todo.sort(key=lambda h: -len(unique[h]))  # longest first, like sentence-transformers
-        group = commit_every or batch_size * 8
+        enc = encoder or Encoder(spec, device=rt.device, precision=rt.precision, max_batch_tokens=rt.max_batch_tokens,
+                                 attn_implementation=rt.attn_implementation, batch_size=batch_size, source=source)
+        todo.sort(key=lambda h: -len(unique[h]))  # longest first: a group's batches pad little
+        halvings = getattr(enc, "oom_halvings", 0)  # a shared encoder counts across calls
         try:
             with tqdm(total=len(todo), unit="doc", desc=f"encode {spec.id}", disable=not progress) as bar:
-                for start in range(0, len(todo), group):
-                    chunk = todo[start : start + group]
-                    chunk_texts = [unique[h] for h in chunk]
-                    cache.commit(chunk, enc.encode(chunk_texts, prompt))
-                    n_truncated += enc.count_truncated(chunk_texts, prompt)
+                for start in range(0, len(todo), commit_every):
+                    chunk = todo[start : start + commit_every]
+                    encoded = enc.encode([unique[h] for h in chunk], prompt)
+                    cache.commit(chunk, encoded.vectors)
+                    n_truncated += encoded.n_truncated
                     bar.update(len(chunk))
         finally:
+            budget = getattr(enc, "max_batch_tokens", None)
+            halvings = getattr(enc, "oom_halvings", 0) - halvings
             if own_encoder:
                 enc.close()
+        cache.record_run({"device": ",".join(getattr(enc, "devices", [])) or None, "precision": precision,
+                          "max_batch_tokens": budget, "oom_halvings": halvings, "n_encoded": len(todo),
+                          "n_truncated": n_truncated, "seconds": round(time.perf_counter() - started, 3)})
     return EncodeReport(
-        vectors=cache.get(hashes), cache_dir=cache.dir, prompt=prompt, n_texts=len(texts), n_unique=len(unique),
-        n_cached=len(unique) - len(todo), n_encoded=len(todo), n_reused=n_reused, n_truncated=n_truncated,
-        seconds=time.perf_counter() - started,
+        vectors=cache.get(hashes), cache_dir=cache.dir, prompt=prompt, precision=precision, n_texts=len(texts),
+        n_unique=len(unique), n_cached=len(unique) - len(todo), n_encoded=len(todo), n_reused=n_reused,
+        n_truncated=n_truncated, seconds=time.perf_counter() - started, max_batch_tokens=budget,
+        oom_halvings=halvings,
     )
 
 

@@ -97,43 +97,56 @@ def _unpacked_split_zip(model_id: str, src: OfflineSource) -> Path:
     return model_dir
 
 
-def _hub_cached(spec: ModelSpec) -> bool:
-    """Whether the Hugging Face cache holds the spec's repository at its revision (no network)."""
+def repositories(spec: ModelSpec) -> list[tuple[str, str]]:
+    """(repository, revision) of everything loading needs from the hub: the weights' and any code repository's
+    (`code_repos` entries are "owner/name@revision"; without a revision, main)."""
+    extra = [(r.partition("@")[0], r.partition("@")[2] or "main") for r in spec.code_repos]
+    return [(spec.hf_id, spec.revision), *extra]
+
+
+def _hub_cached(repo: str, revision: str) -> bool:
+    """Whether the Hugging Face cache holds the repository at its revision (no network)."""
     from huggingface_hub import try_to_load_from_cache
 
-    return isinstance(try_to_load_from_cache(spec.hf_id, "config.json", revision=spec.revision), str)
+    return isinstance(try_to_load_from_cache(repo, "config.json", revision=revision), str)
 
 
-def _hub_unreachable(spec: ModelSpec) -> str | None:
-    """Why the hub cannot serve the spec's repository now, or None when it can."""
+def _hub_unreachable(repo: str, revision: str) -> str | None:
+    """Why the hub cannot serve the repository now, or None when it can."""
     if hub_offline():
         return "HF_HUB_OFFLINE is set"
     from huggingface_hub import HfApi
 
     try:
-        HfApi().model_info(spec.hf_id, revision=spec.revision, timeout=10)
+        HfApi().model_info(repo, revision=revision, timeout=10)
     except Exception as e:  # unreachable, unknown repository, gated, ...: all leave the weights missing
-        return f"the hub did not serve it: {e.__class__.__name__}"
+        return f"the hub did not serve {repo}: {e.__class__.__name__}"
     return None
 
 
 def missing_weights_message(spec: ModelSpec, reason: str) -> str:
-    """What a user needs to know to put the weights in place by hand."""
+    """What a user needs to know to put the weights (and any code repository) in place by hand."""
     from huggingface_hub.constants import HF_HUB_CACHE
 
-    repo_dir = Path(HF_HUB_CACHE) / f"models--{spec.hf_id.replace('/', '--')}"
-    unpinned = "" if spec.pinned else " (unpinned: the commit `main` points to)"
-    refs = "" if spec.pinned else f", and refs/{spec.revision} holding <commit>"
-    return "\n".join([
+    repos = repositories(spec)
+    needs = [f"{repo} at revision {rev}" + ("" if rev != "main" else " (unpinned: the commit `main` points to)")
+             for repo, rev in repos]
+    code = f" (its code is in {', '.join(r for r, _ in repos[1:])}: the cache needs it too)" if repos[1:] else ""
+    lines = [
         f"model {spec.id}: its weights are not on this machine and cannot be downloaded ({reason}).",
-        f"It needs {spec.hf_id} at revision {spec.revision}{unpinned}. Put the weights either",
-        f"  - in the Hugging Face cache, {repo_dir}/",
-        f"    (snapshots/<commit>/ holding the model files{refs}):",
-        f"    `hf download {spec.hf_id} --revision {spec.revision}` on a machine with hub access",
+        f"It needs {'; and '.join(needs)}. Put the weights either",
+    ]
+    for repo, rev in repos:
+        refs = "" if rev != "main" else ", and refs/main holding <commit>"
+        lines += [f"  - in the Hugging Face cache, {Path(HF_HUB_CACHE) / ('models--' + repo.replace('/', '--'))}/",
+                  f"    (snapshots/<commit>/ holding the model files{refs}):",
+                  f"    `hf download {repo} --revision {rev}` on a machine with hub access"]
+    return "\n".join([
+        *lines,
         "    fills it; copy the folder here, or point HF_HUB_CACHE at it; or",
         "  - in a folder of your choice holding the model files (modules.json, config.json, weights), named",
         f"    in the model's spec: add `path: /that/folder` to the entry `id: {spec.id}` in",
-        f"    {models_dir()}/ (or in a copy of configs/ named by EVALCTL_CONFIGS)",
+        f"    {models_dir()}/ (or in a copy of configs/ named by EVALCTL_CONFIGS){code}",
         *([f"  - or install its offline source: {spec.offline.install_hint()}"] if spec.offline else []),
     ])
 
@@ -160,10 +173,10 @@ def require_weights(spec: ModelSpec, source: Source = "auto") -> None:
                                  "rerun the `evalctl finetune` that made it, or correct `path` in its spec")
     elif choose_source(spec, source) == "offline":
         _check_offline(spec)
-    elif not _hub_cached(spec):
-        reason = _hub_unreachable(spec)
-        if reason:
-            raise ModelLoadError(missing_weights_message(spec, reason))
+    else:
+        for repo, revision in repositories(spec):
+            if not _hub_cached(repo, revision) and (reason := _hub_unreachable(repo, revision)):
+                raise ModelLoadError(missing_weights_message(spec, reason))
 
 
 def choose_source(spec: ModelSpec, source: Source = "auto") -> Literal["offline", "hub"]:
@@ -175,26 +188,40 @@ def choose_source(spec: ModelSpec, source: Source = "auto") -> Literal["offline"
     return "hub"
 
 
-def load_model(spec: ModelSpec, device: str | None = None, source: Source = "auto") -> SentenceTransformer:
-    """A SentenceTransformer for `spec`, with the spec's length limit, checked against its dimension."""
+def load_model(spec: ModelSpec, device: str | None = None, source: Source = "auto", precision: str | None = None,
+               attn_implementation: str | None = None) -> SentenceTransformer:
+    """A SentenceTransformer for `spec` at the precision asked for (evalctl.indexers.runtime.resolve_precision),
+    with the spec's length limit, checked against its dimension. Every route (the spec's folder, the offline
+    package, the hub) passes the same trust_remote_code, model_kwargs and tokenizer_kwargs."""
+    import torch
     from sentence_transformers import SentenceTransformer
 
+    from evalctl.indexers.runtime import resolve_devices, resolve_precision
+
     require_weights(spec, source)
-    if spec.path is not None:  # a fine-tuned model: its own folder, never the hub (hf_id names its base)
-        model = SentenceTransformer(spec.path, device=device, local_files_only=True)
+    device = device or resolve_devices(None)[0]
+    dtype = getattr(torch, resolve_precision(spec.dtype, device, precision))
+    model_kwargs = {**spec.model_kwargs, "dtype": dtype}
+    if attn_implementation:
+        model_kwargs["attn_implementation"] = attn_implementation
+    common = dict(device=device, trust_remote_code=spec.trust_remote_code, model_kwargs=model_kwargs,
+                  processor_kwargs=dict(spec.tokenizer_kwargs) or None)
+    if spec.path is not None:  # a fine-tuned model or weights placed by hand: its own folder, never the hub
+        model = SentenceTransformer(spec.path, local_files_only=True, **common)
     elif choose_source(spec, source) == "offline":
-        model = SentenceTransformer(str(offline_model_dir(spec)), device=device, local_files_only=True)
+        model = SentenceTransformer(str(offline_model_dir(spec)), local_files_only=True, **common)
     else:
         try:
-            model = SentenceTransformer(
-                spec.hf_id, revision=spec.revision, device=device, trust_remote_code=spec.trust_remote_code
-            )
+            model = SentenceTransformer(spec.hf_id, revision=spec.revision, **common)
         except OSError as e:  # hub unreachable or files missing from the local HF cache
             hint = f" or install its offline source: {spec.offline.install_hint()}" if spec.offline else ""
             raise ModelLoadError(
                 f"model {spec.id}: cannot load {spec.hf_id}@{spec.revision} from the Hugging Face hub ({e}); "
                 f"connect to the hub{hint}"
             ) from None
+    # model_kwargs set the transformer's dtype; this also casts the modules after it (Dense, remote code),
+    # whatever dtype their checkpoint was saved in.
+    model.to(dtype)
     model.max_seq_length = spec.max_seq_length
     actual = model.get_embedding_dimension()
     if actual != spec.dim:

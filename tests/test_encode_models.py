@@ -56,8 +56,7 @@ def test_minilm_matches_bare_sentence_transformers(minilm, tmp_path):
     assert _cos(report.vectors, bare).min() > 0.9999
     # Claims run far past 256 word pieces: nearly all are cut, and the count comes from the tokenizer.
     assert 0 < report.n_truncated <= 24
-    short = enc.count_truncated(["A short abstract about a battery."], "")
-    assert short == 0
+    assert enc.encode(["A short abstract about a battery."], "").n_truncated == 0
 
 
 def test_minilm_run_killed_midway_resumes(minilm, tmp_path):
@@ -66,6 +65,7 @@ def test_minilm_run_killed_midway_resumes(minilm, tmp_path):
 
     class Dies:
         dim = enc.dim
+        precision = enc.precision
         calls = 0
 
         def encode(self, batch, prompt):
@@ -74,16 +74,13 @@ def test_minilm_run_killed_midway_resumes(minilm, tmp_path):
             self.calls += 1
             return enc.encode(batch, prompt)
 
-        def count_truncated(self, batch, prompt):
-            return enc.count_truncated(batch, prompt)
-
     with pytest.raises(RuntimeError, match="killed"):
         encode_texts(spec, "document", "tac", ids, texts, encoder=Dies(), commit_every=8, cache_root=tmp_path,
                      progress=False)
     report = encode_texts(spec, "document", "tac", ids, texts, encoder=enc, commit_every=8, cache_root=tmp_path,
                           progress=False)
     assert (report.n_cached, report.n_encoded) == (16, 14)
-    straight = enc.encode(texts, "")
+    straight = enc.encode(texts, "").vectors
     assert _cos(report.vectors, straight).min() > 0.9999
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from evalctl.cli.runtime_options import DEVICE_HELP, runtime_options
 from evalctl.errors import UserError
 from evalctl.models import ROLES, TASK_TYPES, load_models
 from evalctl.specs import SpecError
@@ -81,8 +82,10 @@ def list_models() -> None:
               help="Selects the prompt together with role and variant.")
 @click.option("--prompt-variant", default=None, help="Named prompt set of the model (default: its default_variant).")
 @click.option("--shard", default="0/1", show_default=True, help="i/n: encode part i (0-based) of n, split by id hash.")
-@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True)
-@click.option("--device", default=None, help="cpu, cuda, cuda:N, or 'all' for every local GPU (default: auto).")
+@click.option("--batch-size", type=click.IntRange(min=1), default=None,
+              help="At most this many texts per batch (default: the token budget alone decides).")
+@click.option("--device", default=None, help=DEVICE_HELP)
+@runtime_options
 @click.option("--source", type=click.Choice(["auto", "offline", "hub"]), default="auto", show_default=True,
               help="Where weights come from; auto prefers an installed offline package.")
 def encode(corpus, model_id, view, role, task_type, prompt_variant, shard, batch_size, device, source) -> None:
@@ -105,4 +108,6 @@ def encode(corpus, model_id, view, role, task_type, prompt_variant, shard, batch
                f"in {r.seconds:.1f}s ({r.docs_per_s:.1f} docs/s)")
     click.echo(f"truncated (longer than the model's token limit): {r.n_truncated} of {r.n_encoded} encoded "
                f"({100 * r.truncated_share:.1f}%)")
+    click.echo(f"precision {r.precision}, batches of up to {r.max_batch_tokens} tokens, "
+               f"{r.oom_halvings} out-of-memory halving(s)")
     click.echo(f"cache: {r.cache_dir}")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from evalctl.cli.runtime_options import DEVICE_HELP, runtime_options
 from evalctl.errors import UserError
 from evalctl.specs import SpecError
 
@@ -13,9 +14,12 @@ from evalctl.specs import SpecError
 @click.command()
 @click.argument("spec_name")
 @click.option("--dry-run", is_flag=True, help="Print the plan (what is done, what would run) and stop.")
-def run(spec_name, dry_run) -> None:
+@click.option("--device", default=None, help=DEVICE_HELP)
+@runtime_options
+def run(spec_name, dry_run, device) -> None:
     """Plan and run every step of SPEC (a name in configs/experiments/ or a YAML path)."""
     from evalctl.study.runner import check_expected, execute, plan
+    from evalctl.indexers.runtime import Runtime, using
     from evalctl.study.spec import load_experiment, missing_sources
 
     try:
@@ -29,7 +33,9 @@ def run(spec_name, dry_run) -> None:
     click.echo(f"experiment {spec.name}: {len(steps)} steps")
     for line in missing:
         click.echo(f"missing source (the plan below imports nothing until it is there): {line}")
-    report = execute(steps, echo=click.echo, dry_run=dry_run)
+    # every step that encodes: the spec's runtime section beneath the options given here
+    with using(Runtime(device=device)), using(spec.runtime, beneath=True):
+        report = execute(steps, echo=click.echo, dry_run=dry_run)
     if dry_run:
         return
     report.checks = check_expected(spec, steps)

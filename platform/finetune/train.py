@@ -208,7 +208,7 @@ def finetune(base_id: str, recipe_id: str, corpora: list[str | Corpus], *, match
         write_text(run_dir / "pairs.jsonl", "".join(
             json.dumps(dataclasses.asdict(p), sort_keys=True) + "\n" for ps in pairs.pairs.values() for p in ps))
 
-    model = load_model(base, device=device)
+    model = load_model(base, device=device, precision="float32")  # trained in float32 whatever the spec runs at
     model.max_seq_length = min(training.max_seq_length, base.max_seq_length)
     if lora:
         add_lora(model, training.lora)

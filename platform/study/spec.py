@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 from evalctl.corpus.qrels import QrelsSpec
+from evalctl.indexers.runtime import Runtime
 from evalctl.names import BadName, check_name
 from evalctl.specs import SpecError, build, configs_dir, load_yaml, package_folder
 
@@ -83,6 +84,9 @@ class LabelTaskEntry:
     label_sets: tuple[str, ...] = ("cpc_subclass",)
     models: tuple[str, ...] = ()  # default: every model of the spec; models tuned from these join them
     include_tuned: bool = True
+    # task: the vectors of the model's classification/clustering prompt where it differs from the document
+    # prompt (MTEB's convention; the index gets that field); document: the document vectors
+    vectors: Literal["task", "document"] = "task"
 
 
 
@@ -124,6 +128,9 @@ class ExperimentSpec:
     clustering: tuple[LabelTaskEntry, ...] = ()
     finetune: tuple[FinetuneEntry, ...] = ()
     expected: tuple[Expected, ...] = ()
+    # how encoding runs (device or `all`, precision, max_batch_tokens, attn_implementation); `evalctl run`
+    # options override it field by field
+    runtime: Runtime | None = None
     source_path: str = field(default="", compare=False)
 
     def corpus(self, name: str) -> CorpusEntry:
