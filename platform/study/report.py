@@ -82,7 +82,8 @@ class Report:
 
 
 def _md(text: str) -> str:
-    return html.escape(text, quote=False)
+    """Text for Markdown: '<' starts all markup and '&' an entity; '>' stays readable ("A > B")."""
+    return text.replace("&", "&amp;").replace("<", "&lt;")
 
 
 def _plt():
