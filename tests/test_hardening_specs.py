@@ -60,7 +60,10 @@ def write_spec(home: Path, doc: dict) -> Path:
     return path
 
 
-def refused(home: Path, doc: dict, message: str, commands=(("run", "--dry-run"), ("report",)), *more: str) -> None:
+ALL_COMMANDS = (("run", "--dry-run"), ("run",), ("report",))
+
+
+def refused(home: Path, doc: dict, message: str, commands=ALL_COMMANDS, *more: str) -> None:
     """Every command refuses the spec at load: exit 2, the exact message (and `more`), nothing written anywhere."""
     spec = write_spec(home, doc)
     before = listing(home)
@@ -85,8 +88,8 @@ def test_spec_name_is_never_a_path(home, bad):
     (victim / "report.html").write_bytes(FOREIGN_HTML)
     name = bad.format(victim=victim, victim_name=victim.name)
     # a long value is shown cut at 60 characters
-    refused(home, base_spec(name=name), f"name '{name[:40]}", (("run", "--dry-run"), ("report",)),
-            "is not a valid name", "(a name is never a path)")
+    refused(home, base_spec(name=name), f"name '{name[:40]}", ALL_COMMANDS, "is not a valid name",
+            "(a name is never a path)")
     assert (victim / "report.html").read_bytes() == FOREIGN_HTML and sorted(victim.iterdir()) == [victim / "report.html"]
 
 
