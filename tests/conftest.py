@@ -57,6 +57,41 @@ def os_client():
         started.stop()
 
 
+@pytest.fixture(scope="session")
+def private_node(os_client):
+    """A managed node of the tests' own (own home, port 9292, 512 MB heap) for tests that stop, kill or
+    replace a node: the shared node keeps serving everything else on the machine. Its distribution is a
+    copy of the shared node's (same plugins, nothing downloaded or assembled again). Skips when the
+    tests run against a configured cluster (there is no managed node to copy)."""
+    import shutil
+    import tempfile
+
+    from evalctl.opensearch.node import ManagedNode
+
+    shared = ManagedNode()
+    if shared.running_state() is None:
+        pytest.skip("tests run against a configured cluster, not the managed node")
+    # under /tmp itself: as root the node runs as a service user who must be able to enter its home
+    home = Path(tempfile.mkdtemp(prefix="evalctl-private-node-"))
+    shutil.copytree(shared.dist, home / "dist" / shared.dist.name, symlinks=True)
+    node = ManagedNode(home=home, http_port=9292, heap="512m")
+    node.start(echo=lambda *_: None)
+    yield node
+    node.stop()
+    shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture
+def on_private_node(private_node, monkeypatch):
+    """The private node, made the one evalctl (CLI and library) talks to for this test; started again
+    if an earlier test left it stopped."""
+    monkeypatch.setenv("EVALCTL_OPENSEARCH_HOME", str(private_node.home))
+    monkeypatch.delenv("EVALCTL_OPENSEARCH_URL", raising=False)
+    if private_node.running_state() is None:
+        private_node.start(echo=lambda *_: None)
+    return private_node
+
+
 @pytest.fixture
 def neural_search(os_client):
     """Skips a test that needs the hybrid query and search-pipeline processors when the node lacks them."""

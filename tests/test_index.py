@@ -103,33 +103,32 @@ class DiesAfter:
         return stats["_all"]["primaries"]["indexing"]["index_total"]
 
 
-def test_node_dies_mid_load_then_rerun_completes(os_client, env, minilm, views, cleanup):
+def test_node_dies_mid_load_then_rerun_completes(on_private_node, env, minilm, views):
+    """On the tests' private node (it is stopped mid-load): the shared node serves everything else."""
     from opensearchpy.exceptions import ConnectionError as OSConnectionError
 
     from evalctl.indexers.index_layout import BulkSettings, index_name, load_index_settings
     from evalctl.indexers.index_loader import index_corpus
     from evalctl.indexers.index_verify import verify_index
-    from evalctl.opensearch.node import ManagedNode
+    from evalctl.opensearch.connection import load_settings, make_client
 
-    node = ManagedNode()
-    if node.running_state() is None:
-        pytest.skip("needs the managed node (it is stopped mid-load)")
+    node, client = on_private_node, make_client(load_settings())
     corpus = env["corpus"]
-    dying = DiesAfter(corpus, 5, node, os_client, index_name(corpus.name, minilm.id))
+    dying = DiesAfter(corpus, 5, node, client, index_name(corpus.name, minilm.id))
     small_bulks = dataclasses.replace(load_index_settings(), bulk=BulkSettings(max_docs=5))
     with pytest.raises(OSConnectionError):
-        index_corpus(os_client, dying, [views["TAC"]], minilm, chunk_docs=10, settings=small_bulks, progress=False)
+        index_corpus(client, dying, [views["TAC"]], minilm, chunk_docs=10, settings=small_bulks, progress=False)
     node.start()
-    rep = index_corpus(os_client, corpus, [views["TAC"]], minilm, chunk_docs=10, progress=False)
+    rep = index_corpus(client, corpus, [views["TAC"]], minilm, chunk_docs=10, progress=False)
     assert 5 <= rep.n_already < N_RECORDS  # what was acknowledged before the crash is kept, not reloaded
     assert rep.n_already + rep.n_loaded == N_RECORDS
 
     idx = rep.index
-    ids = [h["_id"] for h in __import__("opensearchpy").helpers.scan(os_client, index=idx, query={"_source": False})]
+    ids = [h["_id"] for h in __import__("opensearchpy").helpers.scan(client, index=idx, query={"_source": False})]
     assert sorted(ids) == sorted(r.id for r in corpus.records())  # exact set, no duplicates
-    check = verify_index(os_client, corpus, views, minilm, sample=N_RECORDS)
+    check = verify_index(client, corpus, views, minilm, sample=N_RECORDS)
     assert check.ok, check.problems
-    settings = os_client.indices.get_settings(index=idx)[idx]["settings"]["index"]
+    settings = client.indices.get_settings(index=idx)[idx]["settings"]["index"]
     assert settings.get("refresh_interval") in (None, "1s")  # restored after the load
 
 

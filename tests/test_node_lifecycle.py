@@ -9,7 +9,6 @@ import pytest
 from click.testing import CliRunner
 
 from evalctl.cli.main import cli
-from evalctl.opensearch.node import ManagedNode
 
 pytestmark = pytest.mark.opensearch
 
@@ -36,11 +35,9 @@ def alive(pid: int) -> bool:
 
 
 @pytest.fixture
-def managed(os_client):
-    node = ManagedNode()
-    if node.running_state() is None:
-        pytest.skip("tests run against an external cluster, not the managed node")
-    return node
+def managed(on_private_node):
+    """Stopping a node is tried on the tests' private node, never on the shared one."""
+    return on_private_node
 
 
 def test_status_lists_plugins(managed):
@@ -50,16 +47,22 @@ def test_status_lists_plugins(managed):
     assert "health:   green" in result.output or "health:   yellow" in result.output
 
 
-def test_stop_then_warm_start(managed, os_client):
+def test_stop_then_warm_start(managed, os_client, monkeypatch):
+    from opensearchpy import OpenSearch
+
+    private = OpenSearch(managed.url)
     old = managed.running_state()
     assert opensearch_pids(managed.dist) == [old.pid]
     assert managed.stop() == old.pid
     assert opensearch_pids(managed.dist) == []
     assert not alive(old.pid)
-    assert CliRunner().invoke(cli, ["opensearch", "status"]).exit_code != 0
+    with monkeypatch.context() as m:  # the stopped node's own port (without a state file: the configured one)
+        m.setenv("EVALCTL_OPENSEARCH_URL", managed.url)
+        assert CliRunner().invoke(cli, ["opensearch", "status"]).exit_code != 0
 
     said = []
     new = managed.start(echo=said.append)
     assert not any("Downloading" in line for line in said), said  # the cache is reused: no network
     assert new.pid != old.pid and opensearch_pids(managed.dist) == [new.pid]
-    assert os_client.cluster.health()["status"] in ("green", "yellow")
+    assert private.cluster.health()["status"] in ("green", "yellow")
+    assert os_client.cluster.health()["status"] in ("green", "yellow")  # the shared node was never touched

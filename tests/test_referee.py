@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
+import math
 import uuid
 from pathlib import Path
 
@@ -270,9 +271,16 @@ def test_mteb_dense_matches_evalctl_exact(refereed):
     # and evalctl's run in trec_eval's tie order, each land next to the other tool's number
     unrounded = refereed.facts["MTEB ranking scored by evalctl (unrounded)"]
     in_trec_order = refereed.facts["evalctl exact in trec_eval's tie order (engine scores)"]
+    # MTEB encodes the texts itself: its vectors differ from evalctl's by float noise (another batch
+    # composition and padding), which can swap two near-tied documents. One swap moves one query's
+    # nDCG by at most 1 - 1/log2(3) (ranks 1 and 2, binary gains), the mean by that over the number of
+    # queries; two such swaps are allowed, plus MTEB's rounding to 5 decimals. A real difference in
+    # scoring moves many queries and exceeds this.
+    n_queries = refereed.export["queries"]
+    tie_swaps = 2 * (1 - 1 / math.log2(3)) / n_queries + 1e-5
     for r in rows:
-        assert abs(unrounded[r.metric] - r.evalctl) <= 2e-4, (r, unrounded)
-        assert abs(in_trec_order[r.metric] - r.value) <= 2e-4, (r, in_trec_order)
+        assert abs(unrounded[r.metric] - r.evalctl) <= tie_swaps, (r, unrounded, tie_swaps)
+        assert abs(in_trec_order[r.metric] - r.value) <= tie_swaps, (r, in_trec_order, tie_swaps)
 
 
 @pytest.mark.opensearch
