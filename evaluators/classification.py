@@ -8,6 +8,10 @@ reported, and so are documents left without a label. For each seed, a shuffled t
 - `logreg`: one-vs-rest logistic regression (liblinear, C=1), threshold 0.5 (the study-notes default);
 - `knn`: k nearest neighbours by cosine, a label predicted when most of the k neighbours carry it.
 
+The vectors are the view's under the model's classification prompt where it differs from the document
+prompt (`vectors="task"`, as MTEB encodes classification texts), else, or with `vectors="document"`,
+the document vectors; the result's identity names the task field and prompt when it is not the latter.
+
 Metrics per split: micro-F1 and samples-F1 over all labels, macro-F1 over the labels with at least one
 positive in that split's test part (a label absent from the test part has no defined F1 and would
 otherwise count as 0), all by scikit-learn with zero_division=0; then mean and sample standard
@@ -151,8 +155,9 @@ def classify(x: np.ndarray, y: np.ndarray, ids: list[str], settings: ClassifySet
 
 @long_lived_frozen()  # full collections skip the long-lived heap (evalctl.heap)
 def run_classification(client, corpus, view_spec, model_id: str, spec: LabelSetSpec,
-                       settings: ClassifySettings | None = None, *, progress: bool = True):
-    """Export (or reuse) the view's vectors, probe them, store the result (kind "classification")."""
+                       settings: ClassifySettings | None = None, *, vectors: str = "task", progress: bool = True):
+    """Export (or reuse) the view's vectors (`vectors`: "task" or "document", see the module docstring),
+    probe them, store the result (kind "classification")."""
     import sklearn
     from sklearn.preprocessing import MultiLabelBinarizer
 
@@ -160,15 +165,17 @@ def run_classification(client, corpus, view_spec, model_id: str, spec: LabelSetS
     from evalctl.evaluators.readback import export_vectors
 
     settings = settings or ClassifySettings()
-    exp = export_vectors(client, corpus, view_spec, model_id, progress=progress).export
+    rep = export_vectors(client, corpus, view_spec, model_id, task="classification", vectors=vectors, progress=progress)
+    exp = rep.export
     rows = labelled_rows(exp, spec)
     y = MultiLabelBinarizer(classes=list(rows.support)).fit_transform(rows.labels)
     t0 = time.perf_counter()
     out = classify(exp.rows(rows.ids), y, rows.ids, settings)
     meta = exp.manifest["index_manifest"]
-    identity = result_identity("classify", exp, spec, asdict(settings))
+    identity = result_identity("classify", exp.manifest["index"], meta, rep.source, spec, asdict(settings))
     summary = {p: out["probes"][p]["summary"] for p in settings.probes}
-    extra = {"index_manifest": meta, "export": str(exp.path), "sklearn": sklearn.__version__,
+    extra = {"index_manifest": meta, "vectors": rep.source.describe(), "export": str(exp.path),
+             "sklearn": sklearn.__version__,
              "n_records": len(rows.ids), "n_labels": len(rows.support), "n_unlabelled": rows.n_unlabelled,
              "labels_dropped": rows.dropped, "summary": summary,
              "seconds": round(time.perf_counter() - t0, 3)}
@@ -178,10 +185,12 @@ def run_classification(client, corpus, view_spec, model_id: str, spec: LabelSetS
     return results_store.write("classification", corpus.name, identity, files, extra=extra)
 
 
-def result_identity(prefix: str, exp, spec: LabelSetSpec, settings: dict) -> dict:
-    """What decides a classification or clustering result: index content, view, label set, settings."""
-    meta = exp.manifest["index_manifest"]
-    return {"name": f"{prefix}-{meta['model']}-{exp.manifest['view']}-{spec.name}".replace("/", "_"),
-            "index": exp.manifest["index"], "model": meta["model"], "revision": meta.get("revision"),
+def result_identity(prefix: str, index: str, meta: dict, source, spec: LabelSetSpec, settings: dict) -> dict:
+    """What decides a classification or clustering result: index content, vectors (view, and the task's
+    field and prompt when not the document vectors, so those results keep their ids), label set, settings.
+    `meta`: the index manifest; `source`: index_contract.VectorSource."""
+    return {"name": f"{prefix}-{meta['model']}-{source.view}-{spec.name}".replace("/", "_"),
+            "index": index, "model": meta["model"], "revision": meta.get("revision"),
             "prompt_variant": meta.get("prompt_variant"), "corpus_hash": meta["corpus_hash"],
-            "view": exp.manifest["view"], "label_set": asdict(spec), "settings": settings}
+            "view": source.view, **({"vectors": source.describe()} if source.task else {}),
+            "label_set": asdict(spec), "settings": settings}

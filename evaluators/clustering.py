@@ -7,6 +7,9 @@ one gold class by a stated rule, recorded in the result:
   and WIPO exports put the main or first-assigned code first);
 - `most_frequent`: the record's kept label with the highest support in the corpus (ties: first).
 
+Vectors: as for classification, the view's under the model's clustering prompt where it differs from
+the document prompt (`vectors="task"`), else or on request the document vectors.
+
 k is the number of gold classes. Vectors are L2-normalised (k-means on the unit sphere, i.e. cosine).
 Each seed runs MiniBatchKMeans(n_init=10, in float64 by default); V-measure, ARI, NMI and AMI
 (scikit-learn) are reported per seed and as mean and sample standard deviation (ddof=1). `levels`
@@ -104,15 +107,17 @@ def level_specs(spec: LabelSetSpec, levels: tuple[str, ...]) -> list[LabelSetSpe
 
 @long_lived_frozen()  # full collections skip the long-lived heap (evalctl.heap)
 def run_clustering(client, corpus, view_spec, model_id: str, spec: LabelSetSpec,
-                   settings: ClusterSettings | None = None, *, progress: bool = True):
-    """Export (or reuse) the view's vectors, cluster them per level, store the result (kind "clustering")."""
+                   settings: ClusterSettings | None = None, *, vectors: str = "task", progress: bool = True):
+    """Export (or reuse) the view's vectors (`vectors`: "task" or "document"), cluster them per level,
+    store the result (kind "clustering")."""
     import sklearn
 
     from evalctl import results_store
     from evalctl.evaluators.readback import export_vectors
 
     settings = settings or ClusterSettings()
-    exp = export_vectors(client, corpus, view_spec, model_id, progress=progress).export
+    rep = export_vectors(client, corpus, view_spec, model_id, task="clustering", vectors=vectors, progress=progress)
+    exp = rep.export
     t0 = time.perf_counter()
     by_level, dropped = {}, {}
     for lv_spec in level_specs(spec, settings.levels):
@@ -120,9 +125,10 @@ def run_clustering(client, corpus, view_spec, model_id: str, spec: LabelSetSpec,
         gold = single_labels(rows.labels, rows.support, settings.rule)
         by_level[lv_spec.level or "labels"] = cluster(exp.rows(rows.ids), gold, settings)
         dropped[lv_spec.level or "labels"] = rows.dropped
-    identity = result_identity("cluster", exp, spec, asdict(settings))
+    meta = exp.manifest["index_manifest"]
+    identity = result_identity("cluster", exp.manifest["index"], meta, rep.source, spec, asdict(settings))
     summary = {lv: {"k": r["k"], "n": r["n"], **r["summary"]} for lv, r in by_level.items()}
-    extra = {"index_manifest": exp.manifest["index_manifest"], "export": str(exp.path),
+    extra = {"index_manifest": meta, "vectors": rep.source.describe(), "export": str(exp.path),
              "sklearn": sklearn.__version__, "rule": settings.rule, "labels_dropped": dropped,
              "summary": summary, "seconds": round(time.perf_counter() - t0, 3)}
     return results_store.write("clustering", corpus.name, identity,

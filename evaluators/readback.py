@@ -1,5 +1,9 @@
 """`evalctl vectors export`: every document's vector and codes for one view, read back from its index.
 
+A label task (classification, clustering) reads the view's vectors under its own prompt
+(`vec_<VIEW>__<task>`) where the model's prompt for it differs from the document prompt, else (or when
+asked) the document vectors `vec_<VIEW>` (indexers/index_contract.vector_source).
+
 Vectors are streamed from a point-in-time with `search_after` on the keyword `doc_id` (scroll-free, no
 10k window, a consistent snapshot): first the ids in doc_id order, then the vectors (script fields over
 the field's vector values) in parallel slices, each page's vectors written straight into their rows of an
@@ -8,11 +12,11 @@ lines, whatever the corpus size. Codes are the corpus records' (the index was bu
 hash, checked first), in the order the index documents store them.
 The export is written under a temporary name and renamed into place once it is complete and checked:
 
-  cache_root()/vectors/<index>/<view>/
+  cache_root()/vectors/<index>/<view or view__task>/
     vectors.npy     float32 [n, dim], row i is the document on line i of ids.txt
     ids.txt         document ids, in doc_id order
     codes.jsonl     {"cpc": [...], "ipc": [...], "labels": [...]} per row, as stored in the index
-    manifest.json   index, field, index manifest, count, dim, and the checks that passed
+    manifest.json   index, field, task and prompt, index manifest, count, dim, and the checks that passed
 
 Checks: the count equals the documents of the snapshot carrying the field and the corpus records that
 render the view (same ids); every vector whose text is in the embedding cache equals the cached one
@@ -39,8 +43,8 @@ from tqdm import tqdm
 from evalctl.atomic import new_staging_dir, replace_dir
 from evalctl.clock import utc_now
 from evalctl.errors import BadInput
-from evalctl.indexers.index_contract import IndexState, open_index
-from evalctl.indexers.index_layout import CODE_FIELDS, record_codes, vector_field
+from evalctl.indexers.index_contract import IndexState, VectorChoice, VectorSource, open_index, vector_source
+from evalctl.indexers.index_layout import CODE_FIELDS, record_codes
 from evalctl.opensearch.connection import search_cbor
 from evalctl.paths import cache_root
 from evalctl.corpus.patent_record import PatentRecord
@@ -89,18 +93,20 @@ class ExportReport:
     reused: bool
     seconds: float = 0.0
     checks: list[str] = field(default_factory=list)
+    source: VectorSource | None = None  # which field and prompt the vectors are
 
     @property
     def vectors_per_s(self) -> float:
         return len(self.export.ids) / self.seconds if self.seconds else 0.0
 
 
-def export_dir(index: str, view: str) -> Path:
-    return cache_root() / "vectors" / index / view
+def export_dir(index: str, unit: str) -> Path:
+    """`unit`: a view, or a view's task field (index_layout.field_unit)."""
+    return cache_root() / "vectors" / index / unit
 
 
-def load_export(index: str, view: str) -> VectorExport | None:
-    path = export_dir(index, view)
+def load_export(index: str, unit: str) -> VectorExport | None:
+    path = export_dir(index, unit)
     if not (path / "manifest.json").is_file():
         return None
     manifest = json.loads((path / "manifest.json").read_text())
@@ -142,7 +148,7 @@ def iter_pages(client, pit: str, query: dict, size: int, slice_: tuple[int, int]
         after = hits["hits"][-1]["sort"]
 
 
-def _stream(client, index: str, view: str, dim: int, dest: Path, page_docs: int, progress: bool) -> int:
+def _stream(client, index: str, vec: str, dim: int, dest: Path, page_docs: int, progress: bool) -> int:
     """Write vectors.npy and ids.txt into `dest`; returns the row count.
 
     Two passes over one point-in-time: the ids in doc_id order, from the sort values alone (no `_source`
@@ -151,8 +157,8 @@ def _stream(client, index: str, view: str, dim: int, dest: Path, page_docs: int,
     vector values through a script field, not from `_source`: the node then never decompresses and
     parses whole documents (texts and every view's vector) to cut one field out. Measured on this 2-core
     machine, 2,471 x 384-d: `_source` filtering took 550-600 ms of node time, the script field 120-180 ms,
-    same float32 bits. Codes are not read here: they come from the corpus (same hash as the index)."""
-    vec = vector_field(view)
+    same float32 bits. Codes are not read here: they come from the corpus (same hash as the index).
+    `vec`: the vector field."""
     query = {"exists": {"field": vec}}
     pit = client.create_pit(index=index, keep_alive=PIT_KEEP_ALIVE)["pit_id"]
     try:
@@ -195,12 +201,12 @@ def _stream(client, index: str, view: str, dim: int, dest: Path, page_docs: int,
         client.delete_pit(body={"pit_id": [pit]})
 
 
-def _open_cache(state: IndexState, view: str):
+def _open_cache(state: IndexState, source: VectorSource):
     """The embedding cache the index was loaded from, or the reason it cannot be checked."""
     from evalctl.indexers.embedding_cache import EmbeddingCache
 
     try:
-        cache = EmbeddingCache(state.cache_key(view))
+        cache = EmbeddingCache(state.cache_key(source.view, prompt=source.prompt))
     except SpecError as e:  # e.g. a fine-tuned model not in configs/models/
         return None, f"embedding cache not checked: model {state.manifest['model']!r} is not in the registry ({e})"
     if not len(cache):
@@ -217,7 +223,7 @@ def _rendered(corpus, view_spec) -> list[tuple[str, bytes, dict]]:
             for r in corpus.records(columns=(*view_spec.columns, *CODE_FIELDS)) if (text := view_spec.render(r))]
 
 
-def _check(export: VectorExport, rendered: list[tuple[str, bytes, dict]], corpus_name: str, view: str,
+def _check(export: VectorExport, rendered: list[tuple[str, bytes, dict]], corpus_name: str, source: VectorSource,
            state: IndexState, chunk: int = 5000) -> list[str]:
     """The exported ids are exactly the records that render the view, and every exported vector whose text
     is cached equals the cached vector."""
@@ -228,10 +234,10 @@ def _check(export: VectorExport, rendered: list[tuple[str, bytes, dict]], corpus
     if expected != pos.keys():
         missing, extra = sorted(expected - pos.keys()), sorted(pos.keys() - expected)
         raise ReadbackError(
-            f"index has {len(pos)} documents with {vector_field(view)}, corpus {corpus_name} has "
-            f"{len(expected)} records rendering view {view}: {len(missing)} missing (e.g. "
+            f"index has {len(pos)} documents with {source.field}, corpus {corpus_name} has "
+            f"{len(expected)} records rendering view {source.view}: {len(missing)} missing (e.g. "
             f"{missing[:3]}), {len(extra)} not in the corpus (e.g. {extra[:3]}); finish or rebuild the index")
-    cache, skipped = _open_cache(state, view)
+    cache, skipped = _open_cache(state, source)
     tol = state.tolerance
     n_found, worst = 0, 0.0
     for start in range(0, len(rendered) if cache is not None else 0, chunk):
@@ -244,41 +250,46 @@ def _check(export: VectorExport, rendered: list[tuple[str, bytes, dict]], corpus
     if worst > tol:
         raise ReadbackError(f"exported vectors differ from the embedding cache by up to {worst:.3g} "
                             f"(tolerance {tol}): the index does not hold what was encoded; rebuild it")
-    return [f"count {len(pos)} = corpus records rendering view {view} (same ids)",
+    return [f"count {len(pos)} = corpus records rendering view {source.view} (same ids)",
             skipped or f"{n_found} of {len(pos)} vectors found in the embedding cache, max |diff| {worst:.3g}"]
 
 
 @long_lived_frozen()  # full collections skip the long-lived heap (evalctl.heap)
-def export_vectors(client, corpus, view_spec, model_id: str, *, force: bool = False, page_docs: int | None = None,
+def export_vectors(client, corpus, view_spec, model_id: str, *, task: str | None = None,
+                   vectors: VectorChoice = "task", force: bool = False, page_docs: int | None = None,
                    progress: bool = True) -> ExportReport:
-    """Export `view_spec`'s vectors of the corpus x model index, or reuse an export of the same index state."""
-    state = open_index(client, corpus, model_id, [view_spec.name], error=ReadbackError)
+    """Export the vectors of `view_spec` that `task` reads (None: the document vectors) from the corpus x
+    model index, or reuse an export of the same index state."""
+    view = view_spec.name
+    label_tasks = {task: [view]} if task and vectors == "task" else None
+    state = open_index(client, corpus, model_id, [view], error=ReadbackError, label_tasks=label_tasks)
     index, meta = state.name, state.manifest
+    source = vector_source(state, view, task, vectors)
     client.indices.refresh(index=index)
-    n_index = client.count(index=index, body={"query": {"exists": {"field": vector_field(view_spec.name)}}})["count"]
-    old = None if force else load_export(index, view_spec.name)
+    n_index = client.count(index=index, body={"query": {"exists": {"field": source.field}}})["count"]
+    old = None if force else load_export(index, source.unit)
     if old and old.manifest["index_manifest"] == meta and old.manifest["count"] == n_index:
-        return ExportReport(old, reused=True, checks=old.manifest["checks"])
+        return ExportReport(old, reused=True, checks=old.manifest["checks"], source=source)
 
-    dest = export_dir(index, view_spec.name)
+    dest = export_dir(index, source.unit)
     tmp = new_staging_dir(dest)
     try:
         t0 = time.perf_counter()
         with ThreadPoolExecutor(max_workers=1) as pool:
-            streaming = pool.submit(_stream, client, index, view_spec.name, meta["dim"], tmp,
+            streaming = pool.submit(_stream, client, index, source.field, meta["dim"], tmp,
                                     page_docs or page_size(meta["dim"]), progress)
             rendered = _rendered(corpus, view_spec)  # client work while the node serves the pages
             n = streaming.result()
         seconds = time.perf_counter() - t0
-        manifest = {"index": index, "view": view_spec.name, "field": vector_field(view_spec.name),
+        manifest = {"index": index, "view": view, **source.describe(),
                     "index_manifest": meta, "count": n, "dim": meta["dim"], "dtype": "float32",
                     "order": "doc_id ascending", "codes": "corpus records (the index's corpus hash)",
                     "seconds": round(seconds, 3),
                     "code_version": code_version(), "created_at": utc_now()}
         export = VectorExport(tmp, manifest, (tmp / "ids.txt").read_text(encoding="utf-8").splitlines(),
                               np.load(tmp / "vectors.npy", mmap_mode="r"), [])
-        checks = [f"count {n} = index documents with {vector_field(view_spec.name)} in the snapshot",
-                  *_check(export, rendered, corpus.name, view_spec.name, state)]
+        checks = [f"count {n} = index documents with {source.field} in the snapshot",
+                  *_check(export, rendered, corpus.name, source, state)]
         manifest["checks"] = checks
         by_id = {d: codes for d, _, codes in rendered}
         codes = [by_id[d] for d in export.ids]
@@ -293,4 +304,4 @@ def export_vectors(client, corpus, view_spec, model_id: str, *, force: bool = Fa
         raise
     done = VectorExport(dest, manifest, ids, np.load(dest / "vectors.npy", mmap_mode="r", allow_pickle=False),
                         codes)
-    return ExportReport(done, reused=False, seconds=seconds, checks=checks)
+    return ExportReport(done, reused=False, seconds=seconds, checks=checks, source=source)

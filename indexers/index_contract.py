@@ -2,18 +2,26 @@
 read a corpus x model index, in one place.
 
 An index can be read for (corpus, model, views) when it exists, was built from this version of the corpus
-(its manifest's corpus hash) and holds the views. Its manifest also says how close its vectors are to the
-embedding cache they were encoded into (the vector tolerance) and which cache that is (the cache key).
+(its manifest's corpus hash) and holds the views; for a label task on a view, also that task's vectors
+when the model's prompt for the task differs from its document prompt (`vector_source`). Its manifest
+also says how close its vectors are to the embedding cache they were encoded into (the vector tolerance)
+and which cache that is (the cache key).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from evalctl.errors import BadInput
-from evalctl.indexers.index_layout import index_name
+from evalctl.indexers.index_layout import field_unit, index_name, task_prompts, vector_field
 from evalctl.indexers.index_loader import read_manifest
+from evalctl.specs import SpecError
+
+# Which vectors a label task reads: its own prompt's where the model has one ("task"), or the documents'.
+VectorChoice = Literal["task", "document"]
+VECTOR_CHOICES: tuple[str, ...] = ("task", "document")
 
 # sq_fp16 rounds each component to half precision (|x| <= 1 for normalised vectors).
 FP16_TOLERANCE = 1e-3
@@ -42,18 +50,85 @@ class IndexState:
         """How far a vector read back may be from the cached one (flat float32 vs sq_fp16 encoders)."""
         return REENCODE_TOLERANCE if self.manifest.get("encoder", "flat") == "flat" else FP16_TOLERANCE
 
-    def cache_key(self, view: str, model=None):
+    def cache_key(self, view: str, model=None, prompt: str | None = None):
         """The embedding cache the index's `view` vectors were loaded from (`model`: the manifest's by
-        default; raises SpecError for a model no longer in the registry)."""
+        default; raises SpecError for a model no longer in the registry). `prompt`: a task field's
+        prompt instead of the document prompt."""
         from evalctl.indexers.encoder import cache_key
         from evalctl.models import get_model
 
         m = self.manifest
-        return cache_key(model or get_model(m["model"]), "document", view, m["prompt_variant"], m["document_prompt"])
+        return cache_key(model or get_model(m["model"]), "document", view, m["prompt_variant"],
+                         m["document_prompt"] if prompt is None else prompt)
 
 
-def inspect_index(client, corpus, model_id: str | None, views: Sequence[str] = ()) -> IndexState:
-    """The corpus x model index and which checks of the contract it fails (none: it can be read)."""
+@dataclass(frozen=True)
+class VectorSource:
+    """The vectors a label task reads from an index: a view's document vectors (task None) or the view's
+    vectors under the task's own prompt."""
+
+    view: str
+    task: str | None
+    prompt: str | None  # the prompt that made the vectors
+
+    @property
+    def unit(self) -> str:
+        return field_unit(self.view, self.task)
+
+    @property
+    def field(self) -> str:
+        return vector_field(self.view, self.task)
+
+    def describe(self) -> dict:
+        """For result identities and manifests: which field and prompt."""
+        return {"field": self.field, "task": self.task, "prompt": self.prompt}
+
+
+def expected_task_prompt(manifest: dict, task: str) -> str | None:
+    """The task's prompt when it differs from the document prompt, by the index's model spec and prompt
+    variant (None: the task reads the document vectors). A model no longer in the registry: what the
+    index recorded."""
+    from evalctl.models import get_model
+
+    try:
+        model = get_model(manifest["model"])
+    except SpecError:
+        return manifest.get("task_vectors", {}).get(task, {}).get("prompt")
+    return task_prompts(model, manifest["prompt_variant"], (task,)).get(task)
+
+
+def vector_source(state: IndexState, view: str, task: str | None, choice: VectorChoice = "task") -> VectorSource:
+    """The vectors `task` reads on `view` (task None or choice "document": the document vectors)."""
+    m = state.manifest
+    prompt = expected_task_prompt(m, task) if task and choice == "task" and m.get("dim") else None
+    if prompt is None:
+        return VectorSource(view, None, m.get("document_prompt"))
+    return VectorSource(view, task, prompt)
+
+
+def _task_problems(name: str, manifest: dict, label_tasks: Mapping[str, Sequence[str]], how: str) -> list[str]:
+    """A label task on a view whose prompt differs from the document prompt needs that prompt's vectors."""
+    problems = []
+    for task, views in label_tasks.items():
+        prompt = expected_task_prompt(manifest, task) if manifest.get("dim") else None
+        if prompt is None:
+            continue
+        have = manifest.get("task_vectors", {}).get(task)
+        if have and have["prompt"] != prompt:
+            problems.append(f"index {name} holds {task} vectors made with the prompt {have['prompt']!r}, the model's "
+                            f"{task} prompt is now {prompt!r}: delete the index (evalctl index delete {name}) "
+                            f"and rebuild it, or read the document vectors (--vectors document)")
+        elif missing := [v for v in views if v not in (have or {}).get("views", ())]:
+            problems.append(f"index {name} has no {task} vectors for view {', '.join(missing)} (the model's {task} "
+                            f"prompt {prompt!r} differs from its document prompt); add them with `{how}`, or "
+                            f"read the document vectors (--vectors document)")
+    return problems
+
+
+def inspect_index(client, corpus, model_id: str | None, views: Sequence[str] = (),
+                  label_tasks: Mapping[str, Sequence[str]] | None = None) -> IndexState:
+    """The corpus x model index and which checks of the contract it fails (none: it can be read).
+    `label_tasks` ({task: views}): the label tasks to be read with their own prompt's vectors."""
     name = index_name(corpus.name, model_id)
     manifest = read_manifest(client, name)
     how = (f"evalctl index --corpus {corpus.name}" + (f" --model {model_id}" if model_id else "")
@@ -68,13 +143,15 @@ def inspect_index(client, corpus, model_id: str | None, views: Sequence[str] = (
     if missing := [v for v in views if v not in have]:
         problems.append(f"index {name} has no view {', '.join(missing)} (has {', '.join(have)}); "
                         f"add it with `{how}`")
+    problems += _task_problems(name, manifest, label_tasks or {}, how)
     return IndexState(name, manifest, tuple(problems))
 
 
 def open_index(client, corpus, model_id: str | None, views: Sequence[str] = (),
-               error: type[Exception] = IndexUnavailable) -> IndexState:
+               error: type[Exception] = IndexUnavailable,
+               label_tasks: Mapping[str, Sequence[str]] | None = None) -> IndexState:
     """The index, if it meets the contract; else `error` (the caller's error type) with the first problem."""
-    state = inspect_index(client, corpus, model_id, views)
+    state = inspect_index(client, corpus, model_id, views, label_tasks)
     if state.problems:
         raise error(state.problems[0])
     return state

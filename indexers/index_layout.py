@@ -2,7 +2,9 @@
 
 One index per corpus x model: text fields for every view (BM25, `english` analyzer) plus one
 `knn_vector` field per view for that model, so hybrid queries see text and vectors in one index and a
-second model never touches the first model's index. An alias per corpus (`evalctl-<corpus>`) groups
+second model never touches the first model's index. Where the model's classification or clustering
+prompt differs from its document prompt, a view can also carry that task's vectors (`vec_TA__clustering`),
+which the label tasks read back (docs/classification-clustering.md). An alias per corpus (`evalctl-<corpus>`) groups
 them for Dashboards. The `evalctl` prefix is configurable, so several caches or users can share a cluster.
 """
 
@@ -19,6 +21,9 @@ SPACE_TYPES = {"cosine": "cosinesimil", "dot": "innerproduct"}
 # Metadata fields every index carries (keywords, so they filter and aggregate).
 META_FIELDS = ("doc_id", "family_id", "jurisdiction", "kind", "cpc", "ipc", "labels")
 
+
+# The tasks that read vectors back from the index; each may have its own prompt, hence its own field.
+LABEL_TASKS = ("classification", "clustering")
 
 CODE_FIELDS = ("cpc", "ipc", "labels")  # record columns (and index fields) of record_codes
 
@@ -102,8 +107,39 @@ def text_field(view: str) -> str:
     return f"text_{view}"
 
 
-def vector_field(view: str) -> str:
-    return f"vec_{view}"
+def field_unit(view: str, task: str | None = None) -> str:
+    """What a document's `loaded_views` marks: a view, or a view's vectors under a label task's prompt."""
+    return view if task is None else f"{view}__{task}"
+
+
+def vector_field(view: str, task: str | None = None) -> str:
+    """vec_<view> (document prompt) or vec_<view>__<task> (the task's prompt); also takes a field_unit."""
+    return f"vec_{field_unit(view, task)}"
+
+
+def task_prompts(model, variant: str | None, tasks=LABEL_TASKS) -> dict[str, str]:
+    """The label tasks whose prompt (MTEB precedence, texts in the document role) differs from the
+    document prompt, with that prompt: these get vectors of their own."""
+    document = model.prompt_for("document", task_type="retrieval", variant=variant)
+    prompts = {t: model.prompt_for("document", task_type=t, variant=variant) for t in tasks}
+    return {t: p for t, p in prompts.items() if p != document}
+
+
+def task_vectors(model, variant: str | None, label_tasks: dict[str, list[str]]) -> dict[str, dict]:
+    """The manifest entry for the task fields wanted ({task: views}): {task: {"prompt", "views"}}, only for
+    tasks whose prompt differs from the document prompt."""
+    prompts = task_prompts(model, variant, tuple(label_tasks))
+    return {t: {"prompt": p, "views": sorted(set(label_tasks[t]))} for t, p in prompts.items() if label_tasks[t]}
+
+
+def task_units(meta: dict) -> list[tuple[str, str]]:
+    """(view, task) of every task field an index manifest lists."""
+    return [(v, t) for t, tv in sorted(meta.get("task_vectors", {}).items()) for v in tv["views"]]
+
+
+def field_units(meta: dict) -> list[str]:
+    """Every unit a complete document of this index carries: its views and its task fields."""
+    return [*meta["views"], *(field_unit(v, t) for v, t in task_units(meta))]
 
 
 def knn_method(similarity: str, settings: IndexSettings) -> dict:
@@ -124,9 +160,14 @@ def view_properties(views: list[str], dim: int | None, similarity: str | None, s
     for v in views:
         props[text_field(v)] = {"type": "text", "analyzer": "english", "similarity": "patent_bm25"}
         if dim is not None:
-            props[vector_field(v)] = {"type": "knn_vector", "dimension": dim,
-                                      "method": knn_method(similarity, settings)}
+            props.update(vector_properties([v], dim, similarity, settings))
     return props
+
+
+def vector_properties(units: list[str], dim: int, similarity: str, settings: IndexSettings) -> dict:
+    """A knn_vector field per unit (a view, or a view's task field)."""
+    return {vector_field(u): {"type": "knn_vector", "dimension": dim, "method": knn_method(similarity, settings)}
+            for u in units}
 
 
 def index_body(views: list[str], dim: int | None, similarity: str | None, settings: IndexSettings,
@@ -136,6 +177,8 @@ def index_body(views: list[str], dim: int | None, similarity: str | None, settin
     properties["title"] = {"type": "text", "analyzer": "english"}  # for people searching in Dashboards
     properties["loaded_views"] = {"type": "keyword"}  # which views this document carries: resume marker
     properties.update(view_properties(views, dim, similarity, settings))
+    if dim is not None:
+        properties.update(vector_properties([field_unit(v, t) for v, t in task_units(meta)], dim, similarity, settings))
     return {
         "settings": {
             "index": {

@@ -21,8 +21,9 @@ from evalctl.clock import utc_now
 from evalctl.errors import BadInput
 from evalctl.heap import long_lived_frozen
 from evalctl.indexers.index_layout import (
-    BM25_ONLY, CODE_FIELDS, IndexSettings, corpus_alias, index_body, index_name, index_prefix, load_index_settings,
-    record_codes, text_field, vector_field, view_properties,
+    BM25_ONLY, CODE_FIELDS, LABEL_TASKS, IndexSettings, corpus_alias, field_unit, field_units, index_body, index_name,
+    index_prefix, load_index_settings, record_codes, task_units, task_vectors, text_field, vector_field,
+    vector_properties, view_properties,
 )
 from evalctl.opensearch.cluster_info import require_engine, snapshot_read
 from evalctl.provenance import code_version
@@ -48,6 +49,7 @@ class IndexReport:
     missing_view: dict[str, int] = field(default_factory=dict)  # view -> records lacking its fields
     failed: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    task_vectors: dict = field(default_factory=dict)  # the index's task fields: {task: {"prompt", "views"}}
 
     @property
     def docs_per_s(self) -> float:
@@ -55,7 +57,9 @@ class IndexReport:
 
 
 def index_manifest(corpus, model, variant: str | None, prompt: str | None, views: list[str],
-                   settings: IndexSettings) -> dict:
+                   settings: IndexSettings, tasks: dict[str, dict] | None = None) -> dict:
+    """`tasks`: the task fields ({task: {"prompt", "views"}}, see index_layout.task_vectors); the key is
+    absent without any, so indexes of models whose task prompts equal the document prompt are as before."""
     return {
         "evalctl_index": 1,
         "index_prefix": index_prefix(),
@@ -73,6 +77,7 @@ def index_manifest(corpus, model, variant: str | None, prompt: str | None, views
         "encoder": settings.encoder if model else None,
         "hnsw": vars(settings.hnsw) if model else None,
         "bm25": vars(settings.bm25),
+        **({"task_vectors": tasks} if tasks else {}),
         "code_version": code_version(),
         "created_at": utc_now(),
     }
@@ -90,9 +95,9 @@ def read_manifest(client, index: str) -> dict | None:
     return snapshot_read(("manifest", index), read)
 
 
-def ensure_index(client, index: str, meta: dict, settings: IndexSettings, alias: str) -> list[str]:
-    """Create the index, or check that it holds the same corpus/model/settings and add new views.
-    Returns the index's full view list."""
+def ensure_index(client, index: str, meta: dict, settings: IndexSettings, alias: str) -> dict:
+    """Create the index, or check that it holds the same corpus/model/settings and add new views and task
+    fields. Returns the index's manifest: every view and task field it has now."""
     if meta["dim"]:  # before any vector field exists: a node without the engine may die creating one
         require_engine(settings.engine)
     existing = read_manifest(client, index)
@@ -107,24 +112,33 @@ def ensure_index(client, index: str, meta: dict, settings: IndexSettings, alias:
             existing = read_manifest(client, index)
         client.indices.put_alias(index=index, name=alias)
         if existing is None:
-            return meta["views"]
-    diff = [k for k in IDENTITY if existing.get(k) != meta.get(k)]
+            return meta
+    had, asked = existing.get("task_vectors", {}), meta.get("task_vectors", {})
+    diff = [(k, existing.get(k), meta.get(k)) for k in IDENTITY if existing.get(k) != meta.get(k)]
+    diff += [(f"task_vectors.{t}.prompt", had[t]["prompt"], asked[t]["prompt"])
+             for t in sorted(set(had) & set(asked)) if had[t]["prompt"] != asked[t]["prompt"]]
     if diff:
-        lines = "\n".join(f"  {k}: index has {existing.get(k)!r}, this load has {meta.get(k)!r}" for k in diff)
+        lines = "\n".join(f"  {k}: index has {old!r}, this load has {new!r}" for k, old, new in diff)
         raise IndexMismatch(
             f"index {index} was built from different data or settings; refusing to merge:\n{lines}\n"
             f"Delete it (evalctl index delete {index}) or load under another corpus name."
         )
-    new_views = sorted(set(meta["views"]) - set(existing["views"]))
     views = sorted(set(existing["views"]) | set(meta["views"]))
-    if new_views:
+    tasks = {t: {"prompt": (had.get(t) or asked[t])["prompt"],
+                 "views": sorted({*had.get(t, {}).get("views", ()), *asked.get(t, {}).get("views", ())})}
+             for t in sorted({*had, *asked})}
+    merged = {**existing, "views": views, **({"task_vectors": tasks} if tasks else {})}
+    new_views = sorted(set(meta["views"]) - set(existing["views"]))
+    new_units = sorted({field_unit(v, t) for v, t in task_units(merged)} - {field_unit(v, t) for v, t in task_units(existing)})
+    if new_views or new_units:
         props = view_properties(new_views, meta["dim"], meta["similarity"], settings)
-        client.indices.put_mapping(index=index, body={"properties": props, "_meta": {**existing, "views": views}})
-    return views
+        props.update(vector_properties(new_units, meta["dim"], meta["similarity"], settings))
+        client.indices.put_mapping(index=index, body={"properties": props, "_meta": merged})
+    return merged
 
 
 def loaded_ids(client, index: str, views: list[str]) -> set[str]:
-    """Ids of documents that already carry every one of `views`."""
+    """Ids of documents that already carry every one of `views` (views or task fields: field_units)."""
     client.indices.refresh(index=index)  # a load killed mid-way left refresh off: make its documents visible
     query = {"query": {"bool": {"filter": [{"term": {"loaded_views": v}} for v in views]}}, "_source": False}
     return {hit["_id"] for hit in helpers.scan(client, index=index, query=query, size=5000)}
@@ -148,6 +162,7 @@ DOCUMENT_COLUMNS = ("family_id", "jurisdiction", "kind", *CODE_FIELDS, "title", 
 
 
 def document(record, texts: dict[str, str], vectors: dict, views: list[str]) -> dict:
+    """`vectors` and `views` by field unit: a view, or a view's task field (index_layout.field_unit)."""
     doc = {
         "doc_id": record.id,
         "family_id": record.family,
@@ -161,8 +176,8 @@ def document(record, texts: dict[str, str], vectors: dict, views: list[str]) -> 
         doc["pub_date"] = record.publication_date.isoformat()
     for v, text in texts.items():
         doc[text_field(v)] = text
-    for v, vec in vectors.items():
-        doc[vector_field(v)] = vec
+    for unit, vec in vectors.items():
+        doc[vector_field(unit)] = vec
     return {k: val for k, val in doc.items() if val is not None}
 
 
@@ -273,8 +288,12 @@ def _dim_proven(model, views, variant: str | None, prompt: str | None) -> bool:
 
 def index_corpus(client, corpus, views, model=None, *, variant: str | None = None,
                  settings: IndexSettings | None = None, chunk_docs: int = 2000, device: str | None = None,
-                 encode_batch_size: int | None = None, progress: bool = True) -> IndexReport:
-    """Load `corpus` (text of every view, and `model`'s vectors when given) into its index."""
+                 encode_batch_size: int | None = None, label_tasks: dict[str, list[str]] | None = None,
+                 progress: bool = True) -> IndexReport:
+    """Load `corpus` (text of every view, and `model`'s vectors when given) into its index.
+
+    `label_tasks` ({task: views}; default every label task on every view given) adds a task field per
+    view where the model's prompt for that task differs from its document prompt ({} adds none)."""
     from evalctl.indexers.encoder import LazyEncoder, encoding_versions, get_or_encode
     from evalctl.indexers.model_loader import require_weights
 
@@ -283,21 +302,29 @@ def index_corpus(client, corpus, views, model=None, *, variant: str | None = Non
     settings = settings or load_index_settings()
     name = index_name(corpus.name, model.id if model else None)
     prompt = model.prompt_for("document", task_type="retrieval", variant=variant) if model else None
-    meta = index_manifest(corpus, model, variant, prompt, [v.name for v in views], settings)
+    if label_tasks is None:
+        label_tasks = {t: [v.name for v in views] for t in LABEL_TASKS}
+    tasks = task_vectors(model, variant, label_tasks) if model else {}
+    meta = index_manifest(corpus, model, variant, prompt, [v.name for v in views], settings, tasks)
     encoder = LazyEncoder(model, device=device, batch_size=encode_batch_size) if model else None
     if encoder is not None:  # vectors of another precision or package versions are other vectors
         meta.update(precision=encoder.precision, encoding_versions=encoding_versions())
     if encoder is not None and read_manifest(client, name) is None and not _dim_proven(model, views, variant, prompt):
         encoder.load()  # a spec whose dim disagrees with its weights fails here, before an empty index exists
-    all_views = ensure_index(client, name, meta, settings, corpus_alias(corpus.name))
+    merged = ensure_index(client, name, meta, settings, corpus_alias(corpus.name))
+    all_views, units = merged["views"], field_units(merged)
+    # each view's vector fields: (unit, task), the document vectors first (task None)
+    fields = {v: [(v, None)] if model is not None else [] for v in all_views}
+    for v, t in task_units(merged):
+        fields[v].append((field_unit(v, t), t))
     by_name = {v.name: v for v in views}
     if set(all_views) - set(by_name):
         from evalctl.corpus.views import load_views
 
         by_name.update({n: v for n, v in load_views().items() if n in all_views})
-    done = loaded_ids(client, name, all_views)
+    done = loaded_ids(client, name, units)
     report = IndexReport(index=name, n_corpus=len(corpus), n_already=len(done),
-                         missing_view={v: 0 for v in all_views})
+                         missing_view={v: 0 for v in all_views}, task_vectors=merged.get("task_vectors", {}))
     dumps = client.transport.serializer.dumps
 
     def prepared() -> Iterator[tuple[str, bytes]]:
@@ -315,16 +342,16 @@ def index_corpus(client, corpus, views, model=None, *, variant: str | None = Non
                         texts[v][r.id] = t
                     else:
                         report.missing_view[v] += 1
-            vectors: dict[str, dict] = {v: {} for v in all_views}
-            for v in all_views if model is not None else ():
+            vectors: dict[str, dict] = {u: {} for v in all_views for u, _ in fields[v]}
+            for v in all_views:
                 ids = list(texts[v])
-                if ids:
+                for unit, task in fields[v] if ids else ():
                     arr = get_or_encode(model, "document", v, ids, [texts[v][i] for i in ids], variant=variant,
-                                        encoder=encoder, progress=False)
-                    vectors[v] = dict(zip(ids, arr))  # numpy rows: the serializer writes them directly
+                                        task_type=task or "retrieval", encoder=encoder, progress=False)
+                    vectors[unit] = dict(zip(ids, arr))  # numpy rows: the serializer writes them directly
             for r in chunk:
                 doc = document(r, {v: texts[v][r.id] for v in all_views if r.id in texts[v]},
-                               {v: vectors[v][r.id] for v in all_views if r.id in vectors[v]}, all_views)
+                               {u: vec[r.id] for u, vec in vectors.items() if r.id in vec}, units)
                 yield r.id, f"{dumps({'index': {'_index': name, '_id': r.id}})}\n{dumps(doc)}\n".encode()
 
     _relax(client, name)

@@ -44,20 +44,29 @@ def _resolve(corpus_name: str | None, model_id: str | None, view_names: tuple[st
               help="At most this many texts per encoding batch (default: the token budget alone decides).")
 @click.option("--chunk-docs", type=click.IntRange(min=1), default=2000, show_default=True,
               help="Documents encoded and loaded per step (the unit of resumption).")
+@click.option("--vectors", type=click.Choice(["task", "document"]), default="task", show_default=True,
+              help="task: also each view's vectors under the model's classification and clustering prompts "
+                   "where they differ from its document prompt (what classify/cluster read); document: only "
+                   "the document vectors.")
 @click.pass_context
-def index(ctx, corpus_name, model_id, view_names, prompt_variant, device, batch_size, chunk_docs) -> None:
+def index(ctx, corpus_name, model_id, view_names, prompt_variant, device, batch_size, chunk_docs, vectors) -> None:
     """Index a corpus: BM25 text per view and the model's vectors per view (resumable)."""
     if ctx.invoked_subcommand is not None:
         return
     from evalctl.opensearch.connection import make_client
+    from evalctl.indexers.index_layout import vector_field
     from evalctl.indexers.index_loader import index_corpus
 
     corpus, model, views, names = _resolve(corpus_name, model_id, view_names)
     # A node that stops answering is reported by the CLI (cli.explain): loaded chunks are kept and resumed.
     rep = index_corpus(make_client(), corpus, [views[n] for n in names], model, variant=prompt_variant,
-                       device=device, encode_batch_size=batch_size, chunk_docs=chunk_docs)
+                       device=device, encode_batch_size=batch_size, chunk_docs=chunk_docs,
+                       label_tasks=None if vectors == "task" else {})
     click.echo(f"{rep.index}: loaded {rep.n_loaded} documents ({rep.docs_per_s:.0f} docs/s), "
                f"{rep.n_already} already present, corpus has {rep.n_corpus}")
+    for task, tv in rep.task_vectors.items():
+        click.echo(f"  {task} vectors ({', '.join(vector_field(v, task) for v in tv['views'])}): "
+                   f"prompt {tv['prompt']!r}")
     for v, n in rep.missing_view.items():
         if n:
             click.echo(f"  view {v}: {n} records lack its fields (no text or vector for them)")

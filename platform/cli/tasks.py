@@ -71,9 +71,18 @@ def _label_options(f):
                      help="Label set from configs/label_sets.yaml."),
         click.option("--min-support", type=int, default=None, help="Override the label set's min_support."),
         click.option("--seeds", default="0,1,2,3,4", show_default=True, help="Comma-separated seeds."),
+        click.option("--vectors", type=click.Choice(["task", "document"]), default="task", show_default=True,
+                     help="task: the view's vectors under the model's prompt for this task where it differs "
+                          "from the document prompt (MTEB's convention); document: the document vectors."),
     )):
         f = opt(f)
     return f
+
+
+def _vectors_line(manifest: dict) -> str:
+    """Which vectors a result read: the field and the prompt that made them."""
+    v = manifest["vectors"]
+    return f"{v['field']} ({'the ' + v['task'] if v['task'] else 'the document'} prompt {v['prompt']!r})"
 
 
 def _seeds(text: str) -> tuple[int, ...]:
@@ -113,7 +122,8 @@ def export(corpus_name, model_id, view_name, force) -> None:
 @click.option("--probe", "probes", multiple=True, type=click.Choice(["logreg", "knn"]),
               help="Probe(s) to run (default: both).")
 @click.option("--knn-k", type=int, default=5, show_default=True)
-def classify(corpus_name, model_id, view_name, label_set, min_support, seeds, test_size, probes, knn_k) -> None:
+def classify(corpus_name, model_id, view_name, label_set, min_support, seeds, vectors, test_size, probes,
+             knn_k) -> None:
     """Multi-label classification probes (logistic regression, kNN) on the view's vectors."""
     from evalctl.opensearch.connection import make_client
     from evalctl.evaluators.classification import ClassifySettings, run_classification
@@ -122,9 +132,9 @@ def classify(corpus_name, model_id, view_name, label_set, min_support, seeds, te
     spec = _label_set(label_set, min_support)
     settings = _settings(ClassifySettings, seeds=_seeds(seeds), test_size=test_size,
                     probes=tuple(probes) or ("logreg", "knn"), knn_k=knn_k)
-    res = _run(run_classification, make_client(), corpus, view, model_id, spec, settings)
+    res = _run(run_classification, make_client(), corpus, view, model_id, spec, settings, vectors=vectors)
     m = res.manifest
-    click.echo(f"{m['index']} view {view.name}, label set {spec.name}: {m['n_records']} records, "
+    click.echo(f"{m['index']} {_vectors_line(m)}, label set {spec.name}: {m['n_records']} records, "
                f"{m['n_labels']} labels ({len(m['labels_dropped'])} dropped below support {spec.min_support}, "
                f"{m['n_unlabelled']} records without a kept label), {len(settings.seeds)} splits "
                f"{1 - test_size:.0%}/{test_size:.0%}")
@@ -140,7 +150,7 @@ def classify(corpus_name, model_id, view_name, label_set, min_support, seeds, te
 @click.option("--rule", type=RegistryChoice("evalctl.evaluators.clustering:RULES"), default="first", show_default=True,
               help="How a multi-label record gets its one gold class.")
 @click.option("--levels", default="", help="Code levels to score, e.g. section,class,subclass (cpc/ipc sets).")
-def cluster_cmd(corpus_name, model_id, view_name, label_set, min_support, seeds, rule, levels) -> None:
+def cluster_cmd(corpus_name, model_id, view_name, label_set, min_support, seeds, vectors, rule, levels) -> None:
     """MiniBatchKMeans (k = gold classes) on the view's vectors: V-measure, ARI, NMI, AMI."""
     from evalctl.opensearch.connection import make_client
     from evalctl.evaluators.clustering import ClusterSettings, run_clustering
@@ -153,9 +163,9 @@ def cluster_cmd(corpus_name, model_id, view_name, label_set, min_support, seeds,
 
     if settings.levels and not LABEL_SOURCES.get(spec.source).levelled:
         raise UserError(f"--levels: label set {spec.name!r} holds free labels, which have no code levels")
-    res = _run(run_clustering, make_client(), corpus, view, model_id, spec, settings)
+    res = _run(run_clustering, make_client(), corpus, view, model_id, spec, settings, vectors=vectors)
     m = res.manifest
-    click.echo(f"{m['index']} view {view.name}, label set {spec.name}, rule {rule}, {len(settings.seeds)} seeds")
+    click.echo(f"{m['index']} {_vectors_line(m)}, label set {spec.name}, rule {rule}, {len(settings.seeds)} seeds")
     for level, s in m["summary"].items():
         click.echo(f"  {level:<9} n={s['n']} k={s['k']}  " + "  ".join(
             f"{k} {100 * s[k]['mean']:.1f} ± {100 * s[k]['sd']:.1f}" for k in ("v_measure", "ari", "nmi", "ami")))

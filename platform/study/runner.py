@@ -100,11 +100,13 @@ def qrels_step(spec: ExperimentSpec, entry) -> Step:
     return Step(f"qrels {entry.name} {entry.qrels.name}", "qrels", run, is_done, deps=(f"import {entry.name}",))
 
 
-def index_step(corpus_name: str, model_id: str | None, variant: str | None, views: tuple[str, ...]) -> Step:
+def index_step(corpus_name: str, model_id: str | None, variant: str | None, views: tuple[str, ...],
+               label_tasks: dict[str, list[str]] | None = None) -> Step:
+    """`label_tasks` ({task: views}): the label tasks of the spec that read their own prompt's vectors."""
     from evalctl.opensearch.connection import make_client
     from evalctl.corpus.store import load_corpus
     from evalctl.indexers.index_contract import inspect_index
-    from evalctl.indexers.index_layout import index_name
+    from evalctl.indexers.index_layout import field_units, index_name
     from evalctl.indexers.index_loader import loaded_ids
     from evalctl.models import get_model
     from evalctl.corpus.views import load_views
@@ -117,14 +119,14 @@ def index_step(corpus_name: str, model_id: str | None, variant: str | None, view
     def is_done() -> bool:
         corpus, model, name = resolve()
         client = make_client()
-        state = inspect_index(client, corpus, model_id, views)
+        state = inspect_index(client, corpus, model_id, views, label_tasks)
         meta = state.manifest
         if state.problems:
             return False
         if model and (meta.get("revision") != model.revision
                       or meta.get("prompt_variant") != (variant or model.default_variant)):
             return False
-        return len(loaded_ids(client, name, meta["views"])) == len(corpus)
+        return len(loaded_ids(client, name, field_units(meta))) == len(corpus)
 
     def run() -> str:
         from evalctl.indexers.index_loader import index_corpus
@@ -134,13 +136,15 @@ def index_step(corpus_name: str, model_id: str | None, variant: str | None, view
         corpus, model, name = resolve()
         client, all_views = make_client(), load_views()
         try:
-            rep = index_corpus(client, corpus, [all_views[v] for v in views], model, variant=variant)
+            rep = index_corpus(client, corpus, [all_views[v] for v in views], model, variant=variant,
+                               label_tasks=label_tasks or {})
         except IndexMismatch:
             if not (model and model.lineage):
                 raise  # a configured model's index is the user's to delete
             # A model this study fine-tuned was retrained (new revision): its old index is stale.
             client.indices.delete(index=name)
-            rep = index_corpus(client, corpus, [all_views[v] for v in views], model, variant=variant)
+            rep = index_corpus(client, corpus, [all_views[v] for v in views], model, variant=variant,
+                               label_tasks=label_tasks or {})
         if rep.failed:
             raise RuntimeError(f"{len(rep.failed)} documents rejected, e.g. {rep.failed[0]}")
         return f"{rep.index}: {rep.n_loaded} loaded, {rep.n_already} already there ({rep.docs_per_s:.0f} docs/s)"
@@ -189,15 +193,16 @@ def finetune_step(spec: ExperimentSpec, entry, base_id: str, recipe_id: str) -> 
     return Step(f"finetune {model_id}", "finetune", run, is_done, deps=deps), model_id
 
 
-def label_task_step(kind: str, corpus_name: str, model_id: str, view: str, label_set: str, deps: tuple[str, ...]) -> Step:
-    """A classification or clustering result for one corpus x model x view x label set."""
-    from types import SimpleNamespace
-
+def label_task_step(kind: str, corpus_name: str, model_id: str, view: str, label_set: str, deps: tuple[str, ...],
+                    vectors: str = "task") -> Step:
+    """A classification or clustering result for one corpus x model x view x label set (`vectors`: the
+    task's own prompt's vectors where the model has one, or the document vectors)."""
     from evalctl import results_store
     from evalctl.opensearch.connection import make_client
     from evalctl.corpus.store import load_corpus
     from evalctl.evaluators.classification import ClassifySettings, result_identity, run_classification
     from evalctl.evaluators.clustering import ClusterSettings, run_clustering
+    from evalctl.indexers.index_contract import IndexState, vector_source
     from evalctl.indexers.index_layout import index_name
     from evalctl.indexers.index_loader import read_manifest
     from evalctl.corpus.label_sets import load_label_sets
@@ -213,8 +218,8 @@ def label_task_step(kind: str, corpus_name: str, model_id: str, view: str, label
         meta = read_manifest(make_client(), idx)
         if not meta:
             return None
-        exp = SimpleNamespace(manifest={"index_manifest": meta, "index": idx, "view": view})
-        return results_store.find(kind, corpus_name, result_identity(prefix, exp, spec, asdict(settings)))
+        source = vector_source(IndexState(idx, meta, ()), view, kind, vectors)
+        return results_store.find(kind, corpus_name, result_identity(prefix, idx, meta, source, spec, asdict(settings)))
 
     def stored() -> dict:
         """Mean scores as "<probe or level>/<metric>", e.g. logreg/micro_f1, subclass/v_measure."""
@@ -226,7 +231,7 @@ def label_task_step(kind: str, corpus_name: str, model_id: str, view: str, label
 
     def run() -> str:
         res = runner(make_client(), load_corpus(corpus_name), load_views()[view], model_id, spec, settings,
-                     progress=False)
+                     vectors=vectors, progress=False)
         summary = res.manifest["summary"]
         if kind == "classification":
             return "; ".join(f"{p} micro-F1 {100 * v['micro_f1']['mean']:.1f}" for p, v in summary.items())
@@ -337,10 +342,17 @@ def plan(spec: ExperimentSpec) -> list[Step]:
             wanted.setdefault((entry.corpus, m.id), set()).update(entry.views)
         if not models:
             wanted.setdefault((entry.corpus, None), set()).update(entry.views)
+    # The label tasks that read their own prompt's vectors, per corpus x model: {task: views}.
+    task_views: dict[tuple[str, str], dict[str, set[str]]] = {}
+    for kind, entries in (("classification", spec.classification), ("clustering", spec.clustering)):
+        for entry in (e for e in entries if e.vectors == "task"):
+            for m in models_of(entry):
+                task_views.setdefault((entry.corpus, m.id), {}).setdefault(kind, set()).update(entry.views)
     variants = {m.id: m.prompt_variant for m in models}
     index_keys = {}
     for (corpus, model_id), views in wanted.items():
-        step = index_step(corpus, model_id, variants.get(model_id), tuple(sorted(views)))
+        tasks = {t: sorted(vs) for t, vs in task_views.get((corpus, model_id), {}).items()}
+        step = index_step(corpus, model_id, variants.get(model_id), tuple(sorted(views)), tasks)
         if model_id in trained:
             step.deps += (trained[model_id],)
         index_keys[(corpus, model_id)] = step.key
@@ -361,7 +373,7 @@ def plan(spec: ExperimentSpec) -> list[Step]:
                 for view in entry.views:
                     for label_set in entry.label_sets:
                         steps.append(label_task_step(kind, entry.corpus, m.id, view, label_set,
-                                                     deps=(index_keys[(entry.corpus, m.id)],)))
+                                                     deps=(index_keys[(entry.corpus, m.id)],), vectors=entry.vectors))
     return steps
 
 

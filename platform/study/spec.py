@@ -84,6 +84,9 @@ class LabelTaskEntry:
     label_sets: tuple[str, ...] = ("cpc_subclass",)
     models: tuple[str, ...] = ()  # default: every model of the spec; models tuned from these join them
     include_tuned: bool = True
+    # task: the vectors of the model's classification/clustering prompt where it differs from the document
+    # prompt (MTEB's convention; the index gets that field); document: the document vectors
+    vectors: Literal["task", "document"] = "task"
 
 
 
