@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from evalctl.indexers.embedding_cache import EmbeddingCache, EmbeddingCacheError
-from evalctl.indexers.encoder import cache_key, encode_texts, in_shard, parse_shard
+from evalctl.indexers.encoder import Encoded, cache_key, encode_texts, in_shard, parse_shard
 from evalctl.models import get_model
 
 SPEC = get_model("bge-small-en-v1.5")  # 384-dim, with a query-only prompt
@@ -18,6 +18,7 @@ class FakeEncoder:
     """Vectors derived from (prompt, text); can fail after a number of commits."""
 
     dim = SPEC.dim
+    precision = "float32"
 
     def __init__(self, fail_after: int | None = None):
         self.fail_after = fail_after
@@ -30,10 +31,8 @@ class FakeEncoder:
         self.calls += 1
         self.encoded += texts
         seeds = [int.from_bytes(hashlib.sha256((prompt + t).encode()).digest()[:4], "big") for t in texts]
-        return np.stack([np.random.default_rng(s).standard_normal(self.dim) for s in seeds]).astype(np.float32)
-
-    def count_truncated(self, texts, prompt):
-        return sum(len(t) > 40 for t in texts)
+        vectors = np.stack([np.random.default_rng(s).standard_normal(self.dim) for s in seeds]).astype(np.float32)
+        return Encoded(vectors, sum(len(t) > 40 for t in texts))
 
 
 TEXTS = [f"patent text number {i} " + "x" * (i % 7) * 10 for i in range(50)]
@@ -135,7 +134,7 @@ def test_wrong_dimension_or_foreign_shard_is_reported(tmp_path):
     with pytest.raises(EmbeddingCacheError, match="12-dim"):
         _run(tmp_path, FakeEncoder())
     hashes = next(report.cache_dir.glob("*.hashes.npy"))
-    hashes.rename(hashes.with_name("deadbeef" + hashes.name[8:]))
+    hashes.rename(hashes.with_name("00000000" + hashes.name[8:]))  # sorts before the damaged shard
     with pytest.raises(EmbeddingCacheError, match="another cache key"):
         _run(tmp_path, FakeEncoder())
 

@@ -54,8 +54,9 @@ def test_a_model_evicted_inside_a_frozen_heap_is_still_freed(spec, monkeypatch):
 
     from evalctl.heap import long_lived_frozen
 
-    monkeypatch.setattr(encoder_module, "_SHARED_MAX", 1)
     old = Encoder(spec, device="cpu").model
+    room = int(1.5 * encoder_module._weight_bytes(old))  # one such model at a time
+    monkeypatch.setattr(encoder_module, "resident_budget", lambda device: room)
     old.cycle = old  # freed by the cyclic collector only, as a model with back references would be
     gone = weakref.ref(old)
     del old
