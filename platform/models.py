@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib.metadata
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -64,7 +65,8 @@ class ModelSpec:
 
     id: str
     hf_id: str
-    # A commit hash, or "main" where no hash could be verified (the YAML then says so).
+    # A 40-hex commit that a published source confirms (the YAML comment cites it: MTEB's ModelMeta.revision
+    # for most models), or "main" with `unpinned_reason` saying why none could be.
     revision: str
     family: str
     params_m: float
@@ -88,6 +90,8 @@ class ModelSpec:
     # Further repositories loading needs ("owner/name@revision"): remote code kept in another repository
     # (nomic-embed's nomic-ai/nomic-bert-2048). The missing-weights message names them.
     code_repos: tuple[str, ...] = ()
+    # Why the revision or a code repository is not a commit (shown by `evalctl models list`).
+    unpinned_reason: str | None = None
     # variant name -> {MTEB prompt key -> prompt string}; `plain` means no prompt at all.
     prompt_variants: dict[str, dict[str, str]] = field(default_factory=lambda: {"plain": {}})
     default_variant: str = "plain"
@@ -112,10 +116,13 @@ class ModelSpec:
                 _check_prompt_key(key, variant)
         if {"dtype", "torch_dtype"} & set(self.model_kwargs):
             raise ValueError("model_kwargs: the precision is `dtype` (or a runtime's precision), not a model_kwargs key")
+        if self.unpinned_reason and self.pinned:
+            raise ValueError("unpinned_reason given, but the revision and every code repository are commits")
 
     @property
     def pinned(self) -> bool:
-        return self.revision != "main"
+        """The weights and every code repository at a commit (40 hex digits), not a branch."""
+        return is_commit(self.revision) and all(is_commit(r.partition("@")[2]) for r in self.code_repos)
 
     def prompts(self, variant: str | None = None) -> dict[str, str]:
         name = variant or self.default_variant
@@ -131,6 +138,11 @@ class ModelSpec:
     ) -> str:
         """The prompt put before each text of `role`, following MTEB's precedence."""
         return resolve_prompt(self.prompts(variant), role, task_type=task_type, task=task)
+
+
+def is_commit(revision: str) -> bool:
+    """A full git commit hash (a branch or tag like `main` can move)."""
+    return re.fullmatch(r"[0-9a-f]{40}", revision) is not None
 
 
 def _check_prompt_key(key: str, variant: str) -> None:

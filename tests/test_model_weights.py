@@ -16,6 +16,7 @@ from corpus_helpers import FIXTURES, isolated_cache  # noqa: F401
 
 MODEL = "kalm-gemma3-12b"
 REPO_ID = "tencent/KaLM-Embedding-Gemma3-12B-2511"
+REVISION = "edf22f4753f58b05e3f5495818d31f12db63056d"  # its pin (configs/models/kalm.yaml)
 
 
 @pytest.fixture
@@ -34,18 +35,21 @@ def test_message_names_repository_revision_and_both_places(empty_hf_cache):
         require_weights(get_model(MODEL))
     msg = str(e.value)
     assert f"model {MODEL}: its weights are not on this machine" in msg and "HF_HUB_OFFLINE is set" in msg
-    assert f"It needs {REPO_ID} at revision main" in msg
+    assert f"It needs {REPO_ID} at revision {REVISION}" in msg
     assert str(empty_hf_cache / "models--tencent--KaLM-Embedding-Gemma3-12B-2511") in msg
-    assert "refs/main" in msg and f"id: {MODEL}" in msg and "path: /that/folder" in msg
+    assert "snapshots/<commit>/" in msg and f"--revision {REVISION}" in msg
+    assert f"id: {MODEL}" in msg and "path: /that/folder" in msg
 
 
 def test_weights_placed_as_the_message_says_are_accepted(empty_hf_cache, tmp_path):
-    # the Hugging Face cache layout: snapshots/<commit>/ with the files, refs/main naming the commit
+    # the Hugging Face cache layout: snapshots/<commit>/ with the files (a pinned commit needs no refs/)
     repo = empty_hf_cache / "models--tencent--KaLM-Embedding-Gemma3-12B-2511"
     (repo / "snapshots" / "c0ffee").mkdir(parents=True)
     (repo / "snapshots" / "c0ffee" / "config.json").write_text("{}")
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text("c0ffee")
+    with pytest.raises(ModelLoadError):  # another commit than the pin is not it
+        require_weights(get_model(MODEL))
+    (repo / "snapshots" / REVISION).mkdir(parents=True)
+    (repo / "snapshots" / REVISION / "config.json").write_text("{}")
     require_weights(get_model(MODEL))
     # or a folder of one's own, named by `path` in the spec
     own = tmp_path / "kalm"
@@ -65,5 +69,5 @@ def test_cli_index_says_so_without_traceback_and_creates_no_index(empty_hf_cache
     assert imported.exit_code == 0, imported.output
     out = runner.invoke(cli, ["index", "--corpus", name, "--model", MODEL])
     assert out.exit_code == 2 and out.exception is not None and isinstance(out.exception, SystemExit)  # BadInput
-    assert "Traceback" not in out.output and f"It needs {REPO_ID} at revision main" in out.output
+    assert "Traceback" not in out.output and f"It needs {REPO_ID} at revision {REVISION}" in out.output
     assert not os_client.indices.exists(index=f"evalctl-{name}--{MODEL}")

@@ -37,8 +37,8 @@ def _weights_state(spec) -> str:
 
 @models.command("list")
 def list_models() -> None:
-    """Every model spec with size, dimension, revision pin, prompt variants and offline source; then the
-    fine-tuned models registered in this cache, with their base model and recipe."""
+    """Every model spec with size, dimension, revision pin, prompt variants and offline source, and why the
+    unpinned ones are; then the fine-tuned models registered in this cache, with their base model and recipe."""
     from evalctl.models import registered_dir
 
     try:
@@ -54,12 +54,17 @@ def list_models() -> None:
             offline = s.offline.packages[0] + ("" if len(s.offline.packages) == 1 else f" (+{len(s.offline.packages) - 1})")
             offline += " [installed]" if not s.offline.missing_packages() else " [not installed]"
         rows.append((s.id, s.family, _size(s.params_m), str(s.dim), str(s.max_seq_length),
-                     s.revision[:10] if s.pinned else "main (unpinned)", "yes" if s.named_by_study else "",
+                     s.revision[:10] if s.pinned else f"{s.revision[:10]} (unpinned)", "yes" if s.named_by_study else "",
                      ",".join(sorted(s.prompt_variants)), offline))
     _table(("id", "family", "size", "dim", "max_len", "revision", "study", "prompt variants", "offline source"), rows)
     named = sum(s.named_by_study for s in specs.values())
     with_offline = sum(s.offline is not None for s in specs.values())
     click.echo(f"{len(specs)} models ({named} named by the study, {with_offline} with an offline source)")
+    unpinned = [s for s in sorted(specs.values(), key=lambda s: s.id) if not s.pinned]
+    if unpinned:
+        click.echo(f"\n{len(specs) - len(unpinned)} pinned to a commit; unpinned, and why:")
+        for s in unpinned:
+            click.echo(f"  {s.id}: {s.unpinned_reason or 'no reason given in its spec'}")
     if not tuned:
         return
     click.echo(f"\nfine-tuned models (evalctl finetune; specs in {registered_dir()}):")
