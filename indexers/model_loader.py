@@ -8,6 +8,7 @@ spec's hf_id at its pinned revision and stays the default wherever an offline so
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import re
 import shutil
@@ -207,10 +208,17 @@ def load_model(spec: ModelSpec, device: str | None = None, source: Source = "aut
     common = dict(device=device, trust_remote_code=spec.trust_remote_code, model_kwargs=model_kwargs,
                   processor_kwargs=dict(spec.tokenizer_kwargs) or None)
     if spec.path is not None:  # a fine-tuned model or weights placed by hand: its own folder, never the hub
+        _check_remote_code(spec, Path(spec.path))
         model = SentenceTransformer(spec.path, local_files_only=True, **common)
     elif choose_source(spec, source) == "offline":
+        _check_remote_code(spec, offline_model_dir(spec))
         model = SentenceTransformer(str(offline_model_dir(spec)), local_files_only=True, **common)
     else:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(spec.hf_id, "modules.json", revision=spec.revision)
+        if isinstance(cached, str):
+            _check_remote_code(spec, Path(cached).parent)
         try:
             model = SentenceTransformer(spec.hf_id, revision=spec.revision, **common)
         except OSError as e:  # hub unreachable or files missing from the local HF cache
@@ -228,6 +236,27 @@ def load_model(spec: ModelSpec, device: str | None = None, source: Source = "aut
         raise ModelLoadError(f"model {spec.id}: loaded weights give {actual}-dim vectors, the spec says {spec.dim}")
     check_pooling(spec, model)
     return model
+
+
+def _check_remote_code(spec: ModelSpec, folder: Path) -> None:
+    """A config that maps the model to its own code (auto_map) needs trust_remote_code: without it transformers
+    quietly builds its built-in class of the config's model_type (a bidirectional Llama then runs causal)."""
+    if spec.trust_remote_code:
+        return
+    places = [folder]
+    try:
+        places += [folder / m.get("path", "") for m in json.loads((folder / "modules.json").read_text("utf-8"))]
+    except (OSError, ValueError, AttributeError):
+        pass  # no modules list: the folder itself is the transformer
+    for config in (p / "config.json" for p in places):
+        try:
+            auto_map = json.loads(config.read_text("utf-8")).get("auto_map")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if auto_map:
+            raise ModelLoadError(f"model {spec.id}: {config} maps the model to its own code (auto_map: "
+                                 f"{', '.join(sorted(auto_map))}), which loads only with trust_remote_code; read "
+                                 "that code, then set `trust_remote_code: true` in the model's spec")
 
 
 def _pooling_mode(module) -> str | None:

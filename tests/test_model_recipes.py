@@ -241,9 +241,20 @@ def test_remote_code_folder_needs_trust_remote_code(built, tmp_path):
     got = encode_texts(spec, "document", "TA", ids, texts, variant="plain", device="cpu", cache_root=tmp_path,
                        progress=False)
     assert np.abs(got.vectors - reference(recipe, texts)).max() < 1e-5  # bidirectional, from the folder
-    with pytest.raises(Exception):  # its own model_type: transformers refuses without trust_remote_code
-        encode_texts(dataclasses.replace(spec, trust_remote_code=False, id="tiny-untrusted"), "document", "TA", ids,
-                     texts, variant="plain", device="cpu", cache_root=tmp_path, progress=False)
+    # a copy whose config says model_type llama (as Nemotron's): without trust_remote_code transformers would
+    # quietly build a causal LlamaModel; refused, naming the config; with it, the remote code runs
+    as_llama = tmp_path / "as-llama"
+    shutil.copytree(recipe["folder"], as_llama)
+    config = next(p for p in as_llama.rglob("config.json") if "auto_map" in p.read_text())
+    config.write_text(config.read_text().replace('"bidir_llama"', '"llama"'))
+    for folder in (recipe["folder"], as_llama):
+        untrusted = dataclasses.replace(spec, trust_remote_code=False, path=str(folder), id="tiny-untrusted")
+        with pytest.raises(ModelLoadError, match=r"auto_map.*trust_remote_code: true"):
+            encode_texts(untrusted, "document", "TA", ids, texts, variant="plain", device="cpu", cache_root=tmp_path,
+                         progress=False)
+    trusted = encode_texts(dataclasses.replace(spec, path=str(as_llama), id="tiny-as-llama"), "document", "TA", ids,
+                           texts, variant="plain", device="cpu", cache_root=tmp_path, progress=False)
+    assert np.abs(trusted.vectors - reference(recipe, texts)).max() < 1e-5
 
 
 def test_precision_is_enforced_recorded_and_keyed(built, tmp_path):
