@@ -174,16 +174,17 @@ def test_export_command_writes_objects_for_live_indexes(os_client, tmp_path):
 
 
 class Recorder(BaseHTTPRequestHandler):
-    """Answers like Dashboards' import endpoint and keeps what it was sent."""
+    """Answers like Dashboards' import endpoint (`answer`, with HTTP `status`) and keeps what it was sent."""
 
     answer: dict = {}
+    status = 200
     requests: list = []
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers["Content-Length"]))
         self.requests.append({"method": self.command, "path": self.path, "headers": dict(self.headers), "body": body})
         payload = json.dumps(self.answer).encode()
-        self.send_response(200)
+        self.send_response(self.status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()

@@ -409,7 +409,7 @@ def test_index_prefix_keeps_caches_apart(home, pizza, os_client, monkeypatch):
         assert os_client.count(index=f"evalctl-bob-{pizza}--bm25")["count"] == 5
         monkeypatch.setenv("EVALCTL_INDEX_PREFIX", "Bad--Prefix")
         out = invoke("index", "status")
-        assert out.exit_code == 2 and "index_prefix 'Bad--Prefix'" in out.output
+        assert out.exit_code == 2 and "EVALCTL_INDEX_PREFIX='Bad--Prefix'" in out.output
     finally:
         os_client.indices.delete(index=f"evalctl-bob-{pizza}*", ignore_unavailable=True)
 
@@ -417,4 +417,5 @@ def test_index_prefix_keeps_caches_apart(home, pizza, os_client, monkeypatch):
 def test_every_message_is_scrubbed(home, monkeypatch):
     monkeypatch.setenv("EVALCTL_DASHBOARDS_URL", f"http://kibana:{SECRET}@127.0.0.1:9")
     out = invoke("dashboards", "install")
-    assert out.exit_code != 0 and "http://***@127.0.0.1:9" in out.output and SECRET not in out.output
+    # the credentials are taken out of the URL (tests/test_hardening_faults.py checks where they go)
+    assert out.exit_code != 0 and SECRET not in out.output and "kibana" not in out.output

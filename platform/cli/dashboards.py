@@ -8,8 +8,6 @@ import click
 
 from evalctl.errors import UserError
 
-URL_ENV = "EVALCTL_DASHBOARDS_URL"
-
 
 def _objects_ndjson(client) -> tuple[str, int]:
     from evalctl.dashboards.objects import index_properties, saved_objects, to_ndjson
@@ -27,25 +25,27 @@ def dashboards() -> None:
 
 
 @dashboards.command()
-@click.option("--url", envvar=URL_ENV, show_envvar=True, default=None,
-              help="OpenSearch Dashboards URL (default http://127.0.0.1:5601, as docker-compose publishes it).")
+@click.option("--url", default=None,
+              help="OpenSearch Dashboards URL (default: EVALCTL_DASHBOARDS_URL, else `dashboards: url` in the config "
+                   "file, else http://127.0.0.1:5601, as docker-compose publishes it). Credentials are sent only when "
+                   "given: EVALCTL_DASHBOARDS_USER / EVALCTL_DASHBOARDS_PASSWORD, the config file's dashboards: "
+                   "username / password, or user:password@ in the URL.")
 @click.option("--templates-only", is_flag=True, help="Store the search templates; import no saved objects.")
 def install(url, templates_only) -> None:
     """Store the search templates, then import index patterns, saved searches and visualisations."""
-    from evalctl.opensearch.connection import make_client
-    from evalctl.dashboards.objects import DEFAULT_URL, DashboardsError, import_objects
+    from evalctl.dashboards.objects import import_objects
     from evalctl.dashboards.search_templates import install_templates
+    from evalctl.dashboards.settings import load_dashboards_settings
+    from evalctl.opensearch.connection import make_client
 
+    target = None if templates_only else load_dashboards_settings(url)  # a bad URL is refused before any write
     client = make_client()
     click.echo("search templates: " + ", ".join(install_templates(client)))
-    if templates_only:
+    if target is None:
         return
     ndjson, n_indexes = _objects_ndjson(client)
-    try:
-        n = import_objects(ndjson, url or DEFAULT_URL)
-    except DashboardsError as e:
-        raise UserError(str(e)) from None
-    click.echo(f"imported {n} saved objects for {n_indexes} index(es) into {url or DEFAULT_URL}")
+    n = import_objects(ndjson, target.url, auth=target.auth)
+    click.echo(f"imported {n} saved objects for {n_indexes} index(es) into {target.describe()}")
 
 
 @dashboards.command()

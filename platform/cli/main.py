@@ -21,7 +21,7 @@ def main() -> None:
 def _redact(text: str) -> str:
     from evalctl.opensearch.connection import redact
 
-    return redact(text, os.environ.get("EVALCTL_OPENSEARCH_PASSWORD"))
+    return redact(text, os.environ.get("EVALCTL_OPENSEARCH_PASSWORD"), os.environ.get("EVALCTL_DASHBOARDS_PASSWORD"))
 
 
 def _node() -> tuple[str, bool]:

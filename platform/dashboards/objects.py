@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from evalctl.errors import Failure
+from evalctl.errors import BadInput, Failure
+from evalctl.dashboards.settings import DEFAULT_URL
 from evalctl.indexers.index_layout import index_prefix, text_field
 from evalctl.specs import build, load_yaml, package_folder
 
 TEMPLATES = package_folder("docker.dashboards") / "saved_objects.yaml"
-DEFAULT_URL = "http://127.0.0.1:5601"
 INDEX_REF = "kibanaSavedObjectMeta.searchSourceJSON.index"
 # Mapping type -> Dashboards field type; other types (knn_vector) are left out of the field list.
 FIELD_TYPES = {"keyword": "string", "text": "string", "date": "date"}
@@ -32,7 +32,11 @@ META_FIELDS = [  # what Dashboards' own field refresh lists besides the mapping
 
 
 class DashboardsError(Failure, RuntimeError):
-    """Dashboards could not be reached or refused the import; the message says which objects."""
+    """Dashboards could not be reached or rejected objects; the message says which."""
+
+
+class DashboardsRefused(BadInput, RuntimeError):
+    """Dashboards wants credentials (others than those given): the user's settings to fix."""
 
 
 @dataclass(frozen=True)
@@ -155,21 +159,51 @@ def to_ndjson(objects: list[dict]) -> str:
     return "".join(json.dumps(o, sort_keys=True) + "\n" for o in objects)
 
 
-def import_objects(ndjson: str, url: str = DEFAULT_URL, timeout: float = 60.0) -> int:
-    """POST the NDJSON to Dashboards' saved-objects import (overwriting); returns the count imported."""
+def _no_credentials(request):
+    """requests' auth when none is configured: an explicit one, so requests adds no ~/.netrc entry."""
+    return request
+
+
+def import_objects(ndjson: str, url: str = DEFAULT_URL, timeout: float = 60.0,
+                   auth: tuple[str, str] | None = None) -> int:
+    """POST the NDJSON to Dashboards' saved-objects import (overwriting); returns the count imported.
+    `url` carries no credentials (DashboardsSettings takes them out); `auth` is sent only when given.
+    Transient refusals (429/502/503/504, resets) are retried with the OpenSearch requests' back-off:
+    the import overwrites by id, so a repeat changes nothing."""
     import requests
+    from requests.adapters import HTTPAdapter
+    from urllib3.util import Retry
+
+    from evalctl.opensearch.retries import BACKOFF_MAX_S, BACKOFF_S, MAX_RETRIES, RETRY_STATUS
 
     endpoint = f"{url.rstrip('/')}/api/saved_objects/_import"
+    session = requests.Session()
+    retry = Retry(total=MAX_RETRIES, connect=0, backoff_factor=BACKOFF_S, backoff_max=BACKOFF_MAX_S,
+                  status_forcelist=RETRY_STATUS, allowed_methods=None, raise_on_status=False)
+    for scheme in ("http://", "https://"):
+        session.mount(scheme, HTTPAdapter(max_retries=retry))
     try:
-        resp = requests.post(endpoint, params={"overwrite": "true"}, headers={"osd-xsrf": "true"},
-                             files={"file": ("evalctl.ndjson", ndjson.encode(), "application/ndjson")},
-                             timeout=timeout)
+        resp = session.post(endpoint, params={"overwrite": "true"}, headers={"osd-xsrf": "true"},
+                            files={"file": ("evalctl.ndjson", ndjson.encode(), "application/ndjson")},
+                            auth=auth or _no_credentials, timeout=timeout)
     except requests.RequestException as e:
         raise DashboardsError(f"OpenSearch Dashboards at {url} does not answer ({e.__class__.__name__}); "
                               "start it (docker compose up -d) or pass --url") from None
+    finally:
+        session.close()
+    if resp.status_code in (401, 403):
+        raise DashboardsRefused(
+            f"OpenSearch Dashboards at {url} refused the import (HTTP {resp.status_code}"
+            f"{', with the credentials given' if auth else ', no credentials were sent'}): set "
+            "EVALCTL_DASHBOARDS_USER and EVALCTL_DASHBOARDS_PASSWORD (or username/password in the config file's "
+            "dashboards: section) to an account allowed to import saved objects")
     if resp.status_code != 200:
         raise DashboardsError(f"{endpoint} answered HTTP {resp.status_code}: {resp.text[:500]}")
-    body = resp.json()
+    try:
+        body = resp.json()
+    except ValueError:
+        raise DashboardsError(f"{endpoint} answered HTTP 200 with something that is not JSON ({resp.text[:80]!r}): "
+                              "is that URL OpenSearch Dashboards?") from None
     if not body.get("success"):
         errors = "\n  ".join(f"{e.get('type')} {e.get('id')}: {json.dumps(e.get('error'))}"
                              for e in body.get("errors", []))

@@ -3,19 +3,24 @@
 Settings come from environment variables, else the user config file's `opensearch:` section, else the
 managed local node. Secrets are never printed: a user:password in the URL is moved into the
 credentials, `ConnectionSettings` hides them from repr and `describe()`, and `redact` scrubs any
-message that could quote them.
+message that could quote them. Every request goes through evalctl.opensearch.retries (back-off on
+transient refusals, a line when the node is slow to answer).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import stat
 import sys
+import threading
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlparse, urlunparse
 
 from evalctl import paths
+from evalctl.opensearch.retries import forget_answers, node_answered  # noqa: F401 - cli.main imports them from here
+from evalctl.opensearch.retries import send_with_retries, unparseable
 from evalctl.specs import SpecError, build, load_yaml
 
 ENV = {
@@ -42,9 +47,10 @@ class ConnectionSettings:
     index_prefix: str = DEFAULT_INDEX_PREFIX
 
     def __post_init__(self):
-        if not _INDEX_PREFIX.fullmatch(self.index_prefix) or "--" in self.index_prefix:
-            raise ValueError(f"index_prefix {self.index_prefix!r}: use 1-40 lowercase letters, digits, '.', '_' or "
-                             "single '-', starting with a letter (OpenSearch index names are lowercase)")
+        for key in CHECKS:
+            problem = check(key, getattr(self, key))
+            if problem:
+                raise ValueError(f"{key} {redact(repr(getattr(self, key)))}: {problem}")
 
     @property
     def external(self) -> bool:
@@ -56,6 +62,48 @@ class ConnectionSettings:
 
 
 _INDEX_PREFIX = re.compile(r"[a-z][a-z0-9._-]{0,39}")
+
+
+def url_problem(url: str) -> str | None:
+    """What makes `url` unusable as a server address (http or https, a host, a port in range), or None."""
+    import urllib3
+
+    try:
+        u = urlparse(url)
+        port = u.port
+        urllib3.util.parse_url(url)  # what the client will parse: also refuses e.g. a space in the host
+    except ValueError as e:  # LocationParseError is a ValueError
+        return f"not a valid URL ({redact(str(e))}); write it as http(s)://HOST:PORT, an IPv6 host in brackets"
+    if u.scheme not in ("http", "https"):
+        return "use an http:// or https:// URL"
+    if not u.hostname:
+        return "the URL names no host"
+    if port == 0:
+        return "port 0 is not a port to connect to"
+    return None
+
+
+def _index_prefix_problem(prefix: str) -> str | None:
+    if _INDEX_PREFIX.fullmatch(prefix) and "--" not in prefix:
+        return None
+    return ("use 1-40 lowercase letters, digits, '.', '_' or single '-', starting with a letter "
+            "(OpenSearch index names are lowercase)")
+
+
+def _timeout_problem(seconds: float) -> str | None:
+    return None if math.isfinite(seconds) and seconds > 0 else "must be a positive number of seconds"
+
+
+# Value checks that the field types cannot express, per setting: (the type checked, the check). A value of
+# another type is left to build(), which names the type expected.
+CHECKS = {"url": (str, url_problem), "timeout": ((int, float), _timeout_problem),
+          "index_prefix": (str, _index_prefix_problem)}
+
+
+def check(key: str, value) -> str | None:
+    if key not in CHECKS or isinstance(value, bool) or not isinstance(value, CHECKS[key][0]):
+        return None
+    return CHECKS[key][1](value)
 _USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/@\s]*@", re.IGNORECASE)
 
 
@@ -74,7 +122,10 @@ def _split_userinfo(data: dict) -> None:
     url = data.get("url")
     if not isinstance(url, str) or "@" not in url:
         return
-    u = urlparse(url)
+    try:
+        u = urlparse(url)
+    except ValueError:  # a broken URL: url_problem names it (its userinfo redacted)
+        return
     if u.username is None:
         return
     data.setdefault("username", unquote(u.username))
@@ -83,40 +134,73 @@ def _split_userinfo(data: dict) -> None:
     data["url"] = urlunparse(u._replace(netloc=u.netloc.rsplit("@", 1)[1]))
 
 
-_warned: set[str] = set()
+_warned: set[tuple[str, str]] = set()
 
 
-def _warn_if_readable(cfg_path, section: dict) -> None:
-    if str(cfg_path) in _warned:
+def _warn_if_readable(cfg_path, section: str, settings: dict) -> None:
+    if (str(cfg_path), section) in _warned:
         return
-    if section.get("password") and cfg_path.stat().st_mode & (stat.S_IRGRP | stat.S_IROTH):
-        _warned.add(str(cfg_path))
-        print(f"warning: {cfg_path} holds an OpenSearch password and is readable by other users; "
+    if settings.get("password") and cfg_path.stat().st_mode & (stat.S_IRGRP | stat.S_IROTH):
+        _warned.add((str(cfg_path), section))
+        print(f"warning: {cfg_path} holds a password ({section}:) and is readable by other users; "
               f"restrict it with `chmod 600 {cfg_path}`", file=sys.stderr)
 
 
-def load_settings() -> ConnectionSettings:
+def read_section(section: str, env: dict[str, str], given: dict[str, tuple[str, str]] | None = None
+                 ) -> tuple[dict, dict[str, str]]:
+    """The config file's `section:` settings, overridden by the environment variables `env` ({key: var}),
+    then by `given` ({key: (option, value)}, e.g. a command's --url), with a user:password@ moved out of
+    the URL into username/password (unless those are given); and, per key, the setting it came from."""
     cfg_path = paths.config_file()
     data: dict = {}
     if cfg_path.exists():
-        doc = load_yaml(cfg_path) or {}
-        data = dict(doc.get("opensearch") or {}) if isinstance(doc, dict) else {}
-        _warn_if_readable(cfg_path, data)
-    for key, var in ENV.items():
+        doc = load_yaml(cfg_path)
+        if doc is not None and not isinstance(doc, dict):
+            raise SpecError(f"{cfg_path}: expected a mapping of sections (opensearch:, dashboards:, ...), "
+                            f"got {type(doc).__name__}")
+        raw = (doc or {}).get(section)
+        if raw is not None and not isinstance(raw, dict):
+            raise SpecError(f"{cfg_path}: `{section}:` must be a mapping of settings ({', '.join(env)}), "
+                            f"got {type(raw).__name__}")
+        data = dict(raw or {})
+        _warn_if_readable(cfg_path, section, data)
+    origin = {k: f"{cfg_path} {section}.{k}" for k in data}
+    for key, var in env.items():
         if os.environ.get(var):
-            raw = os.environ[var]
-            if key == "verify_certs":
-                data[key] = raw.strip().lower() not in ("0", "false", "no")
-            elif key == "timeout":
-                try:
-                    data[key] = float(raw)
-                except ValueError:
-                    raise SpecError(f"{var}={raw!r} is not a number of seconds") from None
-            else:
-                data[key] = raw
+            data[key], origin[key] = os.environ[var], var
+    for key, (option, value) in (given or {}).items():
+        data[key], origin[key] = value, option
+    if "url" in data and "@" in str(data["url"]):  # the credentials now come from the URL's setting
+        origin.setdefault("username", origin["url"])
+        origin.setdefault("password", origin["url"])
     _split_userinfo(data)
+    return data, origin
+
+
+def load_settings() -> ConnectionSettings:
+    data, origin = read_section("opensearch", ENV)
+    for key, raw in list(data.items()):
+        if origin[key] != ENV.get(key):
+            continue  # the config file's values are typed by YAML
+        if key == "verify_certs":
+            data[key] = raw.strip().lower() not in ("0", "false", "no")
+        elif key == "timeout":
+            try:
+                data[key] = float(raw)
+            except ValueError:
+                raise SpecError(f"{ENV[key]}={raw!r} is not a number of seconds") from None
+    return build_settings(ConnectionSettings, data, origin, "opensearch", "EVALCTL_OPENSEARCH_*")
+
+
+def build_settings(cls, data: dict, origin: dict[str, str], section: str, env: str):
+    """`cls` from read_section's answer; a bad value is refused naming the setting it came from, and no
+    message quotes the password."""
+    for key, value in data.items():
+        problem = check(key, value)
+        if problem:
+            raise SpecError(f"{origin[key]}={redact(str(value), data.get('password'))!r}: {problem}")
     try:
-        return build(ConnectionSettings, data, f"{cfg_path} (opensearch:) / EVALCTL_OPENSEARCH_*")
+        return build(cls, data, f"{paths.config_file()} ({section}:) / {env}")
     except SpecError as e:  # the message may quote the offending value: never a secret
         raise SpecError(redact(str(e), data.get("password"))) from None
 
@@ -153,32 +237,42 @@ def _serializer():
     return OrjsonSerializer()
 
 
-_answered: list[bool] = []  # set once the cluster answered a request in this process
+_request = threading.local()  # what this thread's last request was: its answer is parsed right after
 
 
-def node_answered() -> bool:
-    """Whether the cluster answered earlier in this command (so it was lost mid-command, not never reached)."""
-    return bool(_answered)
-
-
-def forget_answers() -> None:
-    _answered.clear()
-
-
-def _tracked_connection():
+def _connection_class(url: str):
     from opensearchpy import Urllib3HttpConnection
 
-    class TrackedConnection(Urllib3HttpConnection):
-        def perform_request(self, *args, **kwargs):
-            out = super().perform_request(*args, **kwargs)
-            _answered[:] = [True]
-            return out
+    class RetryingConnection(Urllib3HttpConnection):
+        def perform_request(self, method, path, params=None, body=None, timeout=None, ignore=(), headers=None):
+            _request.what = f"{method} {path}"
+            return send_with_retries(
+                lambda: super(RetryingConnection, self).perform_request(method, path, params, body, timeout=timeout,
+                                                                        ignore=ignore, headers=headers),
+                url, _request.what, timeout or self.timeout)
 
-    return TrackedConnection
+    return RetryingConnection
+
+
+def _deserializer(transport, url: str):
+    """The transport's deserializer, raising UnparseableAnswer (naming the URL) for a body it cannot read:
+    invalid JSON in a 200, or a content type that is not OpenSearch's (an HTML page)."""
+    from opensearchpy.exceptions import SerializationError
+    from opensearchpy.serializer import Deserializer
+
+    class Answers(Deserializer):
+        def loads(self, s, mimetype=None):
+            try:
+                return super().loads(s, mimetype)
+            except (SerializationError, ValueError) as e:
+                raise unparseable(url, getattr(_request, "what", "a request"), e, s) from None
+
+    return Answers(transport.deserializer.serializers)
 
 
 def make_client(settings: ConnectionSettings | None = None):
-    """An opensearch-py client with retries on 429/502/503/504 and timeouts sized for vector payloads."""
+    """An opensearch-py client whose requests are retried with back-off (evalctl.opensearch.retries) and
+    time out after settings.timeout (sized for vector payloads)."""
     from opensearchpy import OpenSearch
 
     s = settings or load_settings()
@@ -186,11 +280,9 @@ def make_client(settings: ConnectionSettings | None = None):
     kwargs = dict(
         hosts=[url],
         timeout=s.timeout,
-        max_retries=5,
-        retry_on_timeout=True,
-        retry_on_status=(429, 502, 503, 504),
+        max_retries=0,  # the connection retries, with back-off; the transport's retries would not wait
         serializer=_serializer(),
-        connection_class=_tracked_connection(),
+        connection_class=_connection_class(url),
         # gzip pays off over a network; on loopback it only burns client CPU on every bulk body.
         http_compress=urlparse(url).hostname not in ("127.0.0.1", "localhost", "::1"),
     )
@@ -199,32 +291,48 @@ def make_client(settings: ConnectionSettings | None = None):
     if s.url and s.url.startswith("https"):
         kwargs.update(use_ssl=True, verify_certs=s.verify_certs, ca_certs=s.ca_certs,
                       ssl_show_warn=s.verify_certs)
-    return OpenSearch(**kwargs)
+    client = OpenSearch(**kwargs)
+    client.transport.deserializer = _deserializer(client.transport, url)
+    return client
 
 
 def search_cbor(client, body: dict, index: str | None = None) -> dict:
     """`POST /_search` with the response in CBOR: floats travel as 4 binary bytes instead of about 12
     characters of JSON, which the node renders and the client parses about twice as fast (read-back of
     2,650 384-d vectors: 0.23 s -> 0.15 s for the page). opensearch-py decodes every response as UTF-8
-    text, so this one request goes through its connection pool directly (same host, auth, TLS, timeout);
-    errors are raised as opensearch-py's own exceptions."""
+    text, so this one request goes through its connection pool directly (same host, auth, TLS, timeout,
+    retries); errors are raised as opensearch-py's own exceptions."""
     import cbor2
     import orjson
     import urllib3
-    from opensearchpy.exceptions import HTTP_EXCEPTIONS, ConnectionError as OSConnectionError, TransportError
+    from opensearchpy.exceptions import HTTP_EXCEPTIONS, ConnectionError as OSConnectionError
+    from opensearchpy.exceptions import ConnectionTimeout, TransportError
 
     conn = client.transport.get_connection()
     path = conn.url_prefix + (f"/{index}" if index else "") + "/_search"
     headers = {**conn.headers, "content-type": "application/json", "accept": "application/cbor"}
+    payload = orjson.dumps(body)
+
+    def send() -> bytes:
+        try:
+            resp = conn.pool.urlopen("POST", path, payload, retries=False, timeout=conn.timeout, headers=headers)
+        except urllib3.exceptions.ReadTimeoutError as e:  # as opensearch-py maps them
+            raise ConnectionTimeout("TIMEOUT", str(e), e) from e
+        except urllib3.exceptions.HTTPError as e:
+            raise OSConnectionError("N/A", str(e), e) from e
+        if resp.status >= 400:
+            try:
+                data = cbor2.loads(resp.data)
+            except (cbor2.CBORError, ValueError):  # not the node's own error (e.g. a proxy's page)
+                data = resp.data[:500].decode("utf-8", "replace")
+            error = data.get("error") if isinstance(data, dict) else None
+            kind = error.get("type", str(error)) if isinstance(error, dict) else str(error or resp.status)
+            raise HTTP_EXCEPTIONS.get(resp.status, TransportError)(resp.status, kind, data)
+        return resp.data
+
+    what = f"POST {path}"
+    raw = send_with_retries(send, conn.host + conn.url_prefix, what, conn.timeout)
     try:
-        resp = conn.pool.urlopen("POST", path, orjson.dumps(body), retries=False, timeout=conn.timeout,
-                                 headers=headers)
-    except urllib3.exceptions.HTTPError as e:
-        raise OSConnectionError("N/A", str(e), e) from e
-    _answered[:] = [True]
-    data = cbor2.loads(resp.data) if resp.data else {}
-    if resp.status >= 400:
-        error = data.get("error") if isinstance(data, dict) else None
-        kind = error.get("type", str(error)) if isinstance(error, dict) else str(error or resp.status)
-        raise HTTP_EXCEPTIONS.get(resp.status, TransportError)(resp.status, kind, data)
-    return data
+        return cbor2.loads(raw) if raw else {}
+    except (cbor2.CBORError, ValueError) as e:
+        raise unparseable(conn.host + conn.url_prefix, what, e, raw) from None

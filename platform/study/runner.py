@@ -13,6 +13,8 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
+from evalctl.errors import Failure
+from evalctl.opensearch.retries import node_gone
 from evalctl.study.spec import ExperimentSpec
 
 
@@ -48,6 +50,32 @@ class RunReport:
     @property
     def ok(self) -> bool:
         return not self.failed and not any(c.startswith("FAIL") for c in self.checks)
+
+
+class NodeLost(Failure):
+    """The node stopped answering (or never answered) at a step: the run stopped there. `report` holds
+    the outcomes up to that step."""
+
+    def __init__(self, message: str, report: RunReport):
+        super().__init__(message)
+        self.report = report
+
+
+def _node_lost_message(step: str, e: Exception, report: RunReport, not_run: int) -> str:
+    from evalctl.opensearch.connection import load_settings, node_answered, resolve_url
+
+    settings = load_settings()
+    how = "stopped answering" if node_answered() else "does not answer"
+    fix = ("Check that cluster (or unset EVALCTL_OPENSEARCH_URL and the config file's opensearch url to use the "
+           "managed node)" if settings.external else "Start the node again (`evalctl opensearch start`)")
+    kept = [o.key for o in report.outcomes if o.status in ("done", "ok")]
+    return "\n".join([
+        f"OpenSearch at {resolve_url(settings)} {how} at step {step} ({e.__class__.__name__}): the run stopped "
+        f"there, {not_run} later step(s) not run. {fix}, then rerun the same `evalctl run` "
+        "command: it continues from that step.",
+        f"Kept: what that step had finished (indexed documents, stored runs) and {len(kept)} finished step(s)"
+        + (":" if kept else "."),
+        *(f"  {k}" for k in kept)])
 
 
 # --------------------------------------------------------------------------- steps
@@ -424,6 +452,9 @@ def execute(steps: list[Step], echo=print, dry_run: bool = False) -> RunReport:
             report.outcomes.append(Outcome(step.key, "ok", detail, time.perf_counter() - t0))
             echo(f"{prefix}: ok ({time.perf_counter() - t0:.1f}s) {detail}")
         except Exception as e:  # report and go on: later independent steps still run
+            if node_gone(e):  # every later step would fail the same way: stop once, saying where and what to do
+                report.outcomes.append(Outcome(step.key, "failed", f"{e.__class__.__name__}", time.perf_counter() - t0))
+                raise NodeLost(_node_lost_message(prefix, e, report, len(steps) - i), report) from e
             failed.add(step.key)
             detail = f"{e.__class__.__name__}: {e}"
             report.outcomes.append(Outcome(step.key, "failed", detail + "\n" + traceback.format_exc(limit=3),
