@@ -22,8 +22,6 @@ from evalctl.opensearch import retries
 from fault_proxy import FaultProxy
 from test_dashboards import dashboards_server  # noqa: F401 - a fixture: the recording import endpoint
 
-pytestmark = pytest.mark.opensearch
-
 PIZZA = REPO / "tests" / "fixtures" / "espacenet_pizza_sample.csv"  # 12 records, 3 citation queries (test split)
 SECRET = "Pa55-" + uuid.uuid4().hex[:8]
 PREFIX = f"hf{uuid.uuid4().hex[:6]}"  # the module's own index prefix
@@ -39,29 +37,34 @@ def invoke(*args) -> tuple[int, str, str]:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, os_client):
-    """A private cache, config and index prefix with the 12 pizza patents imported, qrels built and a
-    BM25 index loaded straight from the node; the outputs of the commands the faults replay, without
-    faults. The prefix's indexes are deleted after."""
-    from evalctl.opensearch.connection import load_settings, resolve_url
-
+def home(tmp_path_factory):
+    """A private cache, config, index prefix and ~/.netrc for the module; no connection setting set."""
     root = tmp_path_factory.mktemp("faults")
-    prefix = PREFIX
     with pytest.MonkeyPatch.context() as mp:
         for var, value in (("EVALCTL_CACHE", root / "cache"), ("EVALCTL_CONFIG", root / "config.yaml"),
-                           ("EVALCTL_INDEX_PREFIX", prefix), ("HF_HUB_OFFLINE", "1"), ("NETRC", root / "netrc")):
+                           ("EVALCTL_INDEX_PREFIX", PREFIX), ("HF_HUB_OFFLINE", "1"), ("NETRC", root / "netrc")):
             mp.setenv(var, str(value))
         for var in ("EVALCTL_OPENSEARCH_URL", "EVALCTL_OPENSEARCH_USER", "EVALCTL_OPENSEARCH_PASSWORD",
                     "EVALCTL_OPENSEARCH_TIMEOUT", "EVALCTL_DASHBOARDS_URL", "EVALCTL_DASHBOARDS_USER",
                     "EVALCTL_DASHBOARDS_PASSWORD", "EVALCTL_RESULTS"):
             mp.delenv(var, raising=False)
-        node = resolve_url(load_settings())
+        yield root
+
+
+@pytest.fixture(scope="module")
+def world(home, os_client):
+    """The 12 pizza patents imported, qrels built and a BM25 index loaded straight from the node; the
+    outputs of the commands the faults replay, without faults. The prefix's indexes are deleted after."""
+    from evalctl.opensearch.connection import load_settings, resolve_url
+
+    try:
         assert invoke("corpus", "import", "--format", "espacenet", "--name", "pz", PIZZA)[0] == 0
         assert invoke("corpus", "qrels", "pz")[0] == 0
         assert invoke("index", "--corpus", "pz")[0] == 0
         baseline = {"status": invoke("index", "status"), "retrieve": ndcg(invoke(*RETRIEVE, "--rerun"))}
-        yield {"root": root, "node": node, "prefix": prefix, "baseline": baseline, "mp": mp}
-    os_client.indices.delete(index=f"{prefix}-*", ignore_unavailable=True)
+        yield {"root": home, "node": resolve_url(load_settings()), "prefix": PREFIX, "baseline": baseline}
+    finally:
+        os_client.indices.delete(index=f"{PREFIX}-*", ignore_unavailable=True)
 
 
 CAT = f"GET /_cat/indices/{PREFIX}-*"  # what `index status` asks first
@@ -101,7 +104,7 @@ def no_secret_in_files(root: Path) -> None:
     ("EVALCTL_OPENSEARCH_TIMEOUT", "nan", "must be a positive number of seconds"),
     ("EVALCTL_DASHBOARDS_URL", "ftp://127.0.0.1:5601", "use an http:// or https:// URL"),
 ])
-def test_bad_connection_setting_is_named(world, monkeypatch, var, value, named):
+def test_bad_connection_setting_is_named(home, monkeypatch, var, value, named):
     monkeypatch.setenv(var, value)
     command = ("dashboards", "install") if "DASHBOARDS" in var else ("index", "status")
     code, output, _ = invoke(*command)
@@ -115,8 +118,8 @@ def test_bad_connection_setting_is_named(world, monkeypatch, var, value, named):
     ({"opensearch": {"timeout": -5}}, "opensearch.timeout='-5': must be a positive number"),
     ({"dashboards": {"url": "http://[::1"}}, "dashboards.url='http://[::1': not a valid URL"),
 ])
-def test_bad_config_section_is_named(world, config, named):
-    cfg = world["root"] / "config.yaml"
+def test_bad_config_section_is_named(home, config, named):
+    cfg = home / "config.yaml"
     cfg.write_text(yaml.safe_dump(config))
     try:
         code, output, _ = invoke(*(("dashboards", "install") if "dashboards" in str(config) else ("index", "status")))
