@@ -381,6 +381,54 @@ def test_missing_weights_message_names_the_code_repository(tmp_path, monkeypatch
     assert "nomic-ai/nomic-bert-2048" in str(e.value) and "models--nomic-ai--nomic-bert-2048" in str(e.value)
 
 
+@pytest.mark.opensearch
+def test_cli_index_with_weights_in_a_folder_gives_the_recipe_vectors(built, tmp_path, monkeypatch, os_client):
+    """`evalctl index --model qwen3-embedding-0.6b` with `path:` in (a copy of) its spec file: the index holds the
+    recipe's vectors, and its manifest the precision and package versions that made them."""
+    import uuid
+
+    import yaml
+    from click.testing import CliRunner
+
+    from evalctl.cli.main import cli
+    from evalctl.corpus.importer import import_corpus
+    from evalctl.corpus.views import load_views
+    from evalctl.indexers.index_layout import index_name, vector_field
+    from evalctl.indexers.index_loader import read_manifest
+    from evalctl.specs import configs_dir
+
+    configs = tmp_path / "configs"
+    shutil.copytree(configs_dir(), configs)
+    qwen = configs / "models" / "qwen3-embedding.yaml"
+    data = yaml.safe_load(qwen.read_text())
+    entry = data["models"][0]
+    entry.update(path=str(built["qwen3"]["folder"]), dim=64, max_seq_length=LIMIT, params_m=0.1)
+    data["models"] = [entry]  # its siblings inherit through an anchor the rewrite loses: leave them out
+    qwen.write_text(yaml.safe_dump(data, sort_keys=False))
+    monkeypatch.setenv("EVALCTL_CONFIGS", str(configs))
+    monkeypatch.setenv("EVALCTL_INDEX_PREFIX", f"recipes-{uuid.uuid4().hex[:6]}")
+    src = tmp_path / "grants.csv"
+    with open(USPTO, encoding="utf-8") as f, open(src, "w", encoding="utf-8") as out:
+        out.writelines(line for _, line in zip(range(13), f))  # header and 12 grants
+    corpus = import_corpus("uspto", [src], name="recipes").corpus
+    out = CliRunner().invoke(cli, ["index", "--corpus", "recipes", "--model", "qwen3-embedding-0.6b", "--view", "TA",
+                                   "--device", "cpu", "--max-batch-tokens", str(2 * LIMIT)])
+    assert out.exit_code == 0, out.output
+    name = index_name("recipes", "qwen3-embedding-0.6b")
+    try:
+        manifest = read_manifest(os_client, name)
+        assert manifest["precision"] == "float32" and manifest["encoding_versions"].startswith("torch ")
+        view = load_views()["TA"]
+        records = {r.id: r for r in corpus.records()}
+        hits = os_client.search(index=name, body={"size": 100, "_source": [vector_field("TA")]})["hits"]["hits"]
+        ids = sorted(h["_id"] for h in hits)
+        got = np.array([next(h for h in hits if h["_id"] == i)["_source"][vector_field("TA")] for i in ids])
+        ref = reference(built["qwen3"], [view.render(records[i]) for i in ids])
+        assert len(ids) == 12 and np.abs(got - ref).max() < 1e-5
+    finally:
+        os_client.indices.delete(index=name, ignore=404)
+
+
 def test_zz_table():
     """The architecture x route table of issue 26 (printed with -s)."""
     for kind, diff in MAX_DIFF.items():
