@@ -248,6 +248,10 @@ def _label_tasks(report: Report, spec: ExperimentSpec, steps) -> None:
         report.table(df.drop(columns=[c for c in df.columns if c.endswith(("_lo", "_hi"))]))
         produced = [f"{s.key} ({s.ref()})" for s in mine if s.ref()]
         report.p("Mean [bootstrap 95% CI over splits/seeds]. Produced by: " + "; ".join(produced))
+        if df["view"].str.endswith(" prompt)").any():
+            report.p(f"A view marked ({task} prompt) holds the vectors the model encoded with its {task} prompt "
+                     "(MTEB's convention), the others its document vectors; each result's manifest records the "
+                     "prompt (vectors.prompt).")
 
 
 def _recipes(report: Report, pairs: list[dict]) -> None:

@@ -1,7 +1,8 @@
 """`evalctl tables`: classification and clustering results across models, views and label sets.
 
 One row per stored result x probe (classification) or x code level (clustering): corpus, model (a
-fine-tuned model appears under its own model id, so recipes sit next to their base model), view,
+fine-tuned model appears under its own model id, so recipes sit next to their base model), view (marked
+"(clustering prompt)" etc. when the vectors are those of the model's task prompt, not its document vectors),
 label set, n, and for each metric the mean over splits/seeds with a 95% confidence interval.
 
 The CI is a percentile bootstrap of the mean over the per-split (classification) or per-seed
@@ -25,10 +26,16 @@ from evalctl.evaluators.clustering import METRICS as CLUSTER_METRICS
 TASKS = {"classification": CLASSIFY_METRICS, "clustering": CLUSTER_METRICS}
 
 
+def view_label(manifest: dict) -> str:
+    """The view, marked when the vectors are the task prompt's rather than the document vectors."""
+    task = (manifest.get("vectors") or {}).get("task")
+    return f"{manifest['view']} ({task} prompt)" if task else manifest["view"]
+
+
 def _rows_of(result) -> list[tuple[dict, list[dict]]]:
     """(row keys, per-split or per-seed metric dicts) for each probe or level of one result."""
     m, metrics = result.manifest, json.loads(result.file("metrics.json").read_text())
-    base = {"corpus": m["corpus"], "model": m["model"], "view": m["view"], "label_set": m["label_set"]["name"]}
+    base = {"corpus": m["corpus"], "model": m["model"], "view": view_label(m), "label_set": m["label_set"]["name"]}
     if m["kind"] == "classification":
         return [({**base, "probe": probe, "n": m["n_records"], "labels": m["n_labels"]}, body["splits"])
                 for probe, body in metrics.items()]
