@@ -73,7 +73,8 @@ def url_problem(url: str) -> str | None:
         port = u.port
         urllib3.util.parse_url(url)  # what the client will parse: also refuses e.g. a space in the host
     except ValueError as e:  # LocationParseError is a ValueError
-        return f"not a valid URL ({redact(str(e))}); write it as http(s)://HOST:PORT, an IPv6 host in brackets"
+        return (f"not a valid URL ({redact(str(e))}); write it as http(s)://HOST:PORT, an IPv6 host in brackets "
+                "(http://[::1]:9200)")
     if u.scheme not in ("http", "https"):
         return "use an http:// or https:// URL"
     if not u.hostname:
@@ -104,6 +105,8 @@ def check(key: str, value) -> str | None:
     if key not in CHECKS or isinstance(value, bool) or not isinstance(value, CHECKS[key][0]):
         return None
     return CHECKS[key][1](value)
+
+
 _USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/@\s]*@", re.IGNORECASE)
 
 
