@@ -277,9 +277,11 @@ def _bodies(client, spec: RetrievalSpec, queries: QuerySet, manifest: dict, mode
     vectors: dict = {}
     if m.vector:
         from evalctl.indexers.encoder import get_or_encode
+        from evalctl.indexers.vectors_import import query_encoding
 
         arr = get_or_encode(model, "query", spec.qview, ids, [queries.texts[q] for q in ids],
-                            variant=spec.prompt_variant, task_type="retrieval", progress=opts.progress)
+                            variant=spec.prompt_variant, task_type="retrieval", progress=opts.progress,
+                            **query_encoding(manifest))
         vectors = dict(zip(ids, arr))
     pipeline = None
     if m.pipeline:

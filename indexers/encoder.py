@@ -355,6 +355,7 @@ def encode_texts(
     commit_every: int = 512,
     source: Source = "auto",
     cache_root: Path | None = None,
+    versions: str | None = INSTALLED,
     progress: bool = True,
 ) -> EncodeReport:
     """Vectors for `texts` (one per id), encoding only what the cache does not already hold. `runtime` (over the
@@ -369,7 +370,8 @@ def encode_texts(
     rt = Runtime(device=device).over(runtime or Runtime()).over(current_runtime())
     precision = encoder.precision if encoder is not None else encoding_precision(spec, rt)
     prompt = spec.prompt_for(role, task_type=task_type, task=task, variant=variant)
-    cache = EmbeddingCache(cache_key(spec, role, view, variant, prompt, precision), root=cache_root)
+    # versions: the cache entry's (see cache_key); an imported entry's texts that lack a vector are encoded here
+    cache = EmbeddingCache(cache_key(spec, role, view, variant, prompt, precision, versions), root=cache_root)
     hashes = [text_hash(t) for t in texts]
     unique = dict(zip(hashes, texts))  # one encode per distinct text
     todo = [h for h in unique if h not in cache]
@@ -402,7 +404,8 @@ def encode_texts(
                 enc.close()
         cache.record_run({"device": ",".join(getattr(enc, "devices", [])) or None, "precision": precision,
                           "max_batch_tokens": budget, "oom_halvings": halvings, "n_encoded": len(todo),
-                          "n_truncated": n_truncated, "seconds": round(time.perf_counter() - started, 3)})
+                          "n_truncated": n_truncated, "seconds": round(time.perf_counter() - started, 3),
+                          "versions": encoding_versions()})
     return EncodeReport(
         vectors=cache.get(hashes), cache_dir=cache.dir, prompt=prompt, precision=precision, n_texts=len(texts),
         n_unique=len(unique), n_cached=len(unique) - len(todo), n_encoded=len(todo), n_reused=n_reused,

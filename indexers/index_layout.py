@@ -65,6 +65,9 @@ class IndexSettings:
     shards: int = 1
     replicas: int = 0
     bulk: BulkSettings = field(default_factory=BulkSettings)
+    # After a load, force-merge to one segment per shard: HNSW search runs per segment and segment boundaries
+    # differ between builds (flush timing), so only a merged index gives the same k-NN hits on every rebuild.
+    merge_to_one_segment: bool = True
 
     def __post_init__(self):
         if self.encoder != "flat" and self.engine != "faiss":

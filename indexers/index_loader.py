@@ -49,6 +49,8 @@ class IndexReport:
     missing_view: dict[str, int] = field(default_factory=dict)  # view -> records lacking its fields
     failed: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    segments: int | None = None  # segments of the index's primaries after the load (and merge)
+    merge_seconds: float = 0.0  # time of the force-merge to one segment per shard
     task_vectors: dict = field(default_factory=dict)  # the index's task fields: {task: {"prompt", "views"}}
 
     @property
@@ -147,6 +149,28 @@ def loaded_ids(client, index: str, views: list[str]) -> set[str]:
 def _relax(client, index: str) -> None:
     """Refresh off and no replicas while loading (restored by _restore, even after a failed load)."""
     client.indices.put_settings(index=index, body={"index": {"refresh_interval": "-1", "number_of_replicas": 0}})
+
+
+def segment_count(client, index: str) -> int:
+    """Searchable segments of the index's primary shards."""
+    shards = client.indices.segments(index=index)["indices"][index]["shards"]
+    return sum(len(copy["segments"]) for copies in shards.values() for copy in copies if copy["routing"]["primary"])
+
+
+# A force-merge of a large index takes minutes (a 113k x 384-d graph is rebuilt whole): the call waits for it.
+MERGE_TIMEOUT_S = 3600
+
+
+def _merge_segments(client, index: str, settings: IndexSettings) -> tuple[int, float]:
+    """(segments after, seconds): force-merged to one segment per shard where the settings ask for it, so
+    a rebuild searches the same single HNSW graph (several segments are searched one by one, and where their
+    boundaries fall depends on flush timing)."""
+    n, t0 = segment_count(client, index), time.perf_counter()
+    if settings.merge_to_one_segment and n > settings.shards:
+        client.indices.forcemerge(index=index, max_num_segments=1, request_timeout=MERGE_TIMEOUT_S)
+        client.indices.refresh(index=index)
+        n = segment_count(client, index)
+    return n, time.perf_counter() - t0
 
 
 def _restore(client, index: str, settings: IndexSettings) -> None:
@@ -294,22 +318,33 @@ def index_corpus(client, corpus, views, model=None, *, variant: str | None = Non
 
     `label_tasks` ({task: views}; default every label task on every view given) adds a task field per
     view where the model's prompt for that task differs from its document prompt ({} adds none)."""
-    from evalctl.indexers.encoder import LazyEncoder, encoding_versions, get_or_encode
+    from evalctl.indexers.encoder import INSTALLED, LazyEncoder, encoding_versions, get_or_encode
     from evalctl.indexers.model_loader import require_weights
+    from evalctl.indexers.vectors_import import IMPORTED, imported_for_index, require_covered
 
-    if model is not None:  # before the index exists: missing weights must not leave an empty index behind
-        require_weights(model)
     settings = settings or load_index_settings()
     name = index_name(corpus.name, model.id if model else None)
     prompt = model.prompt_for("document", task_type="retrieval", variant=variant) if model else None
     if label_tasks is None:
         label_tasks = {t: [v.name for v in views] for t in LABEL_TASKS}
     tasks = task_vectors(model, variant, label_tasks) if model else {}
+    # vectors brought in by `evalctl vectors import` where the cache has them (evalctl.indexers.vectors_import)
+    imported = imported_for_index(model, {v.name: (v.name, prompt) for v in views} | {
+        field_unit(v, t): (v, tv["prompt"]) for t, tv in tasks.items() for v in tv["views"]},
+        variant, read_manifest(client, name)) if model else None
+    if imported is not None:
+        require_covered(model, corpus, views, imported, variant)
+    elif model is not None:  # before the index exists: missing weights must not leave an empty index behind
+        require_weights(model)
     meta = index_manifest(corpus, model, variant, prompt, [v.name for v in views], settings, tasks)
-    encoder = LazyEncoder(model, device=device, batch_size=encode_batch_size) if model else None
+    encoder = LazyEncoder(model, device=device, batch_size=encode_batch_size,
+                          **({"precision": imported.precision} if imported else {})) if model else None
     if encoder is not None:  # vectors of another precision or package versions are other vectors
-        meta.update(precision=encoder.precision, encoding_versions=encoding_versions())
-    if encoder is not None and read_manifest(client, name) is None and not _dim_proven(model, views, variant, prompt):
+        meta.update(precision=encoder.precision, encoding_versions=IMPORTED if imported else encoding_versions())
+    if imported is not None:
+        meta["vectors_import"] = imported.provenance
+    if imported is None and encoder is not None and read_manifest(client, name) is None \
+            and not _dim_proven(model, views, variant, prompt):
         encoder.load()  # a spec whose dim disagrees with its weights fails here, before an empty index exists
     merged = ensure_index(client, name, meta, settings, corpus_alias(corpus.name))
     all_views, units = merged["views"], field_units(merged)
@@ -347,7 +382,8 @@ def index_corpus(client, corpus, views, model=None, *, variant: str | None = Non
                 ids = list(texts[v])
                 for unit, task in fields[v] if ids else ():
                     arr = get_or_encode(model, "document", v, ids, [texts[v][i] for i in ids], variant=variant,
-                                        task_type=task or "retrieval", encoder=encoder, progress=False)
+                                        task_type=task or "retrieval", encoder=encoder, progress=False,
+                                        versions=IMPORTED if imported else INSTALLED)
                     vectors[unit] = dict(zip(ids, arr))  # numpy rows: the serializer writes them directly
             for r in chunk:
                 doc = document(r, {v: texts[v][r.id] for v in all_views if r.id in texts[v]},
@@ -372,4 +408,8 @@ def index_corpus(client, corpus, views, model=None, *, variant: str | None = Non
                 encoder.close()
             _restore(client, name, settings)
     report.seconds = time.perf_counter() - t0
+    report.segments, report.merge_seconds = _merge_segments(client, name, settings)
+    final = {**merged, "segments": report.segments, **({"vectors_import": imported.provenance} if imported else {})}
+    if final != merged:
+        client.indices.put_mapping(index=name, body={"_meta": final})
     return report

@@ -94,7 +94,7 @@ def _seeds(text: str) -> tuple[int, ...]:
 
 @click.group()
 def vectors() -> None:
-    """Vectors read back from an index."""
+    """Vectors read back from an index, or imported into the embedding cache."""
 
 
 @vectors.command("export")
@@ -113,6 +113,48 @@ def export(corpus_name, model_id, view_name, force) -> None:
     for line in rep.checks:
         click.echo(f"ok    {line}")
     click.echo(f"-> {exp.path}")
+
+
+@vectors.command("import")
+@_common
+@click.option("--npy", "npy", type=click.Path(path_type=Path), default=None,
+              help="Vectors as a .npy float matrix [n, dim]; its row ids come from --ids or --beir-corpus.")
+@click.option("--ids", type=click.Path(path_type=Path), default=None, help="Text file of the .npy's row ids, one a line.")
+@click.option("--beir-corpus", type=click.Path(path_type=Path), default=None,
+              help="A BEIR corpus.jsonl whose _id order is the .npy's row order.")
+@click.option("--parquet", type=click.Path(path_type=Path), default=None, help="Parquet with an id and a vector column.")
+@click.option("--id-column", default="id", show_default=True, help="Parquet: the id column.")
+@click.option("--vector-column", default="vector", show_default=True, help="Parquet: the vector (list) column.")
+@click.option("--precision", type=click.Choice(["float32", "float16", "bfloat16"]), required=True,
+              help="The precision the model ran at when it made them (part of the cache key).")
+@click.option("--role", type=click.Choice(["document", "query"]), default="document", show_default=True)
+@click.option("--task", "task_type", type=click.Choice(["retrieval", "classification", "clustering"]),
+              default="retrieval", show_default=True, help="Whose prompt made them (a label task's own prompt).")
+@click.option("--prompt-variant", default=None, help="Named prompt variant of the model (default: the model's).")
+@click.pass_context
+def import_cmd(ctx, corpus_name, model_id, view_name, npy, ids, beir_corpus, parquet, id_column, vector_column,
+               precision, role, task_type, prompt_variant) -> None:
+    """Bring embeddings made elsewhere into the embedding cache (checked; `evalctl index` then uses them)."""
+    import shlex
+
+    from evalctl.indexers.vectors_import import import_vectors, read_npy, read_parquet
+    from evalctl.models import get_model
+
+    if (npy is None) == (parquet is None):
+        raise UserError("give the vectors as --npy (with --ids or --beir-corpus) or as --parquet")
+    corpus, view = _resolve(corpus_name, view_name)
+    src = read_npy(npy, ids, beir_corpus) if npy else read_parquet(parquet, id_column, vector_column)
+    command = shlex.join(["evalctl", *ctx.command_path.split()[1:], *(
+        s for p in ctx.command.params if ctx.params.get(p.name) is not None for s in (p.opts[0], str(ctx.params[p.name])))])
+    rep = import_vectors(corpus, view, get_model(model_id), src, precision=precision, role=role, variant=prompt_variant,
+                         task_type=task_type, command=command)
+    click.echo(f"{rep.n_rows} rows: {rep.n_imported} vectors imported (one per distinct text), {rep.n_already} "
+               f"already held, {rep.n_no_text} rows of records without view {view.name} text")
+    click.echo(f"coverage: {rep.n_covered} of {rep.n_view_records} records of view {view.name} in corpus {corpus.name} "
+               f"({100 * rep.coverage:.1f}%)" + (f"; missing e.g. {', '.join(rep.missing_example)} (evalctl index "
+                                                 "encodes them, where the model's weights are here)"
+                                                 if rep.missing_example else ""))
+    click.echo(f"-> {rep.cache_dir}")
 
 
 @click.command()
