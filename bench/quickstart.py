@@ -8,7 +8,8 @@ shared node's quickstart indexes; they are deleted at the end (--keep leaves the
 The cold run executes `evalctl run` in a fresh process whose heavy calls are timed, each counted once
 (time inside a nested timed call goes to the inner one; imports are timed wherever they happen):
 
-- encode: SentenceTransformer.encode (forward passes, tokenising, pooling)
+- encode: evalctl's batch forward (indexers.encoder.Encoder._forward: tokenising, forward pass, pooling)
+  and SentenceTransformer.encode (callers outside the encoder)
 - train: SentenceTransformerTrainer.train (fine-tuning steps)
 - model loads: SentenceTransformer(...) construction
 - imports, jit: module imports (first time only); numba compilation (ranx's first calls per process)
@@ -158,9 +159,11 @@ def profile_cold_run(spec_path: str) -> dict:
     import evalctl.indexers.index_loader as index_loader
     from evalctl.cli.main import cli
     from evalctl.evaluators import classification, clustering
+    from evalctl.indexers.encoder import Encoder
 
     timers.wrap(dispatcher.Dispatcher, "_compile_for_args", "jit")
     timers.wrap(SentenceTransformer, "encode", "encode")
+    timers.wrap(Encoder, "_forward", "encode")
     timers.wrap(SentenceTransformer, "__init__", "model loads")
     timers.wrap(SentenceTransformerTrainer, "train", "train")
     timers.add_engine(opensearchpy.OpenSearch, "bulk", "index")
