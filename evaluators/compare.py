@@ -1,11 +1,14 @@
 """Comparison tables: per-system means with bootstrap 95% CIs, paired significance tests with
 Holm-Bonferroni correction, and breakdowns by IN/OUT domain and by query jurisdiction.
 
-Tests are ranx's (`fisher`: approximate randomisation; `student`: paired t-test), both two-sided and
-paired on the per-query values, run reproducibly by evalctl (evaluators/significance.py); no
-correction comes with them, so Holm is
-applied over every comparison of the table (system pairs x metrics) separately for each test. A marker letter on a
-score means: better than the system with that letter, Holm-adjusted p < alpha under the chosen test.
+Scores and tests are ranx's: per-query metrics by `ranx.evaluate` (scoring.py), its two paired tests
+(`fisher`: approximate randomisation, seeded and reproducible; `student`: paired t-test), both two-sided, run
+per pair (evaluators/significance.py). No correction comes with them, so Holm is applied over every comparison
+of the table (system pairs x metrics) separately for each test. A marker letter on a score means: better than
+the system with that letter, Holm-adjusted p < alpha under the chosen test. `ranx_report` hands the result
+to ranx's own `Report` (its LaTeX table and, from its cells, a Markdown one, with those letters) beside
+evalctl's pandas tables. (ranx.compare itself would run each pair's test twice, once per order, with its
+randomisation workers unseeded.)
 
 Domain breakdown (as MTEB's DAPFAM tasks): the run is scored against the IN-only and the OUT-only
 pairs, dropping queries with no positive left; the relative IN->OUT drop is (IN - OUT) / IN.
@@ -22,6 +25,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from evalctl.errors import BadInput
+from evalctl.evaluators import ranx_engine
 from evalctl.evaluators.runs import StoredRun
 from evalctl.evaluators.scoring import METRICS, PRIMARY, evaluate_run, run_qrels
 from evalctl.evaluators.significance import RUN_TESTS as TESTS
@@ -211,3 +215,45 @@ def render(rep: ComparisonReport, fmt: str = "md") -> str:
         title = f"% {_TITLES[name]}" if fmt == "latex" else f"### {_TITLES[name]}"
         parts.append(f"{title}\n\n{tabulate(df, headers='keys', tablefmt=tablefmt, showindex=False)}")
     return (f"% {note}" if fmt == "latex" else note) + "\n\n" + "\n\n".join(parts) + "\n"
+
+
+# --------------------------------------------------------------------------- ranx's Report
+
+
+def ranx_report(rep: ComparisonReport):
+    """ranx's `Report` of the comparison: ranx's means, and its letters set by the Holm-adjusted p of
+    `rep.test` (< alpha), so they are evalctl's letters. win/tie/loss is filled for the tested pairs."""
+    ranx_engine.load()
+    from ranx.data_structures import FrozensetDict, Report
+
+    labels = [s.split(" ", 1)[1] for s in rep.systems]  # ranx prints its own letter column
+    names = [f"{x} ({run})" if labels.count(x) > 1 else x for x, run in zip(labels, rep.run_ids)]
+    name = dict(zip(rep.systems, names))
+    untested = {"p_value": float("nan"), "significant": False}
+    comparisons = FrozensetDict({frozenset((a, b)): {m: untested for m in rep.metrics}
+                                 for i, a in enumerate(names) for b in names[i + 1:]})
+    win_tie_loss: dict[tuple[str, str], dict] = defaultdict(dict)
+    for p in rep.pairs:
+        a, b = name[p.control], name[p.treatment]
+        comparisons[a, b][p.metric] = {"p_value": p.p[rep.test], "p_holm": p.p_holm[rep.test],
+                                       "significant": p.p_holm[rep.test] < rep.alpha}
+        win_tie_loss[a, b][p.metric] = {"W": p.losses, "T": p.ties, "L": p.wins}  # ranx: control's view
+        win_tie_loss[b, a][p.metric] = {"W": p.wins, "T": p.ties, "L": p.losses}
+    return Report(model_names=names, results={name[s]: dict(rep.means[s]) for s in rep.systems},
+                  comparisons=comparisons, metrics=list(rep.metrics), max_p=rep.alpha,
+                  win_tie_loss=dict(win_tie_loss), rounding_digits=4, stat_test=rep.test)
+
+
+def ranx_latex(rep: ComparisonReport) -> str:
+    """ranx's LaTeX table (Report.to_latex), its caption's p being the Holm-adjusted one."""
+    return (f"% evalctl: superscripts at Holm-adjusted p < {rep.alpha} over {len(rep.pairs)} comparisons, "
+            f"{rep.n_queries} queries\n" + ranx_report(rep).to_latex() + "\n")
+
+
+def ranx_markdown(rep: ComparisonReport) -> str:
+    """ranx's table (Report.to_table: its score format, metric labels and superscripts) as Markdown."""
+    r = ranx_report(rep)
+    rows = [[chr(ord("a") + i), m, *(r.format_score(r.results[m][k]) + r.get_superscript_for_table(m, k)
+                                     for k in r.metrics)] for i, m in enumerate(r.model_names)]
+    return tabulate(rows, headers=["#", "Model", *map(r.get_metric_label, r.metrics)], tablefmt="github",
+                    disable_numparse=True) + "\n"

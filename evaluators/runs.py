@@ -2,7 +2,7 @@
 
 A ranking keeps the engine's scores but its order is ours: score descending, then document id, so
 ties never depend on the engine or on ranx (which re-sorts ties by a hash of the id). When a run is
-handed to ranx for scoring, its scores are replaced by rank-derived ones (`as_ranx(..., "rank")`)
+handed to ranx for scoring, its scores are replaced by rank-derived ones (`rank_scores`)
 so ranx sees exactly that order; fusion uses the engine scores.
 
 Stored as results of kind "run": run.trec (`qid Q0 doc rank score tag`), run.json (ranx's JSON
@@ -64,15 +64,17 @@ def from_json(text: str) -> Ranking:
     return {q: ranked(docs.items()) for q, docs in json.loads(text).items()}
 
 
-def as_ranx(ranking: Ranking, name: str, scores: Literal["rank", "engine"] = "rank") -> Run:
-    """A ranx Run: "rank" scores (n, n-1, ... 1) pin our tie order for scoring; "engine" keeps scores."""
-    from ranx import Run  # ranx interop and the reference checks (tests): scoring needs no ranx or its JIT
+def rank_scores(ranking: Ranking) -> dict[str, dict[str, float]]:
+    """{query: {doc: n, next doc: n - 1, ... last: 1}}: scores that pin our tie order for ranx."""
+    return {q: {d: float(len(docs) - i) for i, (d, _) in enumerate(docs)} for q, docs in ranking.items()}
 
-    if scores == "rank":
-        data = {q: {d: float(len(docs) - i) for i, (d, _) in enumerate(docs)} for q, docs in ranking.items()}
-    else:
-        data = {q: dict(docs) for q, docs in ranking.items()}
-    return Run(data, name=name)
+
+def as_ranx(ranking: Ranking, name: str, scores: Literal["rank", "engine"] = "rank") -> Run:
+    """A ranx Run: "rank" scores (n, n-1, ... 1) pin our tie order; "engine" keeps the scores (fusion)."""
+    from evalctl.evaluators import ranx_engine
+
+    data = rank_scores(ranking) if scores == "rank" else {q: dict(docs) for q, docs in ranking.items()}
+    return ranx_engine.load().Run(data, name=name)
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,12 @@ keep the scores stores them with `store_scores` (results kind "metrics").
 
 nDCG@10 is the primary metric (the study's); nDCG@100, Recall@10/100, MAP@100 and MRR@10 follow
 MTEB / pytrec_eval definitions (ranx's defaults: binary gains as given, no 2^rel), computed by
-ranking_metrics.py (ranx's numbers without its per-process JIT; tests check them against ranx). The run's own
-order is scored (rank-derived scores, see runs.py), queries are the qrels' queries: a query with no
-positive under a filter (IN-only, OUT-only) is dropped, a qrels query missing from the run scores 0.
+`ranx.evaluate` (through ranx_engine, whose numba cache makes the kernels a one-time compile per machine).
+ranx is given plain dicts, an input it documents: its Qrels/Run objects are numba typed dicts, whose
+Python-side methods numba compiles again in every process (seconds; docs/performance.md), while the
+metric kernels are the same. The run's own order is scored (rank-derived scores, see runs.py), queries are
+the qrels' queries: a query with no positive under a filter (IN-only, OUT-only) is dropped, a qrels query
+missing from the run or with no hit scores 0 (ranx takes no empty result list from a dict).
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ from dataclasses import dataclass
 
 from evalctl import results_store
 from evalctl.corpus.store import load_corpus
-from evalctl.evaluators.ranking_metrics import evaluate
-from evalctl.evaluators.runs import Ranking, StoredRun
+from evalctl.evaluators import ranx_engine
+from evalctl.evaluators.runs import Ranking, StoredRun, rank_scores
 from evalctl.corpus.qrels import QrelsSet, load_qrels
 
 METRICS: tuple[str, ...] = ("ndcg@10", "ndcg@100", "recall@10", "recall@100", "map@100", "mrr@10")
@@ -39,9 +42,18 @@ def score(ranking: Ranking, qrels: dict[str, dict[str, int]], metrics: tuple[str
         return Scores({m: float("nan") for m in metrics}, {m: {} for m in metrics})
     if not any(ranking.get(q) for q in qrels):  # nothing retrieved (e.g. a view without text): all zero
         return Scores({m: 0.0 for m in metrics}, {m: dict.fromkeys(qrels, 0.0) for m in metrics})
-    per_query = evaluate(qrels, {q: [d for d, _ in ranking.get(q, [])] for q in qrels}, metrics)
-    mean = {m: sum(v.values()) / len(v) for m, v in per_query.items()}
-    return Scores(mean, per_query)
+    import numpy as np
+
+    queries = sorted(qrels)  # ranx's own query order for Qrels
+    answered = [q for q in queries if ranking.get(q)]
+    ranx = ranx_engine.load()
+    # ranx 0.3 fails on one metric without means (it looks the scores up under "ndcg" for "ndcg@10"): ask twice
+    asked = list(metrics) if len(metrics) > 1 else [*metrics, *metrics]
+    with ranx_engine.threads():  # ranx drops to one thread for fewer than 10 queries, for good
+        values = ranx.evaluate({q: qrels[q] for q in answered}, rank_scores({q: ranking[q] for q in answered}),
+                               asked, return_mean=False)
+    per_query = {m: {**dict.fromkeys(queries, 0.0), **dict(zip(answered, map(float, values[m])))} for m in metrics}
+    return Scores({m: float(np.mean(list(v.values()))) for m, v in per_query.items()}, per_query)
 
 
 def run_qrels(run: StoredRun) -> QrelsSet:

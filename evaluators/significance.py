@@ -1,14 +1,12 @@
 """Every significance test and interval evalctl reports, in one place: paired tests on per-query (or
 per-split) values, Holm-Bonferroni correction, percentile-bootstrap CIs of a mean.
 
-- `run_p_values`: the paired tests of evalctl compare and the report (`fisher`: approximate randomisation,
-  Smucker et al. CIKM'07; `student`: paired t-test), two-sided, on per-query metric values. ranx defines
-  both; evalctl runs them itself (seeded numpy sign flips; scipy's `ttest_rel`, which is ranx's own t-test)
-  because ranx's randomisation test is not reproducible: its parallel numba workers ignore the
-  seed, so two calls on the same runs gave p 0.61 and 0.65 and the report's significance letters changed
-  from run to run. tests/test_significance.py holds them against ranx.
-- `paired_p`: Wilcoxon signed-rank (scipy), paired t or the randomisation test on two value arrays (transfer;
-  `run_p_values` calls it for every pair of a comparison table)
+- `run_p_values`: the paired tests of evalctl compare and the report, ranx's two (`fisher`: its approximate
+  randomisation test, Smucker et al. CIKM'07; `student`: its paired t-test, scipy's `ttest_rel`), two-sided,
+  on per-query metric values. ranx's randomisation test runs through ranx_engine.fisher, seeded and on one
+  thread, so the same runs give the same p and letters in every process.
+- `paired_p`: Wilcoxon signed-rank (scipy), ranx's paired t or randomisation test on two value arrays
+  (transfer; `run_p_values` calls it for every pair of a comparison table)
 - `holm`: the correction (neither ranx nor scipy applies one); `bootstrap_ci`: scipy.stats.bootstrap
 """
 
@@ -59,20 +57,6 @@ def run_p_values(values: Mapping[str, Mapping[str, np.ndarray]], keys: Sequence[
     return [paired_p(values[a][m], values[b][m], paired, seed, n_permutations) for a, b, m in keys]
 
 
-def _randomisation_p(d: np.ndarray, n_permutations: int, seed: int, chunk: int = 100) -> float:
-    """Fisher's randomisation test on paired differences as ranx defines it: swap each query's pair (flip
-    the sign of its difference) with probability 1/2; p = share of permutations whose |mean| reaches the
-    observed one. Seeded numpy sign flips: scipy's permutation_test computes the same test but took 32 s for
-    the quickstart report's 657 comparisons (a generic argsort per resample); this takes well under 1 s."""
-    rng = np.random.default_rng(seed)
-    observed = abs(d.mean()) - 1e-12  # a permutation equal to the observed one counts despite rounding
-    hits = 0
-    for start in range(0, n_permutations, chunk):  # n_permutations x queries signs, in bounded memory
-        signs = rng.choice((-1.0, 1.0), size=(min(chunk, n_permutations - start), len(d)))
-        hits += int((np.abs(signs @ d) / len(d) >= observed).sum())
-    return hits / n_permutations
-
-
 def paired_p(a: np.ndarray, b: np.ndarray, test: PairedTest, seed: int = 42, n_permutations: int = 10_000) -> float:
     """Two-sided p-value of a paired test on per-query scores; 1.0 when the two never differ."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
@@ -80,7 +64,12 @@ def paired_p(a: np.ndarray, b: np.ndarray, test: PairedTest, seed: int = 42, n_p
         return 1.0
     if test == "wilcoxon":
         return float(stats.wilcoxon(a, b).pvalue)  # zero differences dropped (the classic test)
+    from evalctl.evaluators import ranx_engine
+
     if test == "student":
-        p = float(stats.ttest_rel(a, b).pvalue)
+        ranx_engine.load()
+        from ranx.statistical_tests import paired_student_t_test
+
+        p = float(paired_student_t_test(a, b)[0])
         return 1.0 if np.isnan(p) else p  # constant differences: no variance, no evidence
-    return _randomisation_p(b - a, n_permutations, seed)
+    return ranx_engine.fisher(a, b, n_permutations, seed)

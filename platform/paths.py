@@ -14,6 +14,12 @@ def cache_root() -> Path:
     return Path(base) / "evalctl"
 
 
+def numba_cache() -> Path:
+    """Where numba keeps ranx's compiled kernels (NUMBA_CACHE_DIR): under the cache root, so a machine
+    compiles them once, not once per process."""
+    return cache_root() / "numba"
+
+
 def opensearch_home() -> Path:
     """Downloads, assembled distribution and run directory of the managed node.
 

@@ -140,28 +140,38 @@ def evaluate(runs, domain) -> None:
 @click.option("--baseline", default=None, help="Test every run against this one only (default: all pairs).")
 @click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="md", show_default=True)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Also write comparison.md, .tex and .csv here.")
+              help="Also write comparison.md, .tex and .csv and ranx's tables ranx.tex, ranx.md here.")
+@click.option("--latex", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write ranx's LaTeX table (Report.to_latex) to this file.")
+@click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write ranx's table as Markdown to this file.")
 @click.option("--test", type=click.Choice(["fisher", "student"]), default="fisher", show_default=True,
               help="Test behind the markers (both are in the paired-tests table).")
 @click.option("--alpha", type=float, default=0.05, show_default=True)
 @click.option("--permutations", type=int, default=1000, show_default=True)
 @click.option("--bootstrap", "n_bootstrap", type=int, default=1000, show_default=True)
 @click.option("--seed", type=int, default=42, show_default=True)
-def compare(runs, baseline, fmt, out, test, alpha, permutations, n_bootstrap, seed) -> None:
+def compare(runs, baseline, fmt, out, latex, markdown, test, alpha, permutations, n_bootstrap, seed) -> None:
     """Comparison table of runs: means with 95% CIs, paired tests with Holm correction, IN/OUT and
-    jurisdiction breakdowns."""
-    from evalctl.evaluators.compare import compare_runs, render
+    jurisdiction breakdowns; ranx's Report tables with --latex / --markdown."""
+    from evalctl.evaluators.compare import compare_runs, ranx_latex, ranx_markdown, render
     from evalctl.evaluators.runs import load_run
 
     with _user_errors():
         rep = compare_runs([load_run(r) for r in runs], load_run(baseline) if baseline else None, test=test,
                            alpha=alpha, n_permutations=permutations, n_bootstrap=n_bootstrap, seed=seed)
     click.echo(render(rep, fmt))
+    ranx_files = {latex: ranx_latex, markdown: ranx_markdown}
     if out:
         out.mkdir(parents=True, exist_ok=True)
         for f, ext in FORMATS.items():
             (out / f"comparison.{ext}").write_text(render(rep, f))
-        click.echo(f"written to {out}/comparison.{{md,tex,csv}}")
+        ranx_files.update({out / "ranx.tex": ranx_latex, out / "ranx.md": ranx_markdown})
+        click.echo(f"written to {out}/comparison.{{md,tex,csv}} and {out}/ranx.{{tex,md}}")
+    for path, table in ranx_files.items():
+        if path is not None:
+            path.write_text(table(rep))
+            click.echo(f"ranx table written to {path}")
 
 
 @click.command("fusion-sweep")
