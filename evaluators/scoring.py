@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass
 
 from evalctl import results_store
+from evalctl.errors import BadInput
 from evalctl.corpus.store import load_corpus
 from evalctl.evaluators import ranx_engine
 from evalctl.evaluators.runs import Ranking, StoredRun, rank_scores
@@ -24,6 +25,10 @@ from evalctl.corpus.qrels import QrelsSet, load_qrels
 
 METRICS: tuple[str, ...] = ("ndcg@10", "ndcg@100", "recall@10", "recall@100", "map@100", "mrr@10")
 PRIMARY = "ndcg@10"
+
+
+class CorpusChanged(BadInput, ValueError):
+    """A run's corpus was replaced (`corpus import --overwrite`) after, or while, the run was made."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +66,11 @@ def run_qrels(run: StoredRun) -> QrelsSet:
     m = run.manifest
     corpus = load_corpus(m["corpus"])
     if corpus.content_hash != m["corpus_hash"]:
-        raise ValueError(f"run {run.id} was made on another version of corpus {m['corpus']!r}")
+        raise CorpusChanged(
+            f"run {run.id} was made on version {m['corpus_hash']} of corpus {m['corpus']!r}, which has since been "
+            f"replaced by {corpus.content_hash} (`evalctl corpus import --overwrite`, perhaps while the run was "
+            "made): the run's qrels no longer apply. The run is kept; build the new version's qrels and run the "
+            "retrieval again on it")
     return load_qrels(corpus, m["qrels"])
 
 

@@ -1,6 +1,7 @@
 """Atomic writes, the one way evalctl persists: a file or a folder is written under a private temporary
 name beside its destination and renamed into place, so a reader (or a crashed run) never sees half of it,
-and concurrent writers never write into each other's temporary."""
+and concurrent writers never write into each other's temporary. A full, over-quota or read-only disk is
+reported here, once for every writer, as one Failure naming the destination (DiskError)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,52 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from evalctl.errors import Failure
+
 _TAKEN = (errno.ENOTEMPTY, errno.EEXIST)
+_DISK = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
+         errno.EROFS: "the file system is read-only"}
+_NEARLY_FULL = 1 << 20  # bytes free below which a write that failed without an errno is taken as ENOSPC
+
+
+class DiskError(Failure):
+    """A write failed for want of space or because the disk is read-only; names the destination."""
+
+    def __init__(self, dest: Path, code: int):
+        super().__init__(f"{dest}: {_DISK[code]} ({errno.errorcode[code]}); nothing was written there and what was "
+                         "finished before is kept: free space (or make it writable) and rerun the same command")
+        self.code = code
+
+
+def _disk_errno(e: OSError, dest: Path) -> int | None:
+    if e.errno in _DISK:
+        return e.errno
+    if e.errno is not None:
+        return None
+    # numpy ("4224 requested and 992 written") and pyarrow report a failed write without an errno: ask the
+    # file system, while the failed temporary still takes its space
+    probe = next(p for p in (dest, *dest.parents) if p.exists())
+    try:
+        st = os.statvfs(probe)
+    except OSError:
+        return None
+    if st.f_flag & os.ST_RDONLY:
+        return errno.EROFS
+    return errno.ENOSPC if st.f_bavail * st.f_frsize < _NEARLY_FULL or st.f_favail == 0 else None
+
+
+@contextmanager
+def _reporting_disk(dest: Path) -> Iterator[None]:
+    """A full or read-only disk under the block becomes DiskError(dest); the outermost destination (the
+    folder being built, not a file inside its private staging copy) is the one named."""
+    try:
+        yield
+    except DiskError as e:
+        raise DiskError(dest, e.code) from e.__cause__
+    except OSError as e:
+        if (code := _disk_errno(e, dest)) is None:
+            raise
+        raise DiskError(dest, code) from e
 
 
 def _private_name(dest: Path) -> Path:
@@ -25,13 +71,15 @@ def _private_name(dest: Path) -> Path:
 def writing(path: Path) -> Iterator[Path]:
     """A temporary file path beside `path`; when the block ends without error the file is flushed to disk
     and renamed onto `path` (replacing it), otherwise removed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    with _reporting_disk(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _private_name(path)
     try:
-        yield tmp
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        with _reporting_disk(path):  # inside: the temporary is removed only after the disk was asked
+            yield tmp
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -45,9 +93,10 @@ def write_text(path: Path, text: str) -> None:
 
 def new_staging_dir(dest: Path) -> Path:
     """A new private empty folder beside `dest`, to build `dest` in before publishing it."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _private_name(dest)
-    tmp.mkdir()
+    with _reporting_disk(dest):
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _private_name(dest)
+        tmp.mkdir()
     return tmp
 
 
@@ -57,7 +106,8 @@ def staging_dir(dest: Path) -> Iterator[Path]:
     replace_dir); on an error, or if it was not published, nothing of it stays."""
     tmp = new_staging_dir(dest)
     try:
-        yield tmp
+        with _reporting_disk(dest):
+            yield tmp
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -38,7 +38,7 @@ def corpus() -> None:
 @click.option("--overwrite", is_flag=True, help="Replace a different corpus already stored under that name.")
 @click.option("--documents", type=click.Choice(["publication", "family"]), default="publication", show_default=True,
               help="family: one record per family (text from its best-described member, the others as aliases).")
-@click.option("--show", type=int, default=100, show_default=True, help="Problems to print (all are in problems.jsonl).")
+@click.option("--show", type=click.IntRange(min=0), default=100, show_default=True, help="Problems to print (all are in problems.jsonl).")
 def import_cmd(sources, fmt, name, out, strict, labels, overwrite, documents, show) -> None:
     """Import SOURCES (files, or one folder for beir/dapfam) into a corpus."""
     from evalctl.corpus.importer import import_corpus

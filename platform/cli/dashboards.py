@@ -53,8 +53,9 @@ def install(url, templates_only) -> None:
               help="NDJSON file to write (import it in Dashboards: Management > Saved objects > Import).")
 def export(out) -> None:
     """Write the saved objects for the existing evalctl indexes as NDJSON (no Dashboards server needed)."""
+    from evalctl.atomic import write_text
     from evalctl.opensearch.connection import make_client
 
     ndjson, n_indexes = _objects_ndjson(make_client())
-    out.write_text(ndjson, encoding="utf-8")
+    write_text(out, ndjson)  # atomic: a full disk leaves no half file, and is one message naming --out
     click.echo(f"wrote {ndjson.count(chr(10))} saved objects for {n_indexes} index(es) to {out}")

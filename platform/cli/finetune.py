@@ -7,6 +7,7 @@ import json
 
 import click
 
+from evalctl.cli.params import FiniteFloatRange
 from evalctl.errors import UserError
 from evalctl.specs import SpecError
 
@@ -26,7 +27,7 @@ def _pair_options(f):
         click.option("--recipe", "recipe_id", required=True, help="Recipe id (`evalctl recipes list`), e.g. R3."),
         click.option("--corpus", "corpora", multiple=True, required=True,
                      help="Training corpus (repeatable: the recipe's generators run on each)."),
-        click.option("--match-size", type=int, default=None,
+        click.option("--match-size", type=click.IntRange(min=1), default=None,
                      help="Subsample to exactly N pairs (seeded), so recipes compare at equal size."),
         click.option("--seed", type=int, default=13, show_default=True),
         click.option("--qrels", "qrels_name", default="citations", show_default=True,
@@ -77,7 +78,7 @@ def list_recipes() -> None:
 
 @click.command("pairs")
 @_pair_options
-@click.option("-n", "--examples", type=int, default=2, show_default=True, help="Example pairs shown per source.")
+@click.option("-n", "--examples", type=click.IntRange(min=0), default=2, show_default=True, help="Example pairs shown per source.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def pairs(recipe_id, corpora, match_size, seed, qrels_name, guard, examples, as_json) -> None:
     """Preview a recipe's training pairs: counts per source, the leakage check, examples."""
@@ -106,15 +107,19 @@ def pairs(recipe_id, corpora, match_size, seed, qrels_name, guard, examples, as_
 @click.option("--model", "model_id", help="Base model id (`evalctl models list`).")
 @click.option("--recipe", "recipe_id", help="Recipe id (`evalctl recipes list`), e.g. R3.")
 @click.option("--corpus", "corpora", multiple=True, help="Training corpus (repeatable).")
-@click.option("--match-size", type=int, default=None, help="Subsample every recipe to exactly N pairs (seeded).")
+@click.option("--match-size", type=click.IntRange(min=1), default=None,
+              help="Subsample every recipe to exactly N pairs (seeded).")
 @click.option("--seed", type=int, default=13, show_default=True)
 @click.option("--qrels", "qrels_name", default="citations", show_default=True)
 @click.option("--guard", multiple=True, help="Evaluation corpus whose dev/test queries must stay out (repeatable).")
-@click.option("--epochs", type=float, default=None, help="Override the recipe's epochs.")
-@click.option("--max-steps", type=int, default=None, help="Stop after N optimiser steps (overrides epochs).")
-@click.option("--batch-size", type=int, default=None, help="Override the recipe's batch size (in-batch negatives).")
-@click.option("--lr", "learning_rate", type=float, default=None, help="Override the recipe's learning rate.")
-@click.option("--save-steps", type=int, default=None, help="Checkpoint every N steps (resume point).")
+@click.option("--epochs", type=FiniteFloatRange(min=0, min_open=True), default=None,
+              help="Override the recipe's epochs.")
+@click.option("--max-steps", type=click.IntRange(min=1), default=None, help="Stop after N optimiser steps (overrides epochs).")
+@click.option("--batch-size", type=click.IntRange(min=1), default=None,
+              help="Override the recipe's batch size (in-batch negatives).")
+@click.option("--lr", "learning_rate", type=FiniteFloatRange(min=0, min_open=True), default=None,
+              help="Override the recipe's learning rate.")
+@click.option("--save-steps", type=click.IntRange(min=1), default=None, help="Checkpoint every N steps (resume point).")
 @click.option("--name", default=None, help="Model id to register (default: <model>+<recipe>[-n<N>]@<corpora>).")
 @click.option("--device", default=None, help="cpu, cuda, cuda:N (default: auto).")
 @click.option("--overwrite", is_flag=True, help="Replace another run registered under the same id.")
@@ -173,7 +178,8 @@ def list_finetuned() -> None:
 @click.option("--split", default="test", show_default=True, help="Qrels split; 'all' for every query.")
 @click.option("--metric", default="ndcg@10", show_default=True)
 @click.option("--test", type=click.Choice(["wilcoxon", "student", "permutation"]), default="wilcoxon", show_default=True)
-@click.option("--alpha", type=float, default=0.05, show_default=True)
+@click.option("--alpha", type=FiniteFloatRange(0, 1, min_open=True, max_open=True), default=0.05,
+              show_default=True)
 def transfer(tuned, base, corpus, view, method, qrels_name, split, metric, test, alpha) -> None:
     """Compare fine-tuned models with their bases on another corpus: paired tests, Holm-corrected."""
     from evalctl.opensearch.connection import make_client

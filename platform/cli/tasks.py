@@ -7,6 +7,8 @@ from pathlib import Path
 import click
 
 from evalctl.cli.choices import RegistryChoice
+from evalctl.cli.params import CommaChoices, FiniteFloatRange
+from evalctl.corpus.class_codes import LEVELS
 from evalctl.errors import UserError
 
 
@@ -33,7 +35,7 @@ def _label_set(name: str, min_support: int | None):
     sets = load_label_sets()
     if name not in sets:
         raise UserError(f"unknown label set {name!r}; configs/label_sets.yaml has {', '.join(sets)}")
-    return dataclasses.replace(sets[name], min_support=min_support) if min_support else sets[name]
+    return sets[name] if min_support is None else dataclasses.replace(sets[name], min_support=min_support)
 
 
 def _run(fn, *args, **kwargs):
@@ -69,7 +71,8 @@ def _label_options(f):
     for opt in reversed((
         click.option("--label-set", "label_set", default="cpc_subclass", show_default=True,
                      help="Label set from configs/label_sets.yaml."),
-        click.option("--min-support", type=int, default=None, help="Override the label set's min_support."),
+        click.option("--min-support", type=click.IntRange(min=1), default=None,
+                     help="Override the label set's min_support."),
         click.option("--seeds", default="0,1,2,3,4", show_default=True, help="Comma-separated seeds."),
         click.option("--vectors", type=click.Choice(["task", "document"]), default="task", show_default=True,
                      help="task: the view's vectors under the model's prompt for this task where it differs "
@@ -160,10 +163,11 @@ def import_cmd(ctx, corpus_name, model_id, view_name, npy, ids, beir_corpus, par
 @click.command()
 @_common
 @_label_options
-@click.option("--test-size", type=float, default=0.2, show_default=True, help="Test share of each split.")
+@click.option("--test-size", type=FiniteFloatRange(0, 1, min_open=True, max_open=True), default=0.2, show_default=True,
+              help="Test share of each split.")
 @click.option("--probe", "probes", multiple=True, type=click.Choice(["logreg", "knn"]),
               help="Probe(s) to run (default: both).")
-@click.option("--knn-k", type=int, default=5, show_default=True)
+@click.option("--knn-k", type=click.IntRange(min=1), default=5, show_default=True, help="Neighbours of the kNN probe.")
 def classify(corpus_name, model_id, view_name, label_set, min_support, seeds, vectors, test_size, probes,
              knn_k) -> None:
     """Multi-label classification probes (logistic regression, kNN) on the view's vectors."""
@@ -191,7 +195,8 @@ def classify(corpus_name, model_id, view_name, label_set, min_support, seeds, ve
 @_label_options
 @click.option("--rule", type=RegistryChoice("evalctl.evaluators.clustering:RULES"), default="first", show_default=True,
               help="How a multi-label record gets its one gold class.")
-@click.option("--levels", default="", help="Code levels to score, e.g. section,class,subclass (cpc/ipc sets).")
+@click.option("--levels", type=CommaChoices(LEVELS), default="",
+              help="Code levels to score, e.g. section,class,subclass (cpc/ipc sets).")
 def cluster_cmd(corpus_name, model_id, view_name, label_set, min_support, seeds, vectors, rule, levels) -> None:
     """MiniBatchKMeans (k = gold classes) on the view's vectors: V-measure, ARI, NMI, AMI."""
     from evalctl.opensearch.connection import make_client
@@ -199,8 +204,7 @@ def cluster_cmd(corpus_name, model_id, view_name, label_set, min_support, seeds,
 
     corpus, view = _resolve(corpus_name, view_name)
     spec = _label_set(label_set, min_support)
-    settings = _settings(ClusterSettings, seeds=_seeds(seeds), rule=rule,
-                    levels=tuple(lv.strip() for lv in levels.split(",") if lv.strip()))
+    settings = _settings(ClusterSettings, seeds=_seeds(seeds), rule=rule, levels=levels)
     from evalctl.corpus.label_sets import LABEL_SOURCES
 
     if settings.levels and not LABEL_SOURCES.get(spec.source).levelled:

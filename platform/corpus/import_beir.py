@@ -34,7 +34,7 @@ def _records(path: Path, log: ProblemLog) -> RecordStream:
 
 def _qrels(files: list[Path], log: ProblemLog) -> Iterator[GivenPair]:
     for path in files:
-        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:  # -sig: a BOM is no query id
             for line_no, row in enumerate(csv.reader(f, delimiter="\t"), 1):
                 where = Where(f"qrels/{path.name}", line_no)
                 if line_no == 1 and row and row[0] == "query-id":

@@ -89,7 +89,8 @@ def _open_text(path: Path):
         head = raw.read(4)
     if head.startswith(_UTF16_BOMS):
         return open(path, encoding="utf-16", errors="surrogateescape", newline="")
-    return open(path, encoding="utf-8", errors="surrogateescape", newline="")
+    # -sig: a UTF-8 BOM (Excel writes one) is not part of the first header name; the utf-16 codec drops its own
+    return open(path, encoding="utf-8-sig", errors="surrogateescape", newline="")
 
 
 def _check_header(path: Path, header: list[str], required: tuple[str, ...], delimiter: str) -> None:
@@ -121,7 +122,7 @@ def read_csv(path: Path, log: ProblemLog, delimiter: str = ",",
         lines = _Lines(f)
         reader = csv.reader(lines, delimiter=delimiter)
         try:
-            header = [h.strip().lstrip("\ufeff") for h in next(reader)]
+            header = [h.strip() for h in next(reader)]
         except StopIteration:
             raise CorpusImportError(f"{path}: empty file, expected a header row") from None
         _check_header(path, header, required, delimiter)

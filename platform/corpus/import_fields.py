@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import html
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +42,8 @@ class RowReader:
         if v is None:
             return None
         if not isinstance(v, str):
-            if isinstance(v, float) and v != v:  # pandas' NaN for an empty cell
+            if isinstance(v, float) and not math.isfinite(v):  # JSON's NaN/Infinity, pandas' NaN: no text
+                self.log.add("bad_value", self.where, name, f"{v} is not a text; left empty")
                 return None
             if isinstance(v, (bool, dict, list, tuple)):  # never a text: its repr would be stored
                 self.log.add("bad_value", self.where, name, f"expected text, got {type(v).__name__}; ignored")

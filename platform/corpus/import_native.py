@@ -19,8 +19,9 @@ _FIELDS = set(PatentRecord.__dataclass_fields__)
 
 
 def read_jsonl(path: Path, log: ProblemLog):
-    """(Where, dict) per non-blank line; invalid JSON or a non-object line is reported and skipped."""
-    with open(path, encoding="utf-8", errors="surrogateescape") as f:
+    """(Where, dict) per non-blank line; invalid JSON or a non-object line is reported and skipped. A UTF-8
+    byte-order mark (Windows editors write one) is not part of the first line."""
+    with open(path, encoding="utf-8-sig", errors="surrogateescape") as f:
         for line_no, line in enumerate(f, 1):
             if not line.strip():
                 continue

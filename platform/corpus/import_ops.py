@@ -79,7 +79,7 @@ def read_page(path: Path, log: ProblemLog) -> list[dict] | None:
     """The exchange documents of one page; None (problem logged) when the page is unreadable."""
     opener = gzip.open if path.name.endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8", errors="surrogateescape") as f:
+        with opener(path, "rt", encoding="utf-8-sig", errors="surrogateescape") as f:  # json.load refuses a BOM
             page = json.load(f)
     except json.JSONDecodeError as e:
         log.add("malformed_row", Where(path.name, e.lineno), None, f"not valid JSON ({e.msg}); page skipped")

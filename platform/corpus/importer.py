@@ -19,6 +19,7 @@ from evalctl.corpus.family_records import DOCUMENT_LEVELS, family_records
 from evalctl.corpus.formats import IMPORT_FORMATS
 from evalctl.corpus.import_problems import CorpusImportError, Problem, ProblemLog, Where
 from evalctl.corpus.import_source import RecordStream
+from evalctl.corpus.patent_record import MAX_INDEXED_CHARS
 from evalctl.names import check_name
 from evalctl.provenance import file_sha256
 from evalctl.corpus.qrels import QrelsSpec, build_given_qrels
@@ -59,6 +60,11 @@ def _write(stream: RecordStream, path: Path, log: ProblemLog, labels: tuple[str,
                 continue
             if not rec.has_text():
                 log.add("missing_field", where, "title/abstract/claims/description", f"{rec.id}: no text at all; skipped")
+                continue
+            if (chars := rec.text_chars()) > MAX_INDEXED_CHARS:
+                log.add("malformed_row", where, "title/abstract/claims/description",
+                        f"{rec.id}: its text is {chars:,} characters, over the {MAX_INDEXED_CHARS:,} OpenSearch accepts in "
+                        "one string (a view joining its fields could never be indexed); record skipped")
                 continue
             if rec.id in seen:
                 log.add("duplicate_id", where, "id", f"{rec.id} already imported from {seen[rec.id]}; this one skipped")

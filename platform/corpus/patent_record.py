@@ -19,6 +19,10 @@ CITATION_TYPES: tuple[str, ...] = CitationType.__args__
 Direction = Literal["cited", "citing"]
 DIRECTIONS: tuple[str, ...] = Direction.__args__
 
+# OpenSearch refuses a JSON string longer than this (its default opensearch.xcontent.string.length.max), so
+# a record whose text fields joined (as the full-text view TACD joins them) would be longer can never be indexed.
+MAX_INDEXED_CHARS = 50_000_000
+
 _REFERS_TO_CLAIM = re.compile(r"\bclaims?\s+\d+", re.IGNORECASE)
 
 
@@ -70,6 +74,13 @@ class PatentRecord:
 
     def has_text(self) -> bool:
         return bool(self.title or self.abstract or self.claims or self.description)
+
+    def text_chars(self) -> int:
+        """Characters of all its text fields joined by one-character separators: the longest string a view
+        of them renders (views.yaml joins with "\\n")."""
+        parts = [self.title, self.abstract, self.description, *(c.text for c in self.claims)]
+        present = [len(p) for p in parts if p]
+        return sum(present) + max(len(present) - 1, 0)
 
     def english_text(self, *fields: str) -> bool:
         """The fields are all present and, where the language is recorded, English."""

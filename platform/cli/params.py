@@ -1,0 +1,39 @@
+"""click option types beyond click's own: a float range that refuses NaN and infinity (click.FloatRange lets
+NaN through, every comparison with it being false), and a comma-separated list of choices. A bad value is a
+usage error naming the option (exit 2) before anything runs."""
+
+from __future__ import annotations
+
+import math
+
+import click
+
+
+class FiniteFloatRange(click.FloatRange):
+    """click.FloatRange, and the value must be a finite number."""
+
+    def convert(self, value, param, ctx):
+        v = super().convert(value, param, ctx)
+        if not math.isfinite(v):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return v
+
+
+class CommaChoices(click.ParamType):
+    """A comma-separated list, each item one of `choices`; converted to a tuple (empty for "")."""
+
+    name = "list"
+
+    def __init__(self, choices: tuple[str, ...]):
+        self.choices = choices
+
+    def get_metavar(self, param, ctx=None) -> str:
+        return f"[{','.join(self.choices)}]"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        items = tuple(v.strip() for v in value.split(",") if v.strip())
+        if unknown := [v for v in items if v not in self.choices]:
+            self.fail(f"{', '.join(map(repr, unknown))}: not among {', '.join(self.choices)}.", param, ctx)
+        return items
