@@ -3,6 +3,7 @@ one answers, else the managed local node, started here (and stopped at the end) 
 
 from __future__ import annotations
 
+import csv
 import os
 import time
 import uuid
@@ -22,6 +23,25 @@ DATA = REPO / "tests" / "data"
 USPTO = DATA / "uspto-grants-2019" / "patent_grants.csv"
 LENS = DATA / "lens-pizza-1000" / "pizza_lens_1000_raw.csv"
 ESPACENET = REPO / "samples" / "espacenet-pizza-2013-2014" / "pizza_sliced_20132014_274.csv"
+
+
+def lens_head(dest: Path, n: int) -> Path:
+    """The first n records of the Lens pizza export, written as a Lens CSV of their own at dest."""
+    with open(LENS, newline="", encoding="utf-8", errors="replace") as f:
+        rows = list(csv.reader(f))[: n + 1]
+    with open(dest, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows(rows)
+    return dest
+
+
+def private_cache(root: Path) -> pytest.MonkeyPatch:
+    """Cache and results store under root, the hub offline, for a module's fixtures (undo() when done)."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("EVALCTL_CACHE", str(root / "cache"))
+    mp.setenv("EVALCTL_RESULTS", str(root / "results"))
+    mp.setenv("HF_HUB_OFFLINE", "1")
+    return mp
+
 
 _used_cluster: dict = {}
 

@@ -4,7 +4,6 @@ and the classify / cluster / tables commands must run end to end on it."""
 
 from __future__ import annotations
 
-import csv
 import json
 import uuid
 
@@ -12,7 +11,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import LENS
+from conftest import lens_head, private_cache
 
 pytestmark = [pytest.mark.opensearch, pytest.mark.models]
 
@@ -29,15 +28,8 @@ def env(tmp_path_factory, os_client):
     from evalctl.corpus.views import load_views
 
     root = tmp_path_factory.mktemp("readback")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("EVALCTL_CACHE", str(root / "cache"))
-    mp.setenv("EVALCTL_RESULTS", str(root / "results"))
-    mp.setenv("HF_HUB_OFFLINE", "1")
-    with open(LENS, newline="", encoding="utf-8", errors="replace") as f:
-        rows = list(csv.reader(f))[: N_RECORDS + 1]
-    src = root / "lens.csv"
-    with open(src, "w", newline="", encoding="utf-8") as f:
-        csv.writer(f).writerows(rows)
+    mp = private_cache(root)
+    src = lens_head(root / "lens.csv", N_RECORDS)
     name = f"readback-test-{uuid.uuid4().hex[:8]}"
     corpus = import_corpus("lens", [src], name=name).corpus
     model, view = get_model("all-minilm-l6-v2"), load_views()["T"]

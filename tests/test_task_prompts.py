@@ -10,7 +10,6 @@ classification and a clustering prompt, on the titles of 120 real Lens pizza rec
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import uuid
 from dataclasses import asdict
@@ -20,7 +19,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from conftest import LENS
+from conftest import lens_head, private_cache
 
 N_RECORDS = 120
 CLASSIFY_PROMPT = "Classify the patent into its technology field: "
@@ -95,10 +94,7 @@ def env(tmp_path_factory, os_client):
     from evalctl.models import get_model, registered_dir
 
     root = tmp_path_factory.mktemp("task-prompts")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("EVALCTL_CACHE", str(root / "cache"))
-    mp.setenv("EVALCTL_RESULTS", str(root / "results"))
-    mp.setenv("HF_HUB_OFFLINE", "1")
+    mp = private_cache(root)
     base = get_model("all-minilm-l6-v2")
     model_id = f"minilm-tasks-{uuid.uuid4().hex[:6]}"
     entry = {k: v for k, v in asdict(dataclasses.replace(
@@ -108,11 +104,7 @@ def env(tmp_path_factory, os_client):
     entry["offline"] = {**entry["offline"], "packages": list(entry["offline"]["packages"])}
     registered_dir().mkdir(parents=True, exist_ok=True)
     (registered_dir() / f"{model_id}.yaml").write_text(yaml.safe_dump({"models": [entry]}, sort_keys=False))
-    with open(LENS, newline="", encoding="utf-8", errors="replace") as f:
-        rows = list(csv.reader(f))[: N_RECORDS + 1]
-    src = root / "lens.csv"
-    with open(src, "w", newline="", encoding="utf-8") as f:
-        csv.writer(f).writerows(rows)
+    src = lens_head(root / "lens.csv", N_RECORDS)
     names = [f"tp-{uuid.uuid4().hex[:8]}", f"tp-run-{uuid.uuid4().hex[:8]}"]
     corpus = import_corpus("lens", [src], name=names[0]).corpus
     yield {"corpus": corpus, "model": get_model(model_id), "src": src, "run_corpus": names[1], "root": root}
