@@ -24,10 +24,12 @@ def _hybrid(c, text, vector, exclude) -> dict:
     return hybrid_body(c.text_field, text, c.vector_field, vector, c.k, exclude, c.pipeline)
 
 
-BM25 = RetrievalMethod("bm25", _bm25, text=True)  # match on the view's text field
+BM25 = RetrievalMethod("bm25", _bm25, text=True, global_stats=True)  # match on the view's text field
 DENSE = RetrievalMethod("dense", _knn, vector=True)  # approximate knn on the view's vector field
 EXACT = RetrievalMethod("exact", _exact, vector=True)  # brute-force knn_score: what ANN loses
 # One hybrid query through a neural-search pipeline, or client-side fusion of the BM25 and dense runs.
+# Not global_stats: neural-search 3.5 skips its normalisation under dfs_query_then_fetch on more than one
+# shard and returns raw sub-query scores (neural-search #1490), so its BM25 part uses per-shard statistics.
 HYBRID = RetrievalMethod("hybrid", _hybrid, text=True, vector=True, fused=True, technique="linear",
                          pipeline=pipeline_body, client=True, tunable=True)
 RRF = RetrievalMethod("rrf", _hybrid, text=True, vector=True, fused=True, technique="rrf", pipeline=pipeline_body,

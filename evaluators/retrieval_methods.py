@@ -44,6 +44,9 @@ class RetrievalMethod:
     pipeline: Callable[[FusionSpec], dict] | None = None  # neural-search pipeline body (needs the plugin)
     client: bool = False  # `--fusion client`: ranx fusion of the BM25 and dense runs stands in for it
     tunable: bool = False  # its dense weight can be tuned on dev queries (a spec's dense_weights)
+    # its scores use corpus-wide term statistics: on an index of more than one shard it is sent with
+    # search_type=dfs_query_then_fetch (configs/index.yaml dfs), so they do not depend on the shard count
+    global_stats: bool = False
 
 
 _BUILTIN = "evalctl.evaluators.builtin_methods"

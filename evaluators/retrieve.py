@@ -27,7 +27,7 @@ from evalctl.evaluators.retrieval_queries import DEFAULT_BM25_MAX_TERMS, truncat
 from evalctl.evaluators.runs import Ranking, StoredRun, find_run, ranked, save_run
 from evalctl.evaluators.search_pipelines import FusionSpec, ensure_pipeline, require_neural_search
 from evalctl.indexers.index_contract import open_index
-from evalctl.indexers.index_layout import text_field, vector_field
+from evalctl.indexers.index_layout import load_index_settings, text_field, vector_field
 from evalctl.indexers.index_loader import IDENTITY
 from evalctl.corpus.qrels import QrelsSet, load_qrels
 from evalctl.heap import long_lived_frozen
@@ -147,15 +147,16 @@ _FILTER_PATH = ",".join(("took", "responses.took", "responses.status", "response
 
 
 def search_all(client, index: str, bodies: list[dict | None], *, batch_size: int = 32, concurrency: int = 2,
-               max_retries: int = 4, progress: bool = False, desc: str = "search"
+               max_retries: int = 4, progress: bool = False, desc: str = "search", search_type: str | None = None
                ) -> tuple[list[list[tuple[str, float]]], SearchStats]:
-    """Hits [(id, score)] per body (None: no query, no hits), searched via `_msearch` batches."""
+    """Hits [(id, score)] per body (None: no query, no hits), searched via `_msearch` batches (each search
+    with `search_type` when given)."""
     stats = SearchStats()
     results: list[list[tuple[str, float]]] = [[] for _ in bodies]
     todo = [i for i, b in enumerate(bodies) if b is not None]
     batches = [todo[s:s + batch_size] for s in range(0, len(todo), batch_size)]
     dumps = client.transport.serializer.dumps
-    header = dumps({"index": index})
+    header = dumps({"index": index, **({"search_type": search_type} if search_type else {})})
 
     def run_batch(batch: list[int]) -> None:
         # each query is serialised once, into the ndjson lines a retry sends again
@@ -212,6 +213,11 @@ def _views(spec: RetrievalSpec) -> str:
     return spec.view if spec.qview == spec.view else f"{spec.qview}_{spec.view}"
 
 
+def search_type(spec: RetrievalSpec, manifest: dict) -> str | None:
+    """dfs_query_then_fetch for a method scored with corpus-wide statistics on a sharded index, else None."""
+    return load_index_settings().search_type(manifest["shards"]) if spec.definition.global_stats else None
+
+
 def run_identity(spec: RetrievalSpec, corpus: Corpus, qset: QrelsSet, queries: QuerySet, index: str,
                  manifest: dict, prompt: str | None) -> dict:
     identity = {
@@ -225,6 +231,8 @@ def run_identity(spec: RetrievalSpec, corpus: Corpus, qset: QrelsSet, queries: Q
     m = spec.definition
     if m.text:
         identity["bm25_max_terms"] = spec.bm25_max_terms
+    if m.global_stats:  # on one shard both search types score alike
+        identity["search_type"] = search_type(spec, manifest) or "query_then_fetch"
     if m.vector:
         identity.update(query_prompt=prompt, prompt_variant=spec.prompt_variant)
     if m.fused:
@@ -254,7 +262,8 @@ def retrieve(client, spec: RetrievalSpec, options: RetrievalOptions | None = Non
         require_neural_search(client, f"--method {spec.method}")
     bodies, counts = _bodies(client, spec, queries, manifest, model, opts)
     hits, stats = search_all(client, index, bodies, batch_size=opts.batch_size, concurrency=opts.concurrency,
-                             progress=opts.progress, desc=f"{spec.method} {index}")
+                             progress=opts.progress, desc=f"{spec.method} {index}",
+                             search_type=search_type(spec, manifest))
     ranking: Ranking = {q: ranked(h, spec.k) for q, h in zip(queries.ids, hits)}
     extra = {"index_manifest": manifest, "n_queries": len(queries.ids), **counts,
              "n_empty": sum(not docs for docs in ranking.values()), "took_ms": stats.took_ms,

@@ -18,6 +18,7 @@ from evalctl.specs import build, load_yaml
 
 BM25_ONLY = "bm25"
 SPACE_TYPES = {"cosine": "cosinesimil", "dot": "innerproduct"}
+MAX_SHARDS = 1024
 # Metadata fields every index carries (keywords, so they filter and aggregate).
 META_FIELDS = ("doc_id", "family_id", "jurisdiction", "kind", "cpc", "ipc", "labels")
 
@@ -62,8 +63,11 @@ class IndexSettings:
     encoder: Literal["flat", "sq_fp16"] = "flat"
     hnsw: HnswSettings = field(default_factory=HnswSettings)
     bm25: Bm25Settings = field(default_factory=Bm25Settings)
-    shards: int = 1
-    replicas: int = 0
+    shards: int = 1  # primaries: fixed when the index is made (part of its identity)
+    replicas: int = 0  # copies of each primary on other nodes: changed in place on a later load
+    # BM25 on an index of more than one shard: corpus-wide term statistics (dfs_query_then_fetch), so the
+    # scores do not depend on the shard count; False: each shard's own (one round trip less per query)
+    dfs: bool = True
     bulk: BulkSettings = field(default_factory=BulkSettings)
     # After a load, force-merge to one segment per shard: HNSW search runs per segment and segment boundaries
     # differ between builds (flush timing), so only a merged index gives the same k-NN hits on every rebuild.
@@ -72,10 +76,20 @@ class IndexSettings:
     def __post_init__(self):
         if self.encoder != "flat" and self.engine != "faiss":
             raise ValueError(f"encoder {self.encoder} needs engine faiss, not {self.engine}")
+        if not 1 <= self.shards <= MAX_SHARDS:  # OpenSearch's own bound on number_of_shards
+            raise ValueError(f"shards {self.shards}: must be between 1 and {MAX_SHARDS}")
+        if self.replicas < 0:
+            raise ValueError(f"replicas {self.replicas}: must be 0 or more")
+
+    def search_type(self, shards: int) -> str | None:
+        """The search_type a BM25 query of an index of `shards` shards needs (None: the default)."""
+        return "dfs_query_then_fetch" if self.dfs and shards > 1 else None
 
 
-def load_index_settings(path: str = "index.yaml") -> IndexSettings:
-    return build(IndexSettings, load_yaml(path), f"configs/{path}")
+def load_index_settings(path: str = "index.yaml", **given) -> IndexSettings:
+    """configs/<path>, with the fields `given` (those not None, e.g. `evalctl index --shards`) replaced."""
+    data = {**(load_yaml(path) or {}), **{k: v for k, v in given.items() if v is not None}}
+    return build(IndexSettings, data, f"configs/{path}")
 
 
 def _slug(s: str) -> str:

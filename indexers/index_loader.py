@@ -30,7 +30,7 @@ from evalctl.provenance import code_version
 
 # Manifest keys that must match for new documents to join an existing index.
 IDENTITY = ("corpus_hash", "model", "hf_id", "revision", "prompt_variant", "document_prompt", "dim",
-            "similarity", "engine", "encoder", "hnsw", "bm25", "precision", "encoding_versions")
+            "similarity", "engine", "encoder", "hnsw", "bm25", "precision", "encoding_versions", "shards")
 # A model index's manifest written before precision was recorded: its vectors were float32, of unknown package
 # versions (no encoding_versions; see evalctl.indexers.embedding_cache.CacheKey).
 _BEFORE_PRECISION = {"precision": "float32"}
@@ -79,6 +79,8 @@ def index_manifest(corpus, model, variant: str | None, prompt: str | None, views
         "encoder": settings.encoder if model else None,
         "hnsw": vars(settings.hnsw) if model else None,
         "bm25": vars(settings.bm25),
+        "shards": settings.shards,
+        "replicas": settings.replicas,
         **({"task_vectors": tasks} if tasks else {}),
         "code_version": code_version(),
         "created_at": utc_now(),
@@ -92,9 +94,16 @@ def read_manifest(client, index: str) -> dict | None:
         if index not in mapping:
             return None
         meta = mapping[index]["mappings"].get("_meta", {})
+        if meta and "shards" not in meta:  # made before the manifest recorded it: the index itself knows
+            meta["shards"] = shard_count(client, index)
         return {**_BEFORE_PRECISION, **meta} if meta.get("dim") else meta
 
     return snapshot_read(("manifest", index), read)
+
+
+def shard_count(client, index: str) -> int:
+    settings = client.indices.get_settings(index=index, name="index.number_of_shards")
+    return int(settings[index]["settings"]["index"]["number_of_shards"])
 
 
 def ensure_index(client, index: str, meta: dict, settings: IndexSettings, alias: str) -> dict:
@@ -121,6 +130,9 @@ def ensure_index(client, index: str, meta: dict, settings: IndexSettings, alias:
              for t in sorted(set(had) & set(asked)) if had[t]["prompt"] != asked[t]["prompt"]]
     if diff:
         lines = "\n".join(f"  {k}: index has {old!r}, this load has {new!r}" for k, old, new in diff)
+        if existing.get("shards") != meta["shards"]:  # the one difference a load option can undo
+            lines += (f"\n  (an index's shard count is fixed when it is made: load it with --shards "
+                      f"{existing.get('shards')}, or rebuild it with {meta['shards']})")
         raise IndexMismatch(
             f"index {index} was built from different data or settings; refusing to merge:\n{lines}\n"
             f"Delete it (evalctl index delete {index}) or load under another corpus name."
@@ -129,10 +141,11 @@ def ensure_index(client, index: str, meta: dict, settings: IndexSettings, alias:
     tasks = {t: {"prompt": (had.get(t) or asked[t])["prompt"],
                  "views": sorted({*had.get(t, {}).get("views", ()), *asked.get(t, {}).get("views", ())})}
              for t in sorted({*had, *asked})}
-    merged = {**existing, "views": views, **({"task_vectors": tasks} if tasks else {})}
+    # replicas are a live setting (_restore applies them at the end of the load): recorded, never refused
+    merged = {**existing, "views": views, "replicas": settings.replicas, **({"task_vectors": tasks} if tasks else {})}
     new_views = sorted(set(meta["views"]) - set(existing["views"]))
     new_units = sorted({field_unit(v, t) for v, t in task_units(merged)} - {field_unit(v, t) for v, t in task_units(existing)})
-    if new_views or new_units:
+    if new_views or new_units or existing.get("replicas") != settings.replicas:
         props = view_properties(new_views, meta["dim"], meta["similarity"], settings)
         props.update(vector_properties(new_units, meta["dim"], meta["similarity"], settings))
         client.indices.put_mapping(index=index, body={"properties": props, "_meta": merged})

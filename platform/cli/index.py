@@ -8,6 +8,7 @@ import click
 
 from evalctl.cli.runtime_options import DEVICE_HELP, runtime_options
 from evalctl.errors import UserError
+from evalctl.indexers.index_layout import MAX_SHARDS
 
 DEFAULT_MODEL_VIEWS = ("TAC",)  # the study's best view; BM25-only indexes take every view
 
@@ -44,23 +45,31 @@ def _resolve(corpus_name: str | None, model_id: str | None, view_names: tuple[st
               help="At most this many texts per encoding batch (default: the token budget alone decides).")
 @click.option("--chunk-docs", type=click.IntRange(min=1), default=2000, show_default=True,
               help="Documents encoded and loaded per step (the unit of resumption).")
+@click.option("--shards", type=click.IntRange(1, MAX_SHARDS), default=None,
+              help="Primary shards of a new index (default: configs/index.yaml). Fixed once the index exists: "
+                   "another count is refused.")
+@click.option("--replicas", type=click.IntRange(min=0), default=None,
+              help="Copies of each shard on other nodes of a cluster (default: configs/index.yaml); an existing "
+                   "index is changed to this.")
 @click.option("--vectors", type=click.Choice(["task", "document"]), default="task", show_default=True,
               help="task: also each view's vectors under the model's classification and clustering prompts "
                    "where they differ from its document prompt (what classify/cluster read); document: only "
                    "the document vectors.")
 @click.pass_context
-def index(ctx, corpus_name, model_id, view_names, prompt_variant, device, batch_size, chunk_docs, vectors) -> None:
+def index(ctx, corpus_name, model_id, view_names, prompt_variant, device, batch_size, chunk_docs, shards, replicas,
+          vectors) -> None:
     """Index a corpus: BM25 text per view and the model's vectors per view (resumable)."""
     if ctx.invoked_subcommand is not None:
         return
     from evalctl.opensearch.connection import make_client
-    from evalctl.indexers.index_layout import vector_field
+    from evalctl.indexers.index_layout import load_index_settings, vector_field
     from evalctl.indexers.index_loader import index_corpus
 
     corpus, model, views, names = _resolve(corpus_name, model_id, view_names)
     # A node that stops answering is reported by the CLI (cli.explain): loaded chunks are kept and resumed.
     rep = index_corpus(make_client(), corpus, [views[n] for n in names], model, variant=prompt_variant,
                        device=device, encode_batch_size=batch_size, chunk_docs=chunk_docs,
+                       settings=load_index_settings(shards=shards, replicas=replicas),
                        label_tasks=None if vectors == "task" else {})
     click.echo(f"{rep.index}: loaded {rep.n_loaded} documents ({rep.docs_per_s:.0f} docs/s), "
                f"{rep.n_already} already present, corpus has {rep.n_corpus}")
@@ -72,11 +81,7 @@ def index(ctx, corpus_name, model_id, view_names, prompt_variant, device, batch_
             click.echo(f"  view {v}: {n} records lack its fields (no text or vector for them)")
     if rep.failed:
         shown = "\n  ".join(rep.failed[:20])
-        # the loader has already retried what a busy node refused (429); any other refusal is the document's own
-        raise UserError(f"{len(rep.failed)} documents were refused by OpenSearch (its reason for each below); the "
-                        "others are loaded. A rerun sends only these again, which helps only where the reason is a "
-                        "busy node (429); any other reason lies in the record: correct it in the source and import "
-                        f"again (`evalctl corpus import --overwrite`), or leave it out:\n  {shown}")
+        raise UserError(f"{len(rep.failed)} documents were rejected (rerun to retry them):\n  {shown}")
 
 
 @index.command()
@@ -118,6 +123,8 @@ def status(as_json) -> None:
         click.echo(f"{r['index']}  docs={r['docs']}  size={r['size_mb']}MB  corpus={r.get('corpus')}  "
                    f"model={r.get('model')}@{(r.get('revision') or '-')[:12]}  views={','.join(r.get('views', []))}  "
                    f"engine={r.get('engine')}  code={r.get('code_version')}")
+        click.echo(f"  shards={r['shards']} replicas={r['replicas']} health={r['health']}: " + ", ".join(
+            f"{c['shard']}{c['copy'][0]} {c['node'] or c['state']}" for c in r["shard_copies"]))
 
 
 @index.command()
