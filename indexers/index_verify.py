@@ -45,8 +45,11 @@ def verify_index(client, corpus, views: dict, model=None, *, sample: int = 50, s
         for v in meta["views"]:
             if views[v].render(r):
                 rendering[v].append(r.id)
+    rerun = _load_command(corpus, model, meta)
     (rep.checks if n_docs == n_records else rep.problems).append(
-        f"documents: index {n_docs}, corpus {n_records}")
+        f"documents: index {n_docs}, corpus {n_records}" + (
+            f": {n_records - n_docs} not loaded (a load that stopped before the end, e.g. a killed client or node); "
+            f"{rerun} loads only what is missing" if n_docs < n_records else ""))
     picked = {v: random.Random(seed).sample(ids, min(sample, len(ids))) if model else [] for v, ids in rendering.items()}
     wanted = {i for ids in picked.values() for i in ids}
     texts = {r.id: {v: views[v].render(r) for v in meta["views"]} for r in corpus.records() if r.id in wanted}
@@ -64,18 +67,40 @@ def verify_index(client, corpus, views: dict, model=None, *, sample: int = 50, s
         (rep.checks if dim == model.dim else rep.problems).append(f"{vector_field(v)} dimension {dim}, model {model.dim}")
         if not picked[v]:
             continue
-        cache = EmbeddingCache(state.cache_key(v, model))
-        cached, found = cache.lookup([texts[i][v] for i in picked[v]])
-        resp = client.mget(index=name, body={"ids": picked[v]}, _source_includes=[vector_field(v)])
-        stored = np.array([d["_source"][vector_field(v)] for d in resp["docs"]], dtype=np.float32)
+        stored = _stored_vectors(client, name, vector_field(v), picked[v])
+        if absent := [i for i in picked[v] if i not in stored]:
+            rep.problems.append(
+                f"{vector_field(v)}: {len(absent)} of {len(picked[v])} sampled records have no vector in the index "
+                f"(e.g. {', '.join(absent[:3])}); {rerun} loads them")
+        ids = [i for i in picked[v] if i in stored]
+        if not ids:
+            continue
+        cached, found = EmbeddingCache(state.cache_key(v, model)).lookup([texts[i][v] for i in ids])
         found = np.asarray(found, dtype=bool)
+        stored_arr = np.array([stored[i] for i in ids], dtype=np.float32)
         if not found.all():
             rep.problems.append(f"{vector_field(v)}: {int((~found).sum())} sampled texts are not in the embedding cache")
         tol = state.tolerance
-        err = float(np.abs(stored[found] - cached[found]).max()) if found.any() else 0.0
+        err = float(np.abs(stored_arr[found] - cached[found]).max()) if found.any() else 0.0
         (rep.checks if err <= tol else rep.problems).append(
             f"{vector_field(v)}: {int(found.sum())} sampled vectors read back, max |diff| {err:.3g} (tolerance {tol})")
     return rep
+
+
+def _load_command(corpus, model, meta: dict) -> str:
+    """The `evalctl index` command that completes this index (it keeps what is loaded)."""
+    args = [f"--corpus {corpus.name}"] + ([f"--model {model.id}"] if model else [])
+    args += [f"--view {v}" for v in meta["views"]]
+    if model and meta.get("prompt_variant") not in (None, model.default_variant):
+        args.append(f"--prompt-variant {meta['prompt_variant']}")
+    return f"`evalctl index {' '.join(args)}`"
+
+
+def _stored_vectors(client, index: str, field: str, ids: list[str]) -> dict[str, list]:
+    """The `field` vector of each id that has one in `index` (a document not loaded, or loaded without the
+    view, is left out)."""
+    resp = client.mget(index=index, body={"ids": ids}, _source_includes=[field])
+    return {d["_id"]: d["_source"][field] for d in resp["docs"] if d.get("found") and field in d.get("_source", {})}
 
 
 def index_status(client) -> list[dict]:

@@ -81,7 +81,11 @@ def index(ctx, corpus_name, model_id, view_names, prompt_variant, device, batch_
             click.echo(f"  view {v}: {n} records lack its fields (no text or vector for them)")
     if rep.failed:
         shown = "\n  ".join(rep.failed[:20])
-        raise UserError(f"{len(rep.failed)} documents were rejected (rerun to retry them):\n  {shown}")
+        # the loader has already retried what a busy node refused (429); any other refusal is the document's own
+        raise UserError(f"{len(rep.failed)} documents were refused by OpenSearch (its reason for each below); the "
+                        "others are loaded. A rerun sends only these again, which helps only where the reason is a "
+                        "busy node (429); any other reason lies in the record: correct it in the source and import "
+                        f"again (`evalctl corpus import --overwrite`), or leave it out:\n  {shown}")
 
 
 @index.command()
