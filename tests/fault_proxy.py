@@ -4,7 +4,7 @@ It forwards every request to the node unchanged, except that on command (`fail`)
 `times` requests (those whose "METHOD /path" holds `only`, after letting `after` of them through) with a
 fault instead:
 
-- "429", "502", "503", "504": that HTTP status with an OpenSearch-like JSON error body
+- "400", "429", "500", "502", "503", "504": that HTTP status with an OpenSearch-like JSON error body
 - "garbage": 200 with `content-type: application/json` and a body that is not JSON (nor CBOR)
 - "slow":    forwards the request after `delay` seconds
 - "reset":   closes the connection with a TCP reset instead of answering
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse
 
-KINDS = ("429", "502", "503", "504", "garbage", "slow", "reset", "down")
+KINDS = ("400", "429", "500", "502", "503", "504", "garbage", "slow", "reset", "down")
 # Per-connection headers (RFC 9110 7.6.1): each hop sets its own.
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade",
               "content-length"}

@@ -170,6 +170,16 @@ def test_refusals_past_the_retries_are_one_failure(world, proxy, monkeypatch):
     assert len(proxy.injected) == retries.MAX_RETRIES + 1
 
 
+@pytest.mark.parametrize("status", ["500", "400"])
+def test_an_error_answer_not_retried_is_one_message(world, proxy, status):
+    """A 500 or 400 is not a transient refusal: not retried, and reported with the node's own words."""
+    proxy.fail(status, only="_cat/indices")
+    code, output, _ = invoke("index", "status")
+    assert code == 1 and "Traceback" not in output, output
+    assert f"OpenSearch at {proxy.url} refused a request ({status} fault_proxy_injected" in output, output
+    assert len(proxy.injected) == 1
+
+
 def test_unparseable_answer_is_one_failure_naming_the_url(world, proxy):
     proxy.fail("garbage", only="_cat/indices")
     code, output, _ = invoke("index", "status")

@@ -37,7 +37,7 @@ def _node() -> tuple[str, bool]:
 
 def explain(e: BaseException) -> tuple[str, int] | None:
     """The message and exit code for an error evalctl knows (2: bad input, 1: failure); None for a bug."""
-    from opensearchpy.exceptions import AuthenticationException, AuthorizationException, NotFoundError
+    from opensearchpy.exceptions import AuthenticationException, AuthorizationException, NotFoundError, TransportError
     from opensearchpy.exceptions import ConnectionError as OSConnectionError
 
     from evalctl.opensearch.connection import node_answered
@@ -60,9 +60,24 @@ def explain(e: BaseException) -> tuple[str, int] | None:
         return (f"OpenSearch at {_node()[0]} refused the request ({e.status_code}): set EVALCTL_OPENSEARCH_USER and "
                 "EVALCTL_OPENSEARCH_PASSWORD (or the config file's opensearch: section) to an account allowed "
                 "to manage evalctl-* indexes", 2)
+    if isinstance(e, TransportError) and isinstance(e.status_code, int):
+        # any other answer the node refused past the retries: what it said, never a traceback
+        return (f"OpenSearch at {_node()[0]} refused a request ({e.status_code} {_reason(e)}); what was finished "
+                "before is kept. `evalctl opensearch logs` shows the node's side, `evalctl --debug` the request's", 1)
     if isinstance(e, OSError) and e.filename is not None:
         return f"{e.filename}: {e.strerror or e}", 1
     return None
+
+
+def _reason(e) -> str:
+    """The node's own words: the first root cause of an error answer, else its error type."""
+    info = e.info if isinstance(e.info, dict) else {}
+    err = info.get("error")
+    if isinstance(err, dict):
+        cause = (err.get("root_cause") or [err])[0]
+        if isinstance(cause, dict):
+            return f"{cause.get('type', '?')}: {cause.get('reason', '')}".strip(": ")
+    return str(e.error)
 
 
 class Explained(click.ClickException):
