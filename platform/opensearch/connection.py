@@ -37,7 +37,8 @@ DEFAULT_INDEX_PREFIX = "evalctl"
 
 @dataclass(frozen=True)
 class ConnectionSettings:
-    url: str | None = None  # None: the managed local node
+    # None: the managed local node; several nodes of a cluster: comma-separated (a YAML list in the config file)
+    url: str | None = None
     username: str | None = None
     password: str | None = field(default=None, repr=False)
     ca_certs: str | None = None
@@ -47,10 +48,14 @@ class ConnectionSettings:
     index_prefix: str = DEFAULT_INDEX_PREFIX
 
     def __post_init__(self):
-        for key in CHECKS:
-            problem = check(key, getattr(self, key))
+        for key in HOST_CHECKS:
+            problem = check(key, getattr(self, key), HOST_CHECKS)
             if problem:
                 raise ValueError(f"{key} {redact(repr(getattr(self, key)))}: {problem}")
+
+    @property
+    def urls(self) -> list[str]:
+        return host_list(self.url) if self.url else []
 
     @property
     def external(self) -> bool:
@@ -101,10 +106,33 @@ CHECKS = {"url": (str, url_problem), "timeout": ((int, float), _timeout_problem)
           "index_prefix": (str, _index_prefix_problem)}
 
 
-def check(key: str, value) -> str | None:
-    if key not in CHECKS or isinstance(value, bool) or not isinstance(value, CHECKS[key][0]):
+def host_list(url: str) -> list[str]:
+    """The URLs of an OpenSearch `url` setting: one, or a cluster's nodes separated by commas."""
+    return [u.strip().rstrip("/") for u in url.split(",")]
+
+
+def hosts_problem(url: str) -> str | None:
+    """url_problem for one URL, or for each URL of a host list (naming the one at fault)."""
+    urls = host_list(url)
+    if len(urls) == 1:
+        return url_problem(url)
+    for u in urls:
+        if not u:
+            return "an empty entry in the host list (separate the URLs with single commas)"
+        if problem := url_problem(u):
+            return f"{redact(u)}: {problem}"
+    if len({urlparse(u).scheme for u in urls}) > 1:  # TLS and credentials are set once for every host
+        return "the hosts of a list use one scheme (all http:// or all https://)"
+    return None
+
+
+HOST_CHECKS = {**CHECKS, "url": (str, hosts_problem)}  # the OpenSearch settings (Dashboards has one URL)
+
+
+def check(key: str, value, checks: dict = CHECKS) -> str | None:
+    if key not in checks or isinstance(value, bool) or not isinstance(value, checks[key][0]):
         return None
-    return CHECKS[key][1](value)
+    return checks[key][1](value)
 
 
 _USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/@\s]*@", re.IGNORECASE)
@@ -125,16 +153,19 @@ def _split_userinfo(data: dict) -> None:
     url = data.get("url")
     if not isinstance(url, str) or "@" not in url:
         return
-    try:
-        u = urlparse(url)
-    except ValueError:  # a broken URL: url_problem names it (its userinfo redacted)
-        return
-    if u.username is None:
-        return
-    data.setdefault("username", unquote(u.username))
-    if u.password is not None:
-        data.setdefault("password", unquote(u.password))
-    data["url"] = urlunparse(u._replace(netloc=u.netloc.rsplit("@", 1)[1]))
+    parts = []
+    for part in url.split(","):  # each URL of a host list (the first credentials found are kept)
+        try:
+            u = urlparse(part)
+        except ValueError:  # a broken URL: url_problem names it (its userinfo redacted)
+            return
+        if u.username is not None:
+            data.setdefault("username", unquote(u.username))
+            if u.password is not None:
+                data.setdefault("password", unquote(u.password))
+            part = urlunparse(u._replace(netloc=u.netloc.rsplit("@", 1)[1]))
+        parts.append(part)
+    data["url"] = ",".join(parts)
 
 
 _warned: set[tuple[str, str]] = set()
@@ -173,6 +204,8 @@ def read_section(section: str, env: dict[str, str], given: dict[str, tuple[str, 
             data[key], origin[key] = os.environ[var], var
     for key, (option, value) in (given or {}).items():
         data[key], origin[key] = value, option
+    if isinstance(data.get("url"), list):  # a host list written as a YAML list
+        data["url"] = ",".join(map(str, data["url"]))
     if "url" in data and "@" in str(data["url"]):  # the credentials now come from the URL's setting
         origin.setdefault("username", origin["url"])
         origin.setdefault("password", origin["url"])
@@ -192,14 +225,14 @@ def load_settings() -> ConnectionSettings:
                 data[key] = float(raw)
             except ValueError:
                 raise SpecError(f"{ENV[key]}={raw!r} is not a number of seconds") from None
-    return build_settings(ConnectionSettings, data, origin, "opensearch", "EVALCTL_OPENSEARCH_*")
+    return build_settings(ConnectionSettings, data, origin, "opensearch", "EVALCTL_OPENSEARCH_*", HOST_CHECKS)
 
 
-def build_settings(cls, data: dict, origin: dict[str, str], section: str, env: str):
+def build_settings(cls, data: dict, origin: dict[str, str], section: str, env: str, checks: dict = CHECKS):
     """`cls` from read_section's answer; a bad value is refused naming the setting it came from, and no
     message quotes the password."""
     for key, value in data.items():
-        problem = check(key, value)
+        problem = check(key, value, checks)
         if problem:
             raise SpecError(f"{origin[key]}={redact(str(value), data.get('password'))!r}: {problem}")
     try:
@@ -209,13 +242,18 @@ def build_settings(cls, data: dict, origin: dict[str, str], section: str, env: s
 
 
 def resolve_url(settings: ConnectionSettings) -> str:
+    """Where requests go, as messages name it (a host list: its URLs joined by ", ")."""
+    return ", ".join(resolve_urls(settings))
+
+
+def resolve_urls(settings: ConnectionSettings) -> list[str]:
     if settings.url:
-        return settings.url.rstrip("/")
+        return settings.urls
     from evalctl.opensearch.node import ManagedNode  # the managed node decides its own port
 
     node = ManagedNode()
     st = node.read_state()
-    return st.url if st else node.url
+    return [st.url if st else node.url]
 
 
 def _serializer():
@@ -279,15 +317,19 @@ def make_client(settings: ConnectionSettings | None = None):
     from opensearchpy import OpenSearch
 
     s = settings or load_settings()
-    url = resolve_url(s)
+    urls = resolve_urls(s)
+    url = ", ".join(urls)
     kwargs = dict(
-        hosts=[url],
+        hosts=urls,
         timeout=s.timeout,
-        max_retries=0,  # the connection retries, with back-off; the transport's retries would not wait
+        # the connection retries one host with back-off; the transport moves to the next host of a list (each
+        # once) only when one cannot be reached: a status (429, 503) is the cluster's answer, not the host's
+        max_retries=len(urls) - 1,
+        retry_on_status=(),
         serializer=_serializer(),
         connection_class=_connection_class(url),
         # gzip pays off over a network; on loopback it only burns client CPU on every bulk body.
-        http_compress=urlparse(url).hostname not in ("127.0.0.1", "localhost", "::1"),
+        http_compress=any(urlparse(u).hostname not in ("127.0.0.1", "localhost", "::1") for u in urls),
     )
     if s.username:
         kwargs["http_auth"] = (s.username, s.password or "")
