@@ -89,10 +89,12 @@ def _free(device: str) -> None:
 
 def shared_model(spec: ModelSpec, device: str, source: Source, precision: str,
                  attn_implementation: str | None = None) -> SentenceTransformer:
-    """The process's loaded model for this spec (id, revision, folder, length limit), device, source, precision
-    and attention: loaded once, then shared by every encoder asking for the same. Only encoding uses it
-    (read-only); fine-tuning loads its own copy."""
-    key = (spec.id, spec.revision, spec.path, spec.max_seq_length, device, source, precision, attn_implementation)
+    """The process's loaded model for this spec (id, revision, folder, length limit, loading options), device,
+    source, precision and attention: loaded once, then shared by every encoder asking for the same. Only
+    encoding uses it (read-only); fine-tuning loads its own copy."""
+    loading = repr((spec.trust_remote_code, sorted(spec.model_kwargs.items()), sorted(spec.tokenizer_kwargs.items())))
+    key = (spec.id, spec.revision, spec.path, spec.max_seq_length, device, source, precision, attn_implementation,
+           loading)
     with _SHARED_LOCK:
         if key in _SHARED:
             _SHARED.move_to_end(key)
