@@ -48,7 +48,9 @@ def test_a_heap_the_program_froze_itself_stays_frozen():
         frozen = gc.get_freeze_count()
         with long_lived_frozen():
             pass
-        assert gc.get_freeze_count() == frozen
+        # Other threads of the test session (servers of earlier tests) may free a few frozen objects
+        # meanwhile, so the count can shrink by those; an unfreeze would have emptied it.
+        assert frozen - 1000 < gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
 
