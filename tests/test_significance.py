@@ -53,3 +53,19 @@ def test_same_tests_as_ranx(shift):
         theirs = rep.comparisons["a", "b"]["mrr"]["p_value"]
         mine = run_p_values(ours, [("a", "b", "mrr")], test, n_permutations=4000, seed=42)[0]
         assert abs(mine - theirs) <= tol, (test, mine, theirs)
+
+
+def test_fisher_gives_the_same_p_in_two_processes():
+    """ranx's randomisation test draws in numba workers its seed never reached (p changed between calls);
+    seeded on one worker, two fresh processes give the same p-values for the same inputs."""
+    import subprocess
+    import sys
+
+    code = ("import numpy as np; from evalctl.evaluators.significance import run_p_values; "
+            "rng = np.random.default_rng(7); a = rng.uniform(0, 1, 300); b = np.clip(a + 0.01 + rng.normal(0, 0.15, 300), 0, 1); "
+            "v = {'a': {'m': a}, 'b': {'m': b}}; "
+            "print([run_p_values(v, [('a', 'b', 'm')], 'fisher', n_permutations=1000, seed=s)[0] for s in (42, 42, 1)])")
+    first, second = (subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                    timeout=600).stdout for _ in range(2))
+    p42, again, p1 = eval(first)
+    assert first == second and p42 == again and p1 != p42 and 0.01 < p42 < 0.5

@@ -1,0 +1,74 @@
+"""The first ranx calls of a fresh process, with a cold numba cache (empty folder) and a warm one (the
+folder the cold round filled): import, first score (ranx.evaluate, 6 metrics), first min-max and RRF fusion
+(ranx.fuse), first paired randomisation test and ranx Report, each in its own fresh process per round.
+
+    python bench/ranx_first_call.py [--rounds 2] [--queries 500]
+
+Seconds per step; the data are synthetic rankings of evalctl's sizes (500 queries, depth 100).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+STEPS = r"""
+import json, random, sys, time
+T = time.perf_counter
+out, t0 = {}, T()
+from evalctl.evaluators import ranx_engine
+ranx_engine.load()
+out["import ranx"] = T() - t0
+from evalctl.evaluators.fusion import fuse_rankings
+from evalctl.evaluators.runs import ranked
+from evalctl.evaluators.scoring import score
+from evalctl.evaluators.search_pipelines import FusionSpec
+from evalctl.evaluators.significance import run_p_values
+import numpy as np
+rng, n = random.Random(1), int(sys.argv[1])
+docs = [f"D{i}" for i in range(3000)]
+qrels = {f"Q{q}": {d: 1 for d in rng.sample(docs, 4)} for q in range(n)}
+runs = [{q: ranked((d, rng.random()) for d in rng.sample(docs, 100)) for q in qrels} for _ in range(2)]
+t = T(); s = [score(r, qrels) for r in runs]; out["first score (2 runs, 6 metrics)"] = T() - t
+t = T(); fuse_rankings(runs, FusionSpec(), 100); out["first fuse min-max"] = T() - t
+t = T(); fuse_rankings(runs, FusionSpec(technique="rrf"), 100); out["first fuse RRF"] = T() - t
+values = {i: {"m": np.array(list(s[i].per_query["ndcg@10"].values()))} for i in range(2)}
+t = T(); run_p_values(values, [(0, 1, "m")], "fisher", n_permutations=1000, seed=42); out["first Fisher test"] = T() - t
+t = T(); run_p_values(values, [(0, 1, "m")], "fisher", n_permutations=1000, seed=42); out["next Fisher test"] = T() - t
+from ranx.data_structures import Report, FrozensetDict
+t = T()
+Report(["a", "b"], {"a": {"ndcg@10": 0.1}, "b": {"ndcg@10": 0.2}},
+       FrozensetDict({frozenset("ab"): {"ndcg@10": {"p_value": 0.01, "significant": True}}}), ["ndcg@10"], 0.05,
+       {}).to_latex()
+out["first Report.to_latex"] = T() - t
+out["process total"] = T() - t0
+print(json.dumps(out))
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--queries", type=int, default=500)
+    args = ap.parse_args()
+    rows: dict[str, list[dict]] = {"cold": [], "warm": []}
+    for _ in range(args.rounds):
+        with tempfile.TemporaryDirectory() as cache:
+            env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+            for kind in ("cold", "warm"):
+                proc = subprocess.run([sys.executable, "-c", STEPS, str(args.queries)], env=env, capture_output=True,
+                                      text=True, check=True)
+                rows[kind].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    print(f"load {os.getloadavg()[0]:.1f}; seconds, min / max over {args.rounds} rounds")
+    print(f"{'step':36} {'cold cache':>16} {'warm cache':>16}")
+    for step in rows["cold"][0]:
+        cells = [f"{min(r[step] for r in rows[k]):.2f} / {max(r[step] for r in rows[k]):.2f}" for k in ("cold", "warm")]
+        print(f"{step:36} {cells[0]:>16} {cells[1]:>16}")
+
+
+if __name__ == "__main__":
+    main()
