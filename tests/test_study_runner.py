@@ -184,6 +184,9 @@ def test_report_has_tables_and_plots(private_spec, tmp_path):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000, png
         assert f"]({png.name})" in md
     assert not (out / f"inout-{grants}-T-TA.png").exists()  # IN/OUT does not apply to known items
+    ranx_tex = (out / f"ranx-{pizza}-T.tex").read_text()  # ranx's own table of the same comparison
+    assert "Fisher's randomization test" in ranx_tex and "dense:all-mpnet-base-v2:T" in ranx_tex
+    assert f"ranx-{pizza}-T.tex" in md
     assert "Scaling (" + grants + "): fewer than two base models" in md
     page = (out / "report.html").read_text()
     assert page.count("data:image/png;base64,") == len(pngs) and "<table" in page

@@ -110,7 +110,7 @@ def _retrieval(report: Report, spec: ExperimentSpec, steps, out: Path) -> None:
     import pandas as pd
 
     from evalctl.evaluators import retrieval_methods
-    from evalctl.evaluators.compare import compare_runs, tables
+    from evalctl.evaluators.compare import compare_runs, ranx_latex, tables
     from evalctl.evaluators.runs import load_run
     from evalctl.evaluators.scoring import PRIMARY
 
@@ -137,8 +137,12 @@ def _retrieval(report: Report, spec: ExperimentSpec, steps, out: Path) -> None:
                      "relevant document is that patent. It checks that search works and how a view dilutes "
                      "the match; it says nothing about prior-art relevance, and IN/OUT does not apply.")
         if len(runs) >= 2:
-            dfs = tables(compare_runs(runs))
+            comparison = compare_runs(runs)
+            dfs = tables(comparison)
             report.table(dfs["main"])
+            ranx_file = f"ranx-{corpus}-{view}.tex".replace("→", "-")
+            (out / ranx_file).write_text(ranx_latex(comparison))  # ranx's Report, for a paper
+            report.p(f"The same table as ranx's LaTeX (Report.to_latex): {ranx_file}.")
             if not known_item:
                 report.p("IN vs OUT of domain (relative drop), as DAPFAM defines it:")
                 report.table(dfs["domains"])
