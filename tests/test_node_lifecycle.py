@@ -66,3 +66,20 @@ def test_stop_then_warm_start(managed, os_client, monkeypatch):
     assert new.pid != old.pid and opensearch_pids(managed.dist) == [new.pid]
     assert private.cluster.health()["status"] in ("green", "yellow")
     assert os_client.cluster.health()["status"] in ("green", "yellow")  # the shared node was never touched
+
+
+def test_concurrent_starts_take_turns(managed):
+    """Two starts at once (two test sessions, two shells): one JVM, both told the same pid; without the
+    lock the second JVM failed on the data folder's lock and its start reported a node it did not run."""
+    import threading
+
+    managed.stop()
+    results: list = []
+    threads = [threading.Thread(target=lambda: results.append(managed.start(echo=lambda *_: None)))
+               for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 2 and results[0].pid == results[1].pid
+    assert opensearch_pids(managed.dist) == [results[0].pid]

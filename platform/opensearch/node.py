@@ -8,6 +8,7 @@ Layout under opensearch_home():
 
 from __future__ import annotations
 
+import fcntl
 import graphlib
 import json
 import os
@@ -305,6 +306,15 @@ class ManagedNode:
         return st if st and self.is_ours(st.pid) else None
 
     def start(self, timeout: float = 180.0, echo=print) -> NodeState:
+        """Start the node (provisioning it first), or return the running one. Concurrent starts of one
+        home (two test sessions, two shells) take turns: the second finds the first's node running
+        instead of launching a JVM that fails on the data folder's lock."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        with open(self.home / ".start.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return self._start_locked(timeout, echo)
+
+    def _start_locked(self, timeout: float, echo) -> NodeState:
         st = self.running_state()
         if st:
             pending, _ = self.pending_plugins()
