@@ -3,6 +3,7 @@ and `evalctl opensearch status` lists the plugins."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,28 @@ def test_concurrent_starts_take_turns(managed):
         t.join()
     assert len(results) == 2 and results[0].pid == results[1].pid
     assert opensearch_pids(managed.dist) == [results[0].pid]
+
+
+def test_the_node_outlives_the_process_group_that_started_it(managed):
+    """`evalctl opensearch start` run under `timeout`, a job-control shell or a CI step: a signal to that
+    process group afterwards must not take the node down (the JVM used to stay in the caller's group)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    managed.stop()
+    script = ("import sys; from pathlib import Path; from evalctl.opensearch.node import ManagedNode; "
+              "ManagedNode(home=Path(sys.argv[1]), http_port=int(sys.argv[2]), heap='512m').start(echo=lambda *_: None)")
+    # a group of its own, as `timeout` or a shell job gives the command
+    starter = subprocess.Popen([sys.executable, "-c", script, str(managed.home), str(managed.http_port)],
+                               start_new_session=True, stderr=subprocess.PIPE, text=True)
+    _, err = starter.communicate(timeout=300)
+    assert starter.returncode == 0, err
+    pid = managed.running_state().pid
+    try:
+        os.killpg(starter.pid, signal.SIGKILL)  # what `timeout -s KILL` or `kill -- -PGID` does
+    except ProcessLookupError:
+        pass  # nothing left in the starter's group
+    time.sleep(1)
+    assert alive(pid) and managed.running_state().pid == pid

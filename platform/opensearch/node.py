@@ -379,7 +379,9 @@ class ManagedNode:
         # The daemonised JVM inherits our stdout/stderr: a pipe would never reach EOF, so use a file.
         console = self.run_dir / "logs" / "console.out"
         with open(console, "w") as out:
-            code = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT).returncode
+            # its own session: a signal to the caller's process group (Ctrl-C, `timeout`, a job killed by
+            # its group) must not reach the node, which outlives the command that started it
+            code = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True).returncode
         if code != 0:
             raise NodeError(
                 f"OpenSearch failed to start (exit {code}).\n{console.read_text(errors='replace')[-3000:]}\n"
