@@ -398,7 +398,9 @@ def test_cli_index_with_weights_in_a_folder_gives_the_recipe_vectors(built, tmp_
     qwen = configs / "models" / "qwen3-embedding.yaml"
     data = yaml.safe_load(qwen.read_text())
     entry = data["models"][0]
-    entry.update(path=str(built["qwen3"]["folder"]), dim=64, max_seq_length=LIMIT, params_m=0.1)
+    # the `patent` variant: no document prompt, a clustering and a classification instruction of its own
+    entry.update(path=str(built["qwen3"]["folder"]), dim=64, max_seq_length=LIMIT, params_m=0.1,
+                 default_variant="patent")
     data["models"] = [entry]  # its siblings inherit through an anchor the rewrite loses: leave them out
     qwen.write_text(yaml.safe_dump(data, sort_keys=False))
     monkeypatch.setenv("EVALCTL_CONFIGS", str(configs))
@@ -416,10 +418,17 @@ def test_cli_index_with_weights_in_a_folder_gives_the_recipe_vectors(built, tmp_
         assert manifest["precision"] == "float32" and manifest["encoding_versions"].startswith("torch ")
         view = load_views()["TA"]
         records = {r.id: r for r in corpus.records()}
-        hits = os_client.search(index=name, body={"size": 100, "_source": [vector_field("TA")]})["hits"]["hits"]
+        fields = [vector_field("TA"), vector_field("TA", "clustering")]
+        hits = os_client.search(index=name, body={"size": 100, "_source": fields})["hits"]["hits"]
         ids = sorted(h["_id"] for h in hits)
-        got = np.array([next(h for h in hits if h["_id"] == i)["_source"][vector_field("TA")] for i in ids])
-        ref = reference(built["qwen3"], [view.render(records[i]) for i in ids])
-        assert len(ids) == 12 and np.abs(got - ref).max() < 1e-5
+        texts = [view.render(records[i]) for i in ids]
+        by_id = {h["_id"]: h["_source"] for h in hits}
+        got = np.array([by_id[i][fields[0]] for i in ids])
+        assert len(ids) == 12 and np.abs(got - reference(built["qwen3"], texts)).max() < 1e-5
+        # the clustering field holds the recipe's vectors of the task instruction + text
+        prompt = entry["prompt_variants"]["patent"]["clustering"]
+        task = np.array([by_id[i][fields[1]] for i in ids])
+        assert np.abs(task - reference(built["qwen3"], texts, prompt=prompt)).max() < 1e-5
+        assert np.abs(task - got).max() > 1e-3  # not the document vectors again
     finally:
         os_client.indices.delete(index=name, ignore=404)
