@@ -14,23 +14,19 @@ import uuid
 
 import pytest
 
+from corpus_wrapper import CorpusWrapper
+
 from conftest import LENS
 
 pytestmark = [pytest.mark.opensearch, pytest.mark.models]
 MODEL = "all-minilm-l6-v2"
 
 
-class First:
+class First(CorpusWrapper):
     """The corpus as far as its first `n` records: a load that stops there, resumed later by a full load."""
 
     def __init__(self, corpus, n: int):
         self.corpus, self.n = corpus, n
-
-    def __getattr__(self, item):
-        return getattr(self.corpus, item)
-
-    def __len__(self):
-        return len(self.corpus)
 
     def records(self, columns=None):
         for i, r in enumerate(self.corpus.records(columns)):

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+
+from corpus_wrapper import CorpusWrapper
 from click.testing import CliRunner
 
 from conftest import USPTO
@@ -74,7 +76,7 @@ def cleanup(os_client, env):
 
 
 @dataclass
-class DiesAfter:
+class DiesAfter(CorpusWrapper):
     """The corpus, but the node is stopped once `n` documents were acknowledged and more are pending."""
 
     corpus: object
@@ -82,12 +84,6 @@ class DiesAfter:
     node: object
     client: object
     index: str
-
-    def __getattr__(self, item):
-        return getattr(self.corpus, item)
-
-    def __len__(self):
-        return len(self.corpus)
 
     def records(self, columns=None):
         for i, r in enumerate(self.corpus.records(columns)):
