@@ -18,7 +18,8 @@ def test_manifests_are_read_once_inside_a_snapshot_and_fresh_outside(os_client):
             first = read_manifest(os_client, name)
             first["v"] = 99  # a caller changing its copy does not change the snapshot
             os_client.indices.put_mapping(index=name, body={"_meta": {"v": 2}})
-            assert read_manifest(os_client, name) == {"v": 1}
-        assert read_manifest(os_client, name) == {"v": 2}
+            assert read_manifest(os_client, name)["v"] == 1
+        # (a manifest made before shards were recorded gets the index's own count: not what is tested here)
+        assert read_manifest(os_client, name)["v"] == 2
     finally:
         os_client.indices.delete(index=name)
