@@ -6,6 +6,7 @@ jurisdiction breakdowns, the dev-tuned fusion sweep, and native hybrid/RRF where
 from __future__ import annotations
 
 import json
+import re
 import uuid
 
 import pytest
@@ -204,7 +205,8 @@ def test_cli_runs_and_markdown_comparison(os_client, env, tmp_path):
     for extra in (["--method", "bm25"], ["--method", "dense"], ["--method", "hybrid", "--fusion", "client"]):
         res = runner.invoke(cli, [*base, *extra])
         assert res.exit_code == 0, res.output
-        ids.append(res.output.split()[1])
+        # "run ID  (path)": a progress bar on stderr (\r, no newline) may come first
+        ids.append(re.search(r"run (\S+)  \(", res.output).group(1))
         assert "ndcg@10=" in res.output
     stored = sorted(r.path for r in results_store.iter_results(corpus=env["ki"]))
     assert {r.manifest["run"] for r in results_store.iter_results("metrics", env["ki"])} >= set(ids)  # retrieve keeps them
@@ -214,7 +216,8 @@ def test_cli_runs_and_markdown_comparison(os_client, env, tmp_path):
     out = res.output
     assert "### Systems" in out and "### Paired tests" in out and "p Holm fisher" in out
     assert "| a bm25:" in out and "| c hybrid/client:" in out and "[" in out  # CI brackets
-    assert {p.name for p in (tmp_path / "cmp").iterdir()} == {"comparison.md", "comparison.tex", "comparison.csv"}
+    assert {p.name for p in (tmp_path / "cmp").iterdir()} == {"comparison.md", "comparison.tex", "comparison.csv",
+                                                             "ranx.md", "ranx.tex"}  # and ranx's own Report
     res = runner.invoke(cli, ["compare", ids[0], ids[1], "--format", "latex", "--baseline", ids[0]])
     assert res.exit_code == 0 and "\\begin{tabular}" in res.output
     res = runner.invoke(cli, ["evaluate", ids[1], "--domain", "IN"])
