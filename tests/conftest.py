@@ -82,9 +82,25 @@ def os_client():
         started.stop()
 
 
+def free_port_pair() -> int:
+    """An HTTP port that is free with its transport port (+100, ManagedNode's rule), so test sessions
+    running side by side on one machine never meet on a private node's ports."""
+    import socket
+
+    for port in range(9250, 9290):
+        with socket.socket() as a, socket.socket() as b:
+            try:
+                a.bind(("127.0.0.1", port))
+                b.bind(("127.0.0.1", port + 100))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port pair in 9250-9289 (+100) for a private node")
+
+
 @pytest.fixture(scope="session")
 def private_node(os_client):
-    """A managed node of the tests' own (own home, port 9292, 512 MB heap) for tests that stop, kill or
+    """A managed node of the tests' own (own home, a free port, 512 MB heap) for tests that stop, kill or
     replace a node: the shared node keeps serving everything else on the machine. Its distribution is a
     copy of the shared node's (same plugins, nothing downloaded or assembled again). Skips when the
     tests run against a configured cluster (there is no managed node to copy)."""
@@ -99,7 +115,7 @@ def private_node(os_client):
     # under /tmp itself: as root the node runs as a service user who must be able to enter its home
     home = Path(tempfile.mkdtemp(prefix="evalctl-private-node-"))
     shutil.copytree(shared.dist, home / "dist" / shared.dist.name, symlinks=True)
-    node = ManagedNode(home=home, http_port=9292, heap="512m")
+    node = ManagedNode(home=home, http_port=free_port_pair(), heap="512m")
     node.start(echo=lambda *_: None)
     yield node
     node.stop()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import free_port_pair
 from evalctl.opensearch.node import ManagedNode, NodeError
 from evalctl.opensearch.artifacts import PluginSource, fetch, sources_from_env
 from evalctl.provenance import file_sha256
@@ -111,7 +112,7 @@ def test_plugin_added_to_assembled_node_installs_on_next_start(served, monkeypat
     home = Path(tempfile.mkdtemp(prefix="evalctl-node-test-"))
     (home / "m2").symlink_to(shared_node.home / "m2")  # the Maven downloads already made, no network
     url = served(zip_path.parent) + "/" + zip_path.name
-    port = 9290
+    port = free_port_pair()
     node = ManagedNode(home=home, http_port=port, heap="512m")
     try:
         node.start(echo=lambda *_: None)

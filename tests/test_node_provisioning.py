@@ -18,6 +18,7 @@ from evalctl.opensearch.artifacts import FetchedPlugin, PluginSource, descriptor
 from evalctl.opensearch.node import ManagedNode, NodeError, install_order
 from evalctl.provenance import file_sha256
 
+from conftest import free_port_pair
 from test_node_plugins import _neural_search_zip
 
 DESCRIPTOR = ("description=toy\nversion=1.0.0\nname={name}\nclassname=org.example.{cls}\njava.version=21\n"
@@ -120,7 +121,7 @@ def test_brand_new_home_with_neural_search_then_bad_zips_leave_the_node_up(monke
     home = Path(tempfile.mkdtemp(prefix="evalctl-node-fresh-"))
     # Maven's downloads only (the artifacts, not an assembled node): the assembly itself is from scratch
     (home / "m2").symlink_to(shared.home / "m2")
-    port = 9291
+    port = free_port_pair()
     node = ManagedNode(home=home, http_port=port, heap="512m")
     try:
         said: list[str] = []
