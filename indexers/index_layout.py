@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+from evalctl.corpus.label_sets import LabelSetSpec
 from evalctl.specs import build, load_yaml
 
 BM25_ONLY = "bm25"
@@ -33,6 +34,22 @@ def record_codes(record) -> dict[str, list[str]]:
     """A record's codes as its index document stores them (in record order, which label rules rely on)."""
     return {"cpc": [c.code for c in record.cpc], "ipc": [c.code for c in record.ipc],
             "labels": list(record.labels)}
+
+
+# Keyword fields of code prefixes (a record's distinct values, cut as the label sets of the same name), so
+# Dashboards filters and aggregates on them as on any keyword: a scripted field returning a list never
+# matched Dashboards' phrase filter (`s.get() == v`) and made its "Other" bucket count every document.
+FACETS = {name: LabelSetSpec(name=name, source=source, level=level) for name, source, level in (
+    ("cpc_subclass", "cpc", "subclass"), ("ipc_subclass", "ipc", "subclass"), ("ipc3", "ipc", "class"))}
+
+
+def facet_manifest() -> dict[str, list[str]]:
+    """What an index manifest records of FACETS: {field: [source, level]} (JSON-shaped, compared as read back)."""
+    return {name: [spec.source, spec.level] for name, spec in FACETS.items()}
+
+
+def record_facets(record) -> dict[str, list[str]]:
+    return {name: spec.labels_of(record) for name, spec in FACETS.items()}
 
 
 @dataclass(frozen=True)
@@ -189,7 +206,7 @@ def vector_properties(units: list[str], dim: int, similarity: str, settings: Ind
 
 def index_body(views: list[str], dim: int | None, similarity: str | None, settings: IndexSettings,
                meta: dict) -> dict:
-    properties = {f: {"type": "keyword"} for f in META_FIELDS}
+    properties = {f: {"type": "keyword"} for f in (*META_FIELDS, *FACETS)}
     properties["pub_date"] = {"type": "date", "format": "strict_date_optional_time||yyyy-MM-dd||yyyyMMdd"}
     properties["title"] = {"type": "text", "analyzer": "english"}  # for people searching in Dashboards
     properties["loaded_views"] = {"type": "keyword"}  # which views this document carries: resume marker

@@ -21,9 +21,9 @@ from evalctl.clock import utc_now
 from evalctl.errors import BadInput
 from evalctl.heap import long_lived_frozen
 from evalctl.indexers.index_layout import (
-    BM25_ONLY, CODE_FIELDS, LABEL_TASKS, IndexSettings, corpus_alias, field_unit, field_units, index_body, index_name,
-    index_prefix, load_index_settings, record_codes, task_units, task_vectors, text_field, vector_field,
-    vector_properties, view_properties,
+    BM25_ONLY, CODE_FIELDS, FACETS, LABEL_TASKS, IndexSettings, corpus_alias, facet_manifest, field_unit, field_units,
+    index_body, index_name, index_prefix, load_index_settings, record_codes, record_facets, task_units, task_vectors,
+    text_field, vector_field, vector_properties, view_properties,
 )
 from evalctl.opensearch.cluster_info import require_engine, snapshot_read
 from evalctl.provenance import code_version
@@ -31,6 +31,9 @@ from evalctl.provenance import code_version
 # Manifest keys that must match for new documents to join an existing index.
 IDENTITY = ("corpus_hash", "model", "hf_id", "revision", "prompt_variant", "document_prompt", "dim",
             "similarity", "engine", "encoder", "hnsw", "bm25", "precision", "encoding_versions", "shards")
+# Manifest keys that must also match for documents to join, but change no search result (so they are not part
+# of a result's index identity): the code-prefix keyword fields every document carries.
+LAYOUT = ("facets",)
 # A model index's manifest written before precision was recorded: its vectors were float32, of unknown package
 # versions (no encoding_versions; see evalctl.indexers.embedding_cache.CacheKey).
 _BEFORE_PRECISION = {"precision": "float32"}
@@ -81,6 +84,7 @@ def index_manifest(corpus, model, variant: str | None, prompt: str | None, views
         "bm25": vars(settings.bm25),
         "shards": settings.shards,
         "replicas": settings.replicas,
+        "facets": facet_manifest(),
         **({"task_vectors": tasks} if tasks else {}),
         "code_version": code_version(),
         "created_at": utc_now(),
@@ -125,7 +129,7 @@ def ensure_index(client, index: str, meta: dict, settings: IndexSettings, alias:
         if existing is None:
             return meta
     had, asked = existing.get("task_vectors", {}), meta.get("task_vectors", {})
-    diff = [(k, existing.get(k), meta.get(k)) for k in IDENTITY if existing.get(k) != meta.get(k)]
+    diff = [(k, existing.get(k), meta.get(k)) for k in (*IDENTITY, *LAYOUT) if existing.get(k) != meta.get(k)]
     diff += [(f"task_vectors.{t}.prompt", had[t]["prompt"], asked[t]["prompt"])
              for t in sorted(set(had) & set(asked)) if had[t]["prompt"] != asked[t]["prompt"]]
     if diff:
@@ -133,6 +137,10 @@ def ensure_index(client, index: str, meta: dict, settings: IndexSettings, alias:
         if existing.get("shards") != meta["shards"]:  # the one difference a load option can undo
             lines += (f"\n  (an index's shard count is fixed when it is made: load it with --shards "
                       f"{existing.get('shards')}, or rebuild it with {meta['shards']})")
+        if existing.get("facets") != meta["facets"]:
+            lines += (f"\n  (an index made before the code-prefix keyword fields {', '.join(FACETS)}, or with others: "
+                      f"its documents lack what Dashboards' charts and filters count, and documents added now would "
+                      f"carry it; rebuild it)")
         raise IndexMismatch(
             f"index {index} was built from different data or settings; refusing to merge:\n{lines}\n"
             f"Delete it (evalctl index delete {index}) or load under another corpus name."
@@ -206,6 +214,7 @@ def document(record, texts: dict[str, str], vectors: dict, views: list[str]) -> 
         "jurisdiction": record.jurisdiction,
         "kind": record.kind,
         **record_codes(record),
+        **record_facets(record),
         "title": record.title,
         "loaded_views": views,
     }

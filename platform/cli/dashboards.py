@@ -10,11 +10,15 @@ from evalctl.errors import UserError
 
 
 def _objects_ndjson(client) -> tuple[str, int]:
-    from evalctl.dashboards.objects import index_properties, saved_objects, to_ndjson
+    from evalctl.dashboards.objects import index_properties, missing_fields, saved_objects, to_ndjson
 
     indexes = index_properties(client)
     if not indexes:
         raise UserError("there are no evalctl indexes to make Dashboards objects for; run `evalctl index` first")
+    for index, fields in missing_fields(indexes).items():
+        click.echo(f"note: index {index} has no field {', '.join(fields)} (made before evalctl indexed it): its "
+                   f"chart(s) on it are left out; to get them, delete the index (evalctl index delete {index}) "
+                   "and index it again", err=True)
     objects = saved_objects(indexes)
     return to_ndjson(objects), len(indexes)
 

@@ -2,9 +2,10 @@
 
 The templates in docker/dashboards/saved_objects.yaml are expanded per index: an index pattern (with
 its field list taken from the index mapping, as a field refresh would list it), a saved search per
-view text field and the CPC / jurisdiction visualisations. Objects follow the Kibana 7.10 layout that
-OpenSearch Dashboards keeps: nested JSON attributes (visState, searchSourceJSON, fields) are strings,
-and the index pattern is named through `references`.
+view text field and the CPC / IPC / jurisdiction visualisations, each on a keyword field of the mapping
+(no scripted fields: Dashboards filters a scripted field by `s.get() == v`, which never matches a list).
+Objects follow the Kibana 7.10 layout that OpenSearch Dashboards keeps: nested JSON attributes (visState,
+searchSourceJSON, fields) are strings, and the index pattern is named through `references`.
 """
 
 from __future__ import annotations
@@ -40,12 +41,6 @@ class DashboardsRefused(BadInput, RuntimeError):
 
 
 @dataclass(frozen=True)
-class ScriptedField:
-    name: str
-    script: str  # painless
-
-
-@dataclass(frozen=True)
 class SearchTemplate:
     title: str
     columns: list[str]
@@ -64,7 +59,6 @@ class VisTemplate:
 @dataclass(frozen=True)
 class DashboardTemplates:
     source_excludes: list[str]
-    scripted_fields: list[ScriptedField]
     search: SearchTemplate
     visualisations: list[VisTemplate]
 
@@ -80,7 +74,7 @@ def index_properties(client, pattern: str | None = None) -> dict[str, dict]:
     return {name: m["mappings"].get("properties", {}) for name, m in sorted(mappings.items())}
 
 
-def _field_list(properties: dict, scripted: list[ScriptedField]) -> list[dict]:
+def _field_list(properties: dict) -> list[dict]:
     fields = [{**f, "count": 0, "scripted": False, "readFromDocValues": False} for f in META_FIELDS]
     for name, prop in sorted(properties.items()):
         if prop["type"] in FIELD_TYPES:
@@ -88,9 +82,6 @@ def _field_list(properties: dict, scripted: list[ScriptedField]) -> list[dict]:
             fields.append({"name": name, "type": FIELD_TYPES[prop["type"]], "esTypes": [prop["type"]], "count": 0,
                            "scripted": False, "searchable": True, "aggregatable": doc_values,
                            "readFromDocValues": doc_values})
-    fields += [{"name": s.name, "type": "string", "count": 0, "scripted": True, "script": s.script,
-                "lang": "painless", "searchable": True, "aggregatable": True, "readFromDocValues": False}
-               for s in scripted]
     return fields
 
 
@@ -125,7 +116,7 @@ def saved_objects(indexes: dict[str, dict], templates: DashboardTemplates | None
     for index, properties in indexes.items():
         objects.append({"type": "index-pattern", "id": index, "references": [], "attributes": {
             "title": index,
-            "fields": json.dumps(_field_list(properties, t.scripted_fields)),
+            "fields": json.dumps(_field_list(properties)),
             "sourceFilters": json.dumps([{"value": v} for v in t.source_excludes]),
         }})
         views = sorted(f[len(view_prefix):] for f, p in properties.items()
@@ -141,7 +132,7 @@ def saved_objects(indexes: dict[str, dict], templates: DashboardTemplates | None
                                 "version": 1,
                                 "kibanaSavedObjectMeta": {"searchSourceJSON": _search_source(f"{text_field(view)}:*")},
                             }})
-        for vis in t.visualisations:
+        for vis in (v for v in t.visualisations if v.field in properties):  # see missing_fields
             title = vis.title.format(index=index)
             objects.append({"type": "visualization", "id": f"{index}.vis.{vis.id}",
                             "references": _index_reference(index), "attributes": {
@@ -153,6 +144,15 @@ def saved_objects(indexes: dict[str, dict], templates: DashboardTemplates | None
                                 "kibanaSavedObjectMeta": {"searchSourceJSON": _search_source()},
                             }})
     return objects
+
+
+def missing_fields(indexes: dict[str, dict], templates: DashboardTemplates | None = None) -> dict[str, list[str]]:
+    """{index: the visualisation fields its mapping lacks} for indexes made before those fields existed
+    (saved_objects leaves those charts out: they would count nothing)."""
+    t = templates or load_templates()
+    gaps = {index: [v.field for v in t.visualisations if v.field not in properties]
+            for index, properties in indexes.items()}
+    return {index: fields for index, fields in gaps.items() if fields}
 
 
 def to_ndjson(objects: list[dict]) -> str:
