@@ -22,6 +22,31 @@ class CorpusEncodeReport:
     report: EncodeReport
 
 
+def view_texts(store, view_spec, role: Role = "document", shard: tuple[int, int] = (0, 1)
+               ) -> tuple[list[str], list[str], int]:
+    """(ids, texts, n_records) of the records in this shard that have text for the view; role `query` takes the
+    corpus's own query records when it ships them (BEIR, DAPFAM), else its records (citation corpora query with
+    their patents)."""
+    records = store.records()
+    if role == "query":
+        queries = store.queries()
+        first = next(queries, None)
+        if first is not None:
+            records = itertools.chain([first], queries)
+    ids: list[str] = []
+    texts: list[str] = []
+    n_records = 0
+    for record in records:
+        if not in_shard(record.id, shard):
+            continue
+        n_records += 1
+        text = view_spec.render(record)
+        if text is not None and text.strip():
+            ids.append(record.id)
+            texts.append(text)
+    return ids, texts, n_records
+
+
 def encode_corpus(
     corpus: str,
     model_id: str,
@@ -37,8 +62,7 @@ def encode_corpus(
     source: Source = "auto",
     progress: bool = True,
 ) -> CorpusEncodeReport:
-    """Encode `view` of every record in this shard; role `query` takes the corpus's own query records
-    when it ships them (BEIR, DAPFAM), else its records (citation corpora query with their patents)."""
+    """Encode `view` of every record in this shard (the records of view_texts)."""
     from evalctl.corpus.store import load_corpus
     from evalctl.corpus.views import load_views
 
@@ -48,25 +72,8 @@ def encode_corpus(
         raise KeyError(f"unknown view {view!r}; known views: {', '.join(sorted(views))}")
     view_spec = views[view]
     store = load_corpus(corpus)
-    records = store.records()
-    if role == "query":
-        queries = store.queries()
-        first = next(queries, None)
-        if first is not None:
-            records = itertools.chain([first], queries)
-    ids: list[str] = []
-    texts: list[str] = []
-    n_records = n_without_text = 0
-    for record in records:
-        if not in_shard(record.id, shard):
-            continue
-        n_records += 1
-        text = view_spec.render(record)
-        if text is None or not text.strip():
-            n_without_text += 1
-            continue
-        ids.append(record.id)
-        texts.append(text)
+    ids, texts, n_records = view_texts(store, view_spec, role, shard)
+    n_without_text = n_records - len(ids)
     report = encode_texts(spec, role, view, ids, texts, variant=variant, task_type=task_type,
                           batch_size=batch_size, device=device, runtime=runtime, source=source, progress=progress)
     return CorpusEncodeReport(

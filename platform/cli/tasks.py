@@ -160,6 +160,29 @@ def import_cmd(ctx, corpus_name, model_id, view_name, npy, ids, beir_corpus, par
     click.echo(f"-> {rep.cache_dir}")
 
 
+@vectors.command("merge")
+@_common
+@click.argument("sources", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--role", type=click.Choice(["document", "query"]), default="document", show_default=True)
+@click.option("--task", "task_type", type=click.Choice(["retrieval", "classification", "clustering"]),
+              default="retrieval", show_default=True, help="Whose prompt made them (a label task's own prompt).")
+@click.option("--prompt-variant", default=None, help="Named prompt variant of the model (default: the model's).")
+def merge_cmd(corpus_name, model_id, view_name, sources, role, task_type, prompt_variant) -> None:
+    """Merge the caches of `evalctl encode --shard i/n` runs (SOURCES: their EVALCTL_CACHE folders) into this one,
+    checking that every text of the view is there, each under this machine's key and once."""
+    from evalctl.indexers.encode_merge import merge_caches
+    from evalctl.models import get_model
+
+    corpus, view = _resolve(corpus_name, view_name)
+    rep = merge_caches(corpus, view, get_model(model_id), list(sources), role=role, variant=prompt_variant,
+                       task_type=task_type)
+    for src, n in rep.per_source.items():
+        click.echo(f"{src}: {n} texts of view {view.name}")
+    click.echo(f"{rep.n_records} records, {rep.n_texts} distinct texts: all present; {rep.n_merged} merged, "
+               f"{rep.n_already} already here, {rep.n_in_several} held by several sources (the same vectors, kept once)")
+    click.echo(f"-> {rep.cache_dir}")
+
+
 @click.command()
 @_common
 @_label_options
