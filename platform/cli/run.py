@@ -15,8 +15,13 @@ from evalctl.specs import SpecError
 @click.argument("spec_name")
 @click.option("--dry-run", is_flag=True, help="Print the plan (what is done, what would run) and stop.")
 @click.option("--device", default=None, help=DEVICE_HELP)
+@click.option("--corpus-size", "corpus_sizes", multiple=True, metavar="NAME=N",
+              help="--dry-run's cost plan: records of a corpus not imported yet (repeatable).")
+@click.option("--gpu", default=None, help="--dry-run's cost plan: a GPU of configs/cost_plan.yaml (default there).")
+@click.option("--utilisation", type=click.FloatRange(0, 1, min_open=True), default=None,
+              help="--dry-run's cost plan: model FLOP utilisation assumed (default in configs/cost_plan.yaml).")
 @runtime_options
-def run(spec_name, dry_run, device) -> None:
+def run(spec_name, dry_run, device, corpus_sizes, gpu, utilisation) -> None:
     """Plan and run every step of SPEC (a name in configs/experiments/ or a YAML path)."""
     from evalctl.study.runner import check_expected, execute, plan
     from evalctl.indexers.runtime import Runtime, using
@@ -37,6 +42,13 @@ def run(spec_name, dry_run, device) -> None:
     with using(Runtime(device=device)), using(spec.runtime, beneath=True):
         report = execute(steps, echo=click.echo, dry_run=dry_run)
     if dry_run:
+        from evalctl.study.cost_plan import cost_plan, parse_sizes
+
+        try:
+            costs = cost_plan(spec, steps, parse_sizes(corpus_sizes), gpu=gpu, utilisation=utilisation)
+        except SpecError as e:
+            raise UserError(str(e)) from None
+        click.echo("\n".join(costs.lines()))
         return
     report.checks = check_expected(spec, steps)
     for line in report.checks:
