@@ -224,6 +224,7 @@ def test_plan_guards_fine_tuning_and_filters_models(tmp_path, monkeypatch):
     the step and its target (pure planning, nothing runs)."""
     from evalctl.study.runner import plan
     from evalctl.study.spec import load_experiment
+    from evalctl.study.tasks import Target
 
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
     path = spec_file(tmp_path, "g")
@@ -242,7 +243,7 @@ def test_plan_guards_fine_tuning_and_filters_models(tmp_path, monkeypatch):
                                                     "qrels rt-g-grants ki", "qrels rt-g-pizza citations"}
     grants = sorted(k for k in steps if k.startswith("retrieve rt-g-grants"))
     assert grants == [f"retrieve rt-g-grants {m} TA dense (queries T)" for m in ("all-minilm-l6-v2", tuned)]
-    assert steps[grants[0]].target == ("retrieval", "rt-g-grants", "all-minilm-l6-v2", "TA", "dense", "T")
+    assert steps[grants[0]].target == Target("retrieval", "rt-g-grants", "all-minilm-l6-v2", "TA", "dense", "T")
     assert not any(k.startswith("index rt-g-grants all-mpnet-base-v2") for k in steps)
     assert {f"retrieve rt-g-pizza {m} T dense" for m in ("all-minilm-l6-v2", "all-mpnet-base-v2", tuned)} <= set(steps)
     doc["retrieval"][0]["models"] = ["bge-m3"]

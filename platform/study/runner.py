@@ -7,27 +7,16 @@ run goes on with the steps that do not depend on it; expected scores are checked
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 from evalctl.errors import Failure
 from evalctl.opensearch.retries import node_gone
 from evalctl.study.spec import ExperimentSpec
-
-
-@dataclass
-class Step:
-    key: str  # unique, readable: "index espacenet-pizza all-minilm-l6-v2 [T]"
-    kind: str
-    run: Callable[[], str]  # returns a one-line summary
-    is_done: Callable[[], bool]
-    deps: tuple[str, ...] = ()
-    scores: Callable[[], dict] | None = None  # the stored scores, for expected-score checks and reports
-    target: tuple = ()  # (task, corpus, model, view, method or label set) for expected-score matching
-    ref: Callable[[], str | None] | None = None  # id of the stored run/result behind the scores
+from evalctl.study.tasks import Step
 
 
 @dataclass
@@ -221,125 +210,12 @@ def finetune_step(spec: ExperimentSpec, entry, base_id: str, recipe_id: str) -> 
     return Step(f"finetune {model_id}", "finetune", run, is_done, deps=deps), model_id
 
 
-def label_task_step(kind: str, corpus_name: str, model_id: str, view: str, label_set: str, deps: tuple[str, ...],
-                    vectors: str = "task") -> Step:
-    """A classification or clustering result for one corpus x model x view x label set (`vectors`: the
-    task's own prompt's vectors where the model has one, or the document vectors)."""
-    from evalctl import results_store
-    from evalctl.opensearch.connection import make_client
-    from evalctl.corpus.store import load_corpus
-    from evalctl.evaluators.classification import ClassifySettings, result_identity, run_classification
-    from evalctl.evaluators.clustering import ClusterSettings, run_clustering
-    from evalctl.indexers.index_contract import IndexState, vector_source
-    from evalctl.indexers.index_layout import index_name
-    from evalctl.indexers.index_loader import read_manifest
-    from evalctl.corpus.label_sets import load_label_sets
-    from evalctl.corpus.views import load_views
-
-    runner, settings, prefix = ((run_classification, ClassifySettings(), "classify") if kind == "classification"
-                                else (run_clustering, ClusterSettings(), "cluster"))
-    spec = load_label_sets()[label_set]
-
-    def record():
-        """The stored result for the index as it is now (same model revision, vectors, view)."""
-        idx = index_name(corpus_name, model_id)
-        meta = read_manifest(make_client(), idx)
-        if not meta:
-            return None
-        source = vector_source(IndexState(idx, meta, ()), view, kind, vectors)
-        return results_store.find(kind, corpus_name, result_identity(prefix, idx, meta, source, spec, asdict(settings)))
-
-    def stored() -> dict:
-        """Mean scores as "<probe or level>/<metric>", e.g. logreg/micro_f1, subclass/v_measure."""
-        res = record()
-        if res is None:
-            return {}
-        return {f"{group}/{metric}": v["mean"] for group, metrics in res.manifest["summary"].items()
-                for metric, v in metrics.items() if isinstance(v, dict)}
-
-    def run() -> str:
-        res = runner(make_client(), load_corpus(corpus_name), load_views()[view], model_id, spec, settings,
-                     vectors=vectors, progress=False)
-        summary = res.manifest["summary"]
-        if kind == "classification":
-            return "; ".join(f"{p} micro-F1 {100 * v['micro_f1']['mean']:.1f}" for p, v in summary.items())
-        return "; ".join(f"{lv} V {100 * v['v_measure']['mean']:.1f} ARI {100 * v['ari']['mean']:.1f}"
-                         for lv, v in summary.items())
-
-    return Step(f"{prefix} {corpus_name} {model_id} {view} {label_set}", kind, run, lambda: bool(stored()),
-                deps=deps, scores=stored, target=(kind, corpus_name, model_id, view, label_set),
-                ref=lambda: (r := record()) and r.id)
-
-
-def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tuple[str, ...]) -> Step:
-    """One run (retrieve + evaluate). Done when a study-step record for the same corpus version,
-    index identity, qrels and settings holds its scores."""
-    from evalctl import results_store
-    from evalctl.opensearch.connection import make_client
-    from evalctl.corpus.store import load_corpus
-    from evalctl.evaluators.fusion_sweep import fusion_sweep
-    from evalctl.evaluators.retrieval_methods import METHODS
-    from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec, retrieve
-    from evalctl.evaluators.scoring import evaluate_and_store
-    from evalctl.evaluators.search_pipelines import FusionSpec, has_neural_search
-    from evalctl.indexers.index_layout import index_name
-    from evalctl.indexers.index_loader import IDENTITY, read_manifest
-    from evalctl.corpus.qrels import qrels_manifest
-
-    qview = entry.query_view or view
-    key = f"retrieve {entry.corpus} {model_id or 'bm25'} {view} {method}" + (f" (queries {qview})" if qview != view else "")
-    m = METHODS.get(method)
-    sweep = entry.dense_weights if m.tunable else ()
-
-    def spec(client) -> RetrievalSpec:
-        fusion = FusionSpec(technique=m.technique or "linear", dense_weight=entry.dense_weight)
-        mode = entry.fusion_mode if entry.fusion_mode != "auto" else (
-            "native" if has_neural_search(client) else "client")
-        return RetrievalSpec(corpus=entry.corpus, view=view, method=method, model=model_id, query_view=entry.query_view,
-                             qrels=entry.qrels, split=entry.query_split, k=entry.k, fusion=fusion, fusion_mode=mode)
-
-    def identity() -> dict:
-        client = make_client()
-        corpus = load_corpus(entry.corpus)
-        meta = read_manifest(client, index_name(entry.corpus, model_id)) or {}
-        return {"name": key.replace(" ", "_"), "corpus_hash": corpus.content_hash,
-                "index": {k: meta.get(k) for k in IDENTITY}, "retrieval": asdict(spec(client)),
-                "qrels_spec": qrels_manifest(corpus, entry.qrels).get("spec"),
-                **({"dense_weights_tuned_on_dev": list(sweep)} if sweep else {})}
-
-    def record():
-        return results_store.find("study-step", entry.corpus, identity())
-
-    def stored() -> dict:
-        res = record()
-        return res.manifest["scores"] if res else {}
-
-    def run() -> str:
-        client = make_client()
-        rspec = spec(client)  # one plugin check per step
-        if sweep:
-            res = fusion_sweep(client, rspec, list(sweep), mode=rspec.fusion_mode,
-                               options=RetrievalOptions(progress=False))
-            stored_run, how = res.test_run, f", dense weight {res.best.dense_weight} tuned on dev"
-        else:
-            stored_run, how = retrieve(client, rspec, RetrievalOptions(progress=False)), ""
-        scores = evaluate_and_store(stored_run).mean
-        results_store.write("study-step", entry.corpus, identity(), {},
-                            extra={"scores": scores, "run": stored_run.id, "label": stored_run.label})
-        return (f"{stored_run.label}: nDCG@10 {scores['ndcg@10']:.4f} ({stored_run.manifest['n_queries']} "
-                f"queries{how})")
-
-    return Step(key, "retrieval", run, lambda: bool(stored()), deps=deps, scores=stored,
-                target=("retrieval", entry.corpus, model_id or "bm25", view, method, qview),
-                ref=lambda: (r := record()) and r.manifest["run"])
-
-
 # --------------------------------------------------------------------------- plan and run
 
 
 def plan(spec: ExperimentSpec) -> list[Step]:
-    from evalctl.evaluators.retrieval_methods import METHODS
     from evalctl.study.spec import ModelEntry
+    from evalctl.study.tasks import TASKS, PlanContext, remember
 
     steps: list[Step] = []
     for c in spec.corpora:
@@ -365,15 +241,16 @@ def plan(spec: ExperimentSpec) -> list[Step]:
 
     # One index per corpus x model, holding every view any task of the spec asks for.
     wanted: dict[tuple[str, str | None], set[str]] = {}
-    for entry in (*spec.indexes, *spec.retrieval, *spec.classification, *spec.clustering):
+    task_entries = [(name, e) for name in TASKS for e in spec.entries(name)]
+    for entry in (*spec.indexes, *(e for _, e in task_entries)):
         for m in models_of(entry):
             wanted.setdefault((entry.corpus, m.id), set()).update(entry.views)
         if not models:
             wanted.setdefault((entry.corpus, None), set()).update(entry.views)
     # The label tasks that read their own prompt's vectors, per corpus x model: {task: views}.
     task_views: dict[tuple[str, str], dict[str, set[str]]] = {}
-    for kind, entries in (("classification", spec.classification), ("clustering", spec.clustering)):
-        for entry in (e for e in entries if e.vectors == "task"):
+    for kind, entry in task_entries:
+        if getattr(entry, "vectors", None) == "task":
             for m in models_of(entry):
                 task_views.setdefault((entry.corpus, m.id), {}).setdefault(kind, set()).update(entry.views)
     variants = {m.id: m.prompt_variant for m in models}
@@ -385,35 +262,25 @@ def plan(spec: ExperimentSpec) -> list[Step]:
             step.deps += (trained[model_id],)
         index_keys[(corpus, model_id)] = step.key
         steps.append(step)
-    for entry in spec.retrieval:
-        deps = tuple(k for k in (f"qrels {entry.corpus} {entry.qrels}",) if any(s.key == k for s in steps))
-        ids = [m.id for m in models_of(entry)]
-        for view in entry.views:
-            for method in entry.methods:
-                text_only = not METHODS.get(method).vector
-                model_ids = [None] if text_only and not ids else ([ids[0]] if text_only else ids)
-                for model_id in model_ids:  # BM25 needs one run: it reads the text of the first model's index
-                    steps.append(retrieval_step(entry, model_id, view, method,
-                                                deps + (index_keys[(entry.corpus, model_id)],)))
-    for kind, entries in (("classification", spec.classification), ("clustering", spec.clustering)):
-        for entry in entries:
-            for m in models_of(entry):
-                for view in entry.views:
-                    for label_set in entry.label_sets:
-                        steps.append(label_task_step(kind, entry.corpus, m.id, view, label_set,
-                                                     deps=(index_keys[(entry.corpus, m.id)],), vectors=entry.vectors))
+    ctx = PlanContext(spec, list(steps), models_of, index_keys)
+    for name, task in TASKS.items():
+        for entry in spec.entries(name):
+            for step in task.steps(ctx, entry):
+                step.remember = functools.partial(remember, spec.name, step)
+                steps.append(step)
     return steps
 
 
 def check_expected(spec: ExperimentSpec, steps: list[Step]) -> list[str]:
     """OK/FAIL per expected score, as reproduction files in IR do."""
+    from evalctl.study.tasks import TASKS
+
     lines = []
     for e in spec.expected:
-        target = (e.task, e.corpus, e.model, e.view, e.method, e.query_view or e.view) if e.task == "retrieval" \
-            else (e.task, e.corpus, e.model, e.view, e.label_set)
+        target = TASKS.get(e.task).expected_target(e)
         step = next((s for s in steps if s.target == target), None)
         got = step.scores().get(e.metric) if step and step.scores else None
-        what = f"{'/'.join(str(t) for t in target)} {e.metric}"
+        what = f"{target} {e.metric}"
         if got is None:
             lines.append(f"FAIL {what}: no score (expected {e.value})")
         elif abs(got - e.value) <= e.tolerance:
@@ -439,6 +306,8 @@ def execute(steps: list[Step], echo=print, dry_run: bool = False) -> RunReport:
         except Exception:  # an unanswerable check means "not done", never a crash of the plan
             done = False
         if done:
+            if step.remember:
+                step.remember()
             report.outcomes.append(Outcome(step.key, "done"))
             echo(f"{prefix}: done")
             continue
@@ -449,6 +318,8 @@ def execute(steps: list[Step], echo=print, dry_run: bool = False) -> RunReport:
         t0 = time.perf_counter()
         try:
             detail = step.run()
+            if step.remember:
+                step.remember()
             report.outcomes.append(Outcome(step.key, "ok", detail, time.perf_counter() - t0))
             echo(f"{prefix}: ok ({time.perf_counter() - t0:.1f}s) {detail}")
         except Exception as e:  # report and go on: later independent steps still run

@@ -9,8 +9,9 @@ offending key, so `evalctl run --dry-run` catches what a run would only fail on 
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
@@ -104,14 +105,14 @@ class FinetuneEntry:
 class Expected:
     """An expected score, checked after the run (OK/FAIL), as in Pyserini's reproduction files."""
 
-    task: Literal["retrieval", "classification", "clustering"]
+    task: str  # a name in study/tasks.TASKS
     corpus: str
     model: str
     view: str
     metric: str
     value: float
     tolerance: float = 0.005
-    method: str | None = None  # retrieval
+    method: str | None = None  # retrieval (or a registered task's own kind of system)
     query_view: str | None = None  # retrieval with queries in another view than the documents
     label_set: str | None = None  # classification / clustering
 
@@ -132,9 +133,15 @@ class ExperimentSpec:
     # options override it field by field
     runtime: Runtime | None = None
     source_path: str = field(default="", compare=False)
+    # the entries of registered tasks that have no field above: {task name: entries}
+    more: dict[str, tuple] = field(default_factory=dict)
 
     def corpus(self, name: str) -> CorpusEntry:
         return next(c for c in self.corpora if c.name == name)
+
+    def entries(self, section: str) -> tuple:
+        """A section's entries, a field above or a registered task's (study/tasks.TASKS)."""
+        return getattr(self, section) if section in _FIELDS else self.more.get(section, ())
 
     def resolve_source(self, source: str) -> Path:
         """A source path as written, else relative to the spec file, else to the folder holding the bundled
@@ -146,6 +153,9 @@ class ExperimentSpec:
                 return p
         raise SpecError(f"{self.source_path}: source {source!r} not found (relative to the working "
                         f"directory, the spec file or {shipped})")
+
+
+_FIELDS = {f.name for f in fields(ExperimentSpec)}
 
 
 def missing_sources(spec: ExperimentSpec) -> list[str]:
@@ -176,7 +186,13 @@ def load_experiment(name_or_path: str) -> ExperimentSpec:
     data = load_yaml(path.resolve())
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a mapping at the top level")
+    from evalctl.study.tasks import TASKS
+
+    # A registered task without a field of its own (a plug-in) keeps its section in `more`.
+    more = {name: build(tuple[task.entry, ...], data.pop(name), f"{path}: {name}")
+            for name, task in TASKS.items() if name not in _FIELDS and name in data}
     spec = build(ExperimentSpec, {**data, "source_path": str(path)}, str(path))
+    spec = dataclasses.replace(spec, more=more) if more else spec
     validate(spec)
     return spec
 
@@ -191,15 +207,14 @@ def validate(spec: ExperimentSpec) -> None:
     from evalctl.corpus.label_sets import load_label_sets
     from evalctl.models import get_model
     from evalctl.corpus.views import load_views
+    from evalctl.study.tasks import TASKS
 
     where = spec.source_path
-    _name(spec.name, "name", where)
+    check_spec_name(spec.name, "name", where)
     for i, c in enumerate(spec.corpora):
-        _name(c.name, "name", f"{where}: corpora[{i}]")
+        check_spec_name(c.name, "name", f"{where}: corpora[{i}]")
     for i, m in enumerate(spec.models):
-        _name(m.id, "id", f"{where}: models[{i}]")
-    for i, r in enumerate(spec.retrieval):
-        _name(r.qrels, "qrels", f"{where}: retrieval[{i}]")
+        check_spec_name(m.id, "id", f"{where}: models[{i}]")
     names = [c.name for c in spec.corpora]
     _no_repeats(names, "corpus name", where, "corpora")
     _no_repeats([m.id for m in spec.models], "model id", where, "models")
@@ -215,8 +230,8 @@ def validate(spec: ExperimentSpec) -> None:
             raise SpecError(f"{where}: model {m.id} has no prompt variant {m.prompt_variant!r}; "
                             f"it has {', '.join(model.prompt_variants)}")
     views, label_sets = load_views(), load_label_sets()
-    for section in ("indexes", "retrieval", "classification", "clustering", "finetune"):
-        for i, entry in enumerate(getattr(spec, section)):
+    for section in ("indexes", *TASKS, "finetune"):
+        for i, entry in enumerate(spec.entries(section)):
             at = f"{where}: {section}[{i}]"
             if entry.corpus not in names:
                 raise SpecError(f"{at}: corpus {entry.corpus!r} is not among corpora ({', '.join(names)})")
@@ -234,9 +249,9 @@ def validate(spec: ExperimentSpec) -> None:
             for ls in getattr(entry, "label_sets", ()):
                 if ls not in label_sets:
                     raise SpecError(f"{at}: unknown label set {ls!r} ({', '.join(label_sets)})")
+            if section in TASKS:
+                TASKS.get(section).validate(spec, entry, at)
     _check_finetune(spec)
-    for i, r in enumerate(spec.retrieval):
-        _check_retrieval(r, spec.corpus(r.corpus), f"{where}: retrieval[{i}]")
     for c in spec.corpora:
         for v in c.qrels.within_views if c.qrels else ():
             if v not in views:
@@ -249,10 +264,10 @@ def validate(spec: ExperimentSpec) -> None:
             raise SpecError(f"{at}: corpus {e.corpus!r} is not among corpora")
         if e.model not in model_ids | {"bm25"} and "+" not in e.model:
             raise SpecError(f"{at}: model {e.model!r} is not among models")
-        _check_expected(e, views, label_sets, at)
+        _check_expected(e, views, at)
 
 
-def _name(value: str, what: str, at: str) -> None:
+def check_spec_name(value: str, what: str, at: str) -> None:
     try:
         check_name(value, what)
     except BadName as e:
@@ -266,27 +281,6 @@ def _no_repeats(items, what: str, at: str, key: str) -> None:
         if item in seen:
             raise SpecError(f"{at}: {key}[{seen[item]}] and {key}[{i}]: {what} {item!r} given twice")
         seen[item] = i
-
-
-def _check_retrieval(r: RetrievalEntry, corpus: CorpusEntry, at: str) -> None:
-    from evalctl.corpus.qrels import SPLITS
-    from evalctl.evaluators.retrieve import MAX_K
-    from evalctl.evaluators.search_pipelines import FusionSpec
-
-    if not 1 <= r.k <= MAX_K:
-        raise SpecError(f"{at}: k {r.k} is outside the allowed range 1-{MAX_K}")
-    # A BEIR corpus's given qrels keep the splits its qrels/<split>.tsv files name; every other set has these.
-    if corpus.format == "beir" and r.qrels == "given":
-        _name(r.split, "split", at)
-    elif r.split not in (*SPLITS, ALL_SPLITS):
-        raise SpecError(f"{at}: unknown split {r.split!r} (one of {', '.join((*SPLITS, ALL_SPLITS))})")
-    for key, w in (("dense_weight", r.dense_weight), *((f"dense_weights[{j}]", w) for j, w in enumerate(r.dense_weights))):
-        try:
-            FusionSpec(dense_weight=w)
-        except ValueError as e:
-            raise SpecError(f"{at}: {key}: {e}") from None
-    if r.dense_weights and r.split == "dev":  # as fusion_sweep refuses it: the weights are tuned on dev
-        raise SpecError(f"{at}: dense_weights are tuned on the dev queries: report on another split (split: test)")
 
 
 def _check_finetune(spec: ExperimentSpec) -> None:
@@ -307,10 +301,12 @@ def _check_finetune(spec: ExperimentSpec) -> None:
                 raise SpecError(f"{at}: {key} {value} must be at least 1")
         for base in ft.models or [m.id for m in spec.models]:
             for r in ft.recipes:
-                _name(default_model_id(base, get_recipe(r).id, [ft.corpus], ft.match_size), "fine-tuned model id", at)
+                check_spec_name(default_model_id(base, get_recipe(r).id, [ft.corpus], ft.match_size), "fine-tuned model id", at)
 
 
-def _check_expected(e: Expected, views, label_sets, at: str) -> None:
+def _check_expected(e: Expected, views, at: str) -> None:
+    from evalctl.study.tasks import TASKS
+
     if not math.isfinite(e.value):
         raise SpecError(f"{at}: value {e.value} is not a number")
     if not (math.isfinite(e.tolerance) and e.tolerance >= 0):
@@ -318,29 +314,8 @@ def _check_expected(e: Expected, views, label_sets, at: str) -> None:
     for v in filter(None, (e.view, e.query_view)):
         if v not in views:
             raise SpecError(f"{at}: unknown view {v!r} (configs/views.yaml has {', '.join(views)})")
-    if e.task == "retrieval":
-        from evalctl.evaluators.retrieval_methods import METHODS
-        from evalctl.evaluators.scoring import METRICS
-
-        if e.method not in METHODS:
-            raise SpecError(f"{at}: a retrieval score needs a method, one of {', '.join(METHODS)} (got {e.method!r})")
-        metrics = METRICS
-    else:
-        if e.label_set not in label_sets:
-            raise SpecError(f"{at}: a {e.task} score needs a label_set, one of {', '.join(label_sets)} "
-                            f"(got {e.label_set!r})")
-        metrics = _label_task_metrics(e.task, label_sets[e.label_set])
+    if e.task not in TASKS:
+        raise SpecError(f"{at}: task {e.task!r} is not one of {', '.join(TASKS)}")
+    metrics = TASKS.get(e.task).metrics(e, at)
     if e.metric not in metrics:
         raise SpecError(f"{at}: unknown metric {e.metric!r} for a {e.task} score (one of {', '.join(metrics)})")
-
-
-def _label_task_metrics(task: str, label_set) -> tuple[str, ...]:
-    """The score names a study's classification or clustering step stores: "<probe>/<metric>" for each
-    probe, "<level>/<metric>" for the label set's own level ("labels" for free labels), as runner.py reads them."""
-    if task == "classification":
-        from evalctl.evaluators.classification import METRICS, PROBES
-
-        return tuple(f"{p}/{m}" for p in PROBES for m in METRICS)
-    from evalctl.evaluators.clustering import METRICS
-
-    return tuple(f"{label_set.level or 'labels'}/{m}" for m in METRICS)

@@ -1,0 +1,140 @@
+"""The label tasks, classification and clustering: one result per corpus x model x view x label set from
+the vectors read back from the index, their expected-score metrics and report sections."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from evalctl.specs import SpecError
+from evalctl.study.spec import LabelTaskEntry
+from evalctl.study.tasks import Step, Target
+
+
+def label_task_step(kind: str, corpus_name: str, model_id: str, view: str, label_set: str, deps: tuple[str, ...],
+                    vectors: str = "task") -> Step:
+    """A classification or clustering result for one corpus x model x view x label set (`vectors`: the
+    task's own prompt's vectors where the model has one, or the document vectors)."""
+    from evalctl import results_store
+    from evalctl.opensearch.connection import make_client
+    from evalctl.corpus.store import load_corpus
+    from evalctl.evaluators.classification import ClassifySettings, result_identity, run_classification
+    from evalctl.evaluators.clustering import ClusterSettings, run_clustering
+    from evalctl.indexers.index_contract import IndexState, vector_source
+    from evalctl.indexers.index_layout import index_name
+    from evalctl.indexers.index_loader import read_manifest
+    from evalctl.corpus.label_sets import load_label_sets
+    from evalctl.corpus.views import load_views
+
+    runner, settings, prefix = ((run_classification, ClassifySettings(), "classify") if kind == "classification"
+                                else (run_clustering, ClusterSettings(), "cluster"))
+    spec = load_label_sets()[label_set]
+
+    def record():
+        """The stored result for the index as it is now (same model revision, vectors, view)."""
+        idx = index_name(corpus_name, model_id)
+        meta = read_manifest(make_client(), idx)
+        if not meta:
+            return None
+        source = vector_source(IndexState(idx, meta, ()), view, kind, vectors)
+        return results_store.find(kind, corpus_name, result_identity(prefix, idx, meta, source, spec, asdict(settings)))
+
+    def stored() -> dict:
+        """Mean scores as "<probe or level>/<metric>", e.g. logreg/micro_f1, subclass/v_measure."""
+        res = record()
+        if res is None:
+            return {}
+        return {f"{group}/{metric}": v["mean"] for group, metrics in res.manifest["summary"].items()
+                for metric, v in metrics.items() if isinstance(v, dict)}
+
+    def run() -> str:
+        res = runner(make_client(), load_corpus(corpus_name), load_views()[view], model_id, spec, settings,
+                     vectors=vectors, progress=False)
+        summary = res.manifest["summary"]
+        if kind == "classification":
+            return "; ".join(f"{p} micro-F1 {100 * v['micro_f1']['mean']:.1f}" for p, v in summary.items())
+        return "; ".join(f"{lv} V {100 * v['v_measure']['mean']:.1f} ARI {100 * v['ari']['mean']:.1f}"
+                         for lv, v in summary.items())
+
+    return Step(f"{prefix} {corpus_name} {model_id} {view} {label_set}", kind, run, lambda: bool(stored()),
+                deps=deps, scores=stored, target=Target(kind, corpus_name, model_id, view, label_set),
+                ref=lambda: (r := record()) and r.id)
+
+
+@dataclass(frozen=True)
+class LabelTask:
+    name: str  # classification | clustering
+    command: str
+    title: str  # its report section's heading
+    entry: type = LabelTaskEntry
+
+    def validate(self, spec, entry: LabelTaskEntry, at: str) -> None:
+        """Label sets are checked by the generic loop; nothing else is task-specific."""
+
+    def check_stored(self, spec, entry: LabelTaskEntry) -> None:
+        """Its results name their label sets and corpora; nothing else is read."""
+
+    def steps(self, ctx, entry: LabelTaskEntry):
+        for m in ctx.models_of(entry):
+            for view in entry.views:
+                for label_set in entry.label_sets:
+                    yield label_task_step(self.name, entry.corpus, m.id, view, label_set,
+                                          deps=(ctx.index_keys[(entry.corpus, m.id)],), vectors=entry.vectors)
+
+    def expected_target(self, e) -> Target:
+        return Target(self.name, e.corpus, e.model, e.view, e.label_set)
+
+    def metrics(self, e, at: str) -> tuple[str, ...]:
+        """The score names a step stores: "<probe>/<metric>" for each probe (classification), "<level>/<metric>"
+        for the label set's own level ("labels" for free labels) (clustering)."""
+        from evalctl.corpus.label_sets import load_label_sets
+
+        label_sets = load_label_sets()
+        if e.label_set not in label_sets:
+            raise SpecError(f"{at}: a {self.name} score needs a label_set, one of {', '.join(label_sets)} "
+                            f"(got {e.label_set!r})")
+        if self.name == "classification":
+            from evalctl.evaluators.classification import METRICS, PROBES
+
+            return tuple(f"{p}/{m}" for p in PROBES for m in METRICS)
+        from evalctl.evaluators.clustering import METRICS
+
+        return tuple(f"{label_sets[e.label_set].level or 'labels'}/{m}" for m in METRICS)
+
+    def per_unit(self, step: Step, metric: str, runs: dict) -> dict[str, float]:
+        from evalctl import results_store
+
+        group, name = metric.split("/")
+        res = next(r for r in results_store.iter_results(step.kind, step.target.corpus) if r.id == step.ref())
+        body = json.loads(res.file("metrics.json").read_text())[group]
+        return {str(i): unit[name] for i, unit in enumerate(body.get("splits") or body.get("seeds"))}
+
+    def report(self, report, spec, steps, out: Path) -> None:
+        import pandas as pd
+
+        from evalctl.study.task_tables import task_table
+
+        report.h(self.title)
+        mine = [s for s in steps if s.kind == self.name]
+        ids = {ref for s in mine if (ref := s.ref())}  # this spec's results, not older ones of the same corpus
+        rows = [r for c in sorted({s.target.corpus for s in mine}) for r in task_table(self.name, c, ids=ids)]
+        if not rows:
+            report.p(f"No {self.name} results yet.")
+            return
+        df = pd.DataFrame(rows)
+        metrics = [c for c in df.columns if f"{c}_lo" in df.columns]
+        for m in metrics:
+            df[m] = [f"{100 * v:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+                     for v, lo, hi in zip(df[m], df[f"{m}_lo"], df[f"{m}_hi"])]
+        report.table(df.drop(columns=[c for c in df.columns if c.endswith(("_lo", "_hi"))]))
+        produced = [f"{s.key} ({s.ref()})" for s in mine if s.ref()]
+        report.p("Mean [bootstrap 95% CI over splits/seeds]. Produced by: " + "; ".join(produced))
+        if df["view"].str.endswith(" prompt)").any():
+            report.p(f"A view marked ({self.name} prompt) holds the vectors the model encoded with its {self.name} "
+                     "prompt (MTEB's convention), the others its document vectors; each result's manifest records "
+                     "the prompt (vectors.prompt).")
+
+
+CLASSIFICATION = LabelTask("classification", "classify", "Classification (F1, %)")
+CLUSTERING = LabelTask("clustering", "cluster", "Clustering (%)")

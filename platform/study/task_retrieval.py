@@ -1,0 +1,278 @@
+"""The retrieval task: one run per corpus x model x view x method (retrieve + evaluate), its spec checks,
+expected-score target and report section (tables with significance letters, IN/OUT, views, scaling,
+fusion gain)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from evalctl.specs import SpecError
+from evalctl.study.spec import ALL_SPLITS, RetrievalEntry
+from evalctl.study.tasks import Step, Target
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from evalctl.study.report import Report
+
+
+def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tuple[str, ...]) -> Step:
+    """One run (retrieve + evaluate). Done when a study-step record for the same corpus version,
+    index identity, qrels and settings holds its scores."""
+    from evalctl import results_store
+    from evalctl.opensearch.connection import make_client
+    from evalctl.corpus.store import load_corpus
+    from evalctl.evaluators.fusion_sweep import fusion_sweep
+    from evalctl.evaluators.retrieval_methods import METHODS
+    from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec, retrieve
+    from evalctl.evaluators.scoring import evaluate_and_store
+    from evalctl.evaluators.search_pipelines import FusionSpec, has_neural_search
+    from evalctl.indexers.index_layout import index_name
+    from evalctl.indexers.index_loader import IDENTITY, read_manifest
+    from evalctl.corpus.qrels import qrels_manifest
+
+    qview = entry.query_view or view
+    key = f"retrieve {entry.corpus} {model_id or 'bm25'} {view} {method}" + (f" (queries {qview})" if qview != view else "")
+    m = METHODS.get(method)
+    sweep = entry.dense_weights if m.tunable else ()
+
+    def spec(client) -> RetrievalSpec:
+        fusion = FusionSpec(technique=m.technique or "linear", dense_weight=entry.dense_weight)
+        mode = entry.fusion_mode if entry.fusion_mode != "auto" else (
+            "native" if has_neural_search(client) else "client")
+        return RetrievalSpec(corpus=entry.corpus, view=view, method=method, model=model_id, query_view=entry.query_view,
+                             qrels=entry.qrels, split=entry.query_split, k=entry.k, fusion=fusion, fusion_mode=mode)
+
+    def identity() -> dict:
+        client = make_client()
+        corpus = load_corpus(entry.corpus)
+        meta = read_manifest(client, index_name(entry.corpus, model_id)) or {}
+        return {"name": key.replace(" ", "_"), "corpus_hash": corpus.content_hash,
+                "index": {k: meta.get(k) for k in IDENTITY}, "retrieval": asdict(spec(client)),
+                "qrels_spec": qrels_manifest(corpus, entry.qrels).get("spec"),
+                **({"dense_weights_tuned_on_dev": list(sweep)} if sweep else {})}
+
+    def record():
+        return results_store.find("study-step", entry.corpus, identity())
+
+    def stored() -> dict:
+        res = record()
+        return res.manifest["scores"] if res else {}
+
+    def run() -> str:
+        client = make_client()
+        rspec = spec(client)  # one plugin check per step
+        if sweep:
+            res = fusion_sweep(client, rspec, list(sweep), mode=rspec.fusion_mode,
+                               options=RetrievalOptions(progress=False))
+            stored_run, how = res.test_run, f", dense weight {res.best.dense_weight} tuned on dev"
+        else:
+            stored_run, how = retrieve(client, rspec, RetrievalOptions(progress=False)), ""
+        scores = evaluate_and_store(stored_run).mean
+        results_store.write("study-step", entry.corpus, identity(), {},
+                            extra={"scores": scores, "run": stored_run.id, "label": stored_run.label})
+        return (f"{stored_run.label}: nDCG@10 {scores['ndcg@10']:.4f} ({stored_run.manifest['n_queries']} "
+                f"queries{how})")
+
+    return Step(key, "retrieval", run, lambda: bool(stored()), deps=deps, scores=stored,
+                target=Target("retrieval", entry.corpus, model_id or "bm25", view, method, qview),
+                ref=lambda: (r := record()) and r.manifest["run"])
+
+
+class RetrievalTask:
+    name = "retrieval"
+    entry = RetrievalEntry
+    command = "retrieve"
+
+    def validate(self, spec, entry: RetrievalEntry, at: str) -> None:
+        from evalctl.corpus.qrels import SPLITS
+        from evalctl.evaluators.retrieve import MAX_K
+        from evalctl.evaluators.search_pipelines import FusionSpec
+        from evalctl.study.spec import check_spec_name
+
+        check_spec_name(entry.qrels, "qrels", at)
+        if not 1 <= entry.k <= MAX_K:
+            raise SpecError(f"{at}: k {entry.k} is outside the allowed range 1-{MAX_K}")
+        # A BEIR corpus's given qrels keep the splits its qrels/<split>.tsv files name; every other set has these.
+        if spec.corpus(entry.corpus).format == "beir" and entry.qrels == "given":
+            check_spec_name(entry.split, "split", at)
+        elif entry.split not in (*SPLITS, ALL_SPLITS):
+            raise SpecError(f"{at}: unknown split {entry.split!r} (one of {', '.join((*SPLITS, ALL_SPLITS))})")
+        weights = (("dense_weight", entry.dense_weight), *((f"dense_weights[{j}]", w) for j, w in enumerate(entry.dense_weights)))
+        for key, w in weights:
+            try:
+                FusionSpec(dense_weight=w)
+            except ValueError as e:
+                raise SpecError(f"{at}: {key}: {e}") from None
+        if entry.dense_weights and entry.split == "dev":  # as fusion_sweep refuses it: the weights are tuned on dev
+            raise SpecError(f"{at}: dense_weights are tuned on the dev queries: report on another split (split: test)")
+
+    def steps(self, ctx, entry: RetrievalEntry):
+        from evalctl.evaluators.retrieval_methods import METHODS
+
+        deps = tuple(k for k in (f"qrels {entry.corpus} {entry.qrels}",) if any(s.key == k for s in ctx.steps))
+        ids = [m.id for m in ctx.models_of(entry)]
+        for view in entry.views:
+            for method in entry.methods:
+                text_only = not METHODS.get(method).vector
+                model_ids = [None] if text_only and not ids else ([ids[0]] if text_only else ids)
+                for model_id in model_ids:  # BM25 needs one run: it reads the text of the first model's index
+                    yield retrieval_step(entry, model_id, view, method, deps + (ctx.index_keys[(entry.corpus, model_id)],))
+
+    def expected_target(self, e) -> Target:
+        return Target("retrieval", e.corpus, e.model, e.view, e.method, e.query_view or e.view)
+
+    def metrics(self, e, at: str) -> tuple[str, ...]:
+        from evalctl.evaluators.retrieval_methods import METHODS
+        from evalctl.evaluators.scoring import METRICS
+
+        if e.method not in METHODS:
+            raise SpecError(f"{at}: a retrieval score needs a method, one of {', '.join(METHODS)} (got {e.method!r})")
+        return METRICS
+
+    def check_stored(self, spec, entry: RetrievalEntry) -> None:
+        from evalctl.corpus.qrels import qrels_manifest
+        from evalctl.corpus.store import load_corpus
+
+        qrels_manifest(load_corpus(entry.corpus), entry.qrels)  # names the missing set and how to build it
+
+    def per_unit(self, step: Step, metric: str, runs: dict) -> dict[str, float]:
+        from evalctl.evaluators.scoring import evaluate_run
+
+        return evaluate_run(_run(step.ref(), runs)).per_query[metric]
+
+    def report(self, report: Report, spec, steps, out: Path) -> None:
+        import pandas as pd
+
+        from evalctl.evaluators import retrieval_methods
+        from evalctl.evaluators.compare import compare_runs, ranx_latex, tables
+        from evalctl.evaluators.scoring import PRIMARY
+
+        report.h("Retrieval")
+        done = [s for s in steps if s.kind == "retrieval" and s.scores and s.scores()]
+        if not done:
+            report.p("No retrieval results yet (run `evalctl run` first, or the spec has no retrieval).")
+            return
+        rows = [{"corpus": s.target.corpus, "model": s.target.model, "view": s.target.view_label,
+                 "method": s.target.what, PRIMARY: s.scores()[PRIMARY], "run": s.ref()} for s in done]
+        frame = pd.DataFrame(rows)
+        runs: dict = {}
+        for (corpus, view), group in frame.groupby(["corpus", "view"], sort=False):
+            group_runs = [_run(r, runs) for r in group["run"]]
+            qrels_spec = group_runs[0].manifest.get("qrels_spec") or {}
+            known_item = qrels_spec.get("source") == "known_item"
+            views = f"queries {view.replace('→', ', documents ')}" if "→" in view else f"view {view}"
+            report.p(f"Corpus {corpus}, {views}, qrels {group_runs[0].manifest.get('qrels')}: systems compared with "
+                     "paired tests (Holm-corrected).")
+            if known_item:
+                report.p("Known-item sanity task: each query is a patent's own text in the query view and its one "
+                         "relevant document is that patent. It checks that search works and how a view dilutes "
+                         "the match; it says nothing about prior-art relevance, and IN/OUT does not apply.")
+            if len(group_runs) >= 2:
+                comparison = compare_runs(group_runs)
+                dfs = tables(comparison)
+                report.table(dfs["main"])
+                ranx_file = f"ranx-{corpus}-{view}.tex".replace("→", "-")
+                (out / ranx_file).write_text(ranx_latex(comparison))  # ranx's Report, for a paper
+                report.p(f"The same table as ranx's LaTeX (Report.to_latex): {ranx_file}.")
+                if not known_item:
+                    report.p("IN vs OUT of domain (relative drop), as DAPFAM defines it:")
+                    report.table(dfs["domains"])
+                    _in_out_plot(report, dfs["domains"], out, f"inout-{corpus}-{view}.png".replace("→", "-"))
+            else:
+                report.table(group.drop(columns=["run"]))
+        dense = frame[frame["method"] == "dense"]
+        for corpus, group in dense.groupby("corpus", sort=False):
+            _views_heatmap(report, corpus, group, out)
+            _scaling_plot(report, corpus, group, out)
+        gains, fused_methods = [], retrieval_methods.fused_methods()
+        for (corpus, model, view), g in frame.groupby(["corpus", "model", "view"]):
+            by = dict(zip(g["method"], g[PRIMARY]))
+            for fused in fused_methods:
+                if fused in by and "dense" in by:
+                    gains.append({"corpus": corpus, "model": model, "view": view, "fusion": fused,
+                                  f"dense {PRIMARY}": round(by["dense"], 4), f"fused {PRIMARY}": round(by[fused], 4),
+                                  "gain": round(by[fused] - by["dense"], 4)})
+        report.p("Fusion gain over dense retrieval (same depth; the run labels say native pipeline or client-side):")
+        report.table(pd.DataFrame(gains) if gains else pd.DataFrame([{"note": "no fused runs"}]))
+
+
+def _run(run_id: str, runs: dict):
+    """The stored run, loaded once per report (`runs` keeps them)."""
+    from evalctl.evaluators.runs import load_run
+
+    return runs.get(run_id) or runs.setdefault(run_id, load_run(run_id))
+
+
+def _views_heatmap(report: Report, corpus: str, dense: pd.DataFrame, out: Path) -> None:
+    import pandas as pd
+
+    from evalctl.evaluators.scoring import PRIMARY
+    from evalctl.study.report import plt_module, save_figure
+
+    if dense["view"].nunique() < 2:
+        report.p(f"Views per model ({corpus}): one view only, no heatmap.")
+        return
+    pivot = dense.pivot_table(index="model", columns="view", values=PRIMARY, sort=False)
+    plt = plt_module()
+    fig, ax = plt.subplots(figsize=(1.3 * len(pivot.columns) + 6, 0.5 * len(pivot) + 2))
+    im = ax.imshow(pivot.values, cmap="viridis", aspect="auto", vmin=0, vmax=1)  # one scale for every corpus
+    ax.set_xticks(range(len(pivot.columns)), pivot.columns)
+    ax.set_yticks(range(len(pivot.index)), pivot.index)
+    for (i, j), v in pd.DataFrame(pivot.values).stack().items():
+        ax.text(j, i, f"{v:.3f}", ha="center", va="center", color="k" if v > 0.6 else "w")  # viridis: light at the top
+    fig.colorbar(im, label=PRIMARY)
+    ax.set_title(corpus)
+    save_figure(fig, report, out, f"views-{corpus}.png", f"{corpus}: dense {PRIMARY} per model and view")
+
+
+def _scaling_plot(report: Report, corpus: str, dense: pd.DataFrame, out: Path) -> None:
+    from evalctl.evaluators.scoring import PRIMARY
+    from evalctl.models import get_model
+    from evalctl.study.report import plt_module, save_figure
+
+    base = dense[[not get_model(m).lineage for m in dense["model"]]]  # fine-tuned models share their base's size
+    if base["model"].nunique() < 2:
+        report.p(f"Scaling ({corpus}): fewer than two base models, no plot.")
+        return
+    base = base.assign(params_m=[get_model(m).params_m for m in base["model"]],
+                       family=[get_model(m).family for m in base["model"]])
+    views = list(dict.fromkeys(base["view"]))
+    plt = plt_module()
+    fig, axes = plt.subplots(1, len(views), figsize=(4.5 * len(views), 4), squeeze=False, sharey=True)
+    for ax, view in zip(axes[0], views):
+        for family, g in base[base["view"] == view].groupby("family"):
+            g = g.sort_values("params_m")
+            ax.plot(g["params_m"], g[PRIMARY], marker="o", label=family)
+        ax.set_xscale("log")
+        ax.set_xlabel("parameters (millions)")
+        ax.set_title(f"view {view}")
+    axes[0][0].set_ylabel(PRIMARY)
+    axes[0][-1].legend()
+    save_figure(fig, report, out, f"scaling-{corpus}.png", f"{corpus}: model size vs dense {PRIMARY}, one line per family")
+
+
+def _in_out_plot(report: Report, domains: pd.DataFrame, out: Path, name: str) -> None:
+    from evalctl.evaluators.scoring import PRIMARY
+    from evalctl.study.report import plt_module, save_figure
+
+    def value(cell: str) -> float:
+        return float(cell.split(" ")[0]) if cell and cell[0].isdigit() else 0.0
+
+    col_in, col_out = f"IN {PRIMARY} (n)", f"OUT {PRIMARY} (n)"
+    if domains.empty or col_in not in domains or col_out not in domains:
+        return
+    plt = plt_module()
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    x = range(len(domains))
+    ax.bar([i - 0.2 for i in x], [value(c) for c in domains[col_in]], width=0.4, label="IN")
+    ax.bar([i + 0.2 for i in x], [value(c) for c in domains[col_out]], width=0.4, label="OUT")
+    ax.set_xticks(list(x), [s.split(" ")[0] for s in domains["system"]])
+    ax.set_ylabel(PRIMARY)
+    ax.legend()
+    save_figure(fig, report, out, name, f"IN vs OUT {PRIMARY} per system (letters as in the table above)")
+
+
+TASK = RetrievalTask()

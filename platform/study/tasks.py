@@ -1,0 +1,129 @@
+"""The task registry: what a study can ask of a corpus x model x view (retrieval, classification, clustering).
+
+A task is one module with a `Task` and one line in `TASKS` (docs/extending.md): spec validation, the
+runner's plan, expected-score checks and the report loop over the registry, so a new task touches no other
+file. Each task step also leaves a study record in the results store (its scores and the id of the stored
+run or result behind them), so `evalctl report` rebuilds from the store alone, with the cluster stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
+
+from evalctl.registry import Registry
+
+if TYPE_CHECKING:
+    from evalctl.study.report import Report
+    from evalctl.study.spec import ExperimentSpec, Expected, ModelEntry
+
+
+@dataclass(frozen=True)
+class Target:
+    """What one task step scores, as an expected score names it."""
+
+    task: str
+    corpus: str
+    model: str  # "bm25" for a text-only retrieval run
+    view: str
+    what: str  # the retrieval method, the label set, or the task's own kind of system
+    query_view: str | None = None  # retrieval: the queries' view (the document view when they are the same)
+
+    @property
+    def view_label(self) -> str:
+        return self.view if self.query_view in (None, self.view) else f"{self.query_view}→{self.view}"
+
+    def __str__(self) -> str:
+        return "/".join(str(v) for v in dataclasses.astuple(self) if v is not None)
+
+
+@dataclass
+class Step:
+    key: str  # unique, readable: "index espacenet-pizza all-minilm-l6-v2 [T]"
+    kind: str
+    run: Callable[[], str]  # returns a one-line summary
+    is_done: Callable[[], bool]
+    deps: tuple[str, ...] = ()
+    scores: Callable[[], dict] | None = None  # the stored scores, for expected-score checks and reports
+    target: Target | None = None  # a task step's target, for expected-score matching and the report
+    ref: Callable[[], str | None] | None = None  # id of the stored run/result behind the scores
+    remember: Callable[[], None] | None = None  # a task step: store its study record once done
+
+
+@dataclass
+class PlanContext:
+    """What a task's step builder needs from the plan made so far."""
+
+    spec: ExperimentSpec
+    steps: list[Step]  # the steps planned before the tasks' (imports, qrels, fine-tuning, indexes)
+    models_of: Callable[[Any], list[ModelEntry]]  # an entry's models, fine-tuned ones included
+    index_keys: dict[tuple[str, str | None], str]  # (corpus, model id or None) -> its index step's key
+
+
+class Task(Protocol):
+    """A study task. Its spec entries (`entry`, a dataclass) have at least `corpus`, `views`, `models` and
+    `include_tuned`: the plan builds one index per corpus x model holding the views they ask for."""
+
+    name: str  # the spec section and `Expected.task`
+    entry: type
+    command: str  # the CLI command that runs one step of it by hand
+
+    def validate(self, spec: ExperimentSpec, entry, at: str) -> None:
+        """Refuse (SpecError naming `at` and the field) what the generic checks cannot know."""
+
+    def steps(self, ctx: PlanContext, entry) -> Iterator[Step]: ...
+
+    def expected_target(self, e: Expected) -> Target: ...
+
+    def metrics(self, e: Expected, at: str) -> tuple[str, ...]:
+        """The metric names an expected score may give (SpecError when the entry lacks what they depend on)."""
+
+    def check_stored(self, spec: ExperimentSpec, entry) -> None:
+        """Before a report is written: refuse, naming it, a stored input its section reads that is missing."""
+
+    def report(self, report: Report, spec: ExperimentSpec, steps: list[Step], out: Path) -> None:
+        """Its report section, from the steps' stored scores and results."""
+
+    def per_unit(self, step: Step, metric: str, runs: dict) -> dict[str, float]:
+        """Per-query (or per-split/seed) values of `metric` behind a step's mean, for paired tests."""
+
+
+TASKS: Registry[Task] = Registry("task", {
+    "retrieval": "evalctl.study.task_retrieval:TASK",
+    "classification": "evalctl.study.task_labels:CLASSIFICATION",
+    "clustering": "evalctl.study.task_labels:CLUSTERING",
+})
+
+
+# --------------------------------------------------------------------------- study records
+
+RECORD_KIND = "study-record"
+
+
+def _record_identity(spec_name: str, step: Step) -> dict:
+    return {"name": f"{spec_name}-{step.key}".replace(" ", "_"), "spec": spec_name, "step": step.key}
+
+
+def remember(spec_name: str, step: Step) -> None:
+    """Store a finished task step's scores and ref under the spec's name (rewritten only when they change),
+    so the report needs neither the node nor the index manifests that identify the step's result."""
+    from evalctl import results_store
+
+    scores, ref = step.scores(), step.ref()
+    if not scores:
+        return
+    identity = _record_identity(spec_name, step)
+    old = results_store.find(RECORD_KIND, step.target.corpus, identity)
+    if old is None or (old.manifest["scores"], old.manifest["ref"]) != (scores, ref):
+        results_store.write(RECORD_KIND, step.target.corpus, identity, {}, extra={"scores": scores, "ref": ref})
+
+
+def recall(spec_name: str, step: Step) -> None:
+    """Point the step's scores and ref at its study record (empty and None when it has none yet)."""
+    from evalctl import results_store
+
+    record = results_store.find(RECORD_KIND, step.target.corpus, _record_identity(spec_name, step))
+    step.scores = lambda: dict(record.manifest["scores"]) if record else {}
+    step.ref = lambda: record.manifest["ref"] if record else None

@@ -1,0 +1,111 @@
+"""A toy study task (docs/extending.md, "A new task"): pair similarity over citation pairs. For each cited
+pair of the qrels set whose two patents are in the index, is the citing patent's vector closer (cosine) to
+the cited one than to a patent drawn at random? The score, `win_rate`, is the fraction of pairs where it
+is. One module plus one registry line (`TASKS.register("pairsim", "toy_pair_task:TASK")`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from evalctl.specs import SpecError
+from evalctl.study.tasks import Step, Target
+
+KIND = "pairsim"
+
+
+@dataclass(frozen=True)
+class PairEntry:
+    corpus: str
+    views: tuple[str, ...] = ("T",)
+    models: tuple[str, ...] = ()
+    include_tuned: bool = True
+    qrels: str = "citations"
+    seed: int = 0
+
+
+def _step(entry: PairEntry, model_id: str, view: str, deps: tuple[str, ...]) -> Step:
+    from evalctl import results_store
+    from evalctl.corpus.qrels import load_qrels
+    from evalctl.corpus.store import load_corpus
+    from evalctl.corpus.views import load_views
+    from evalctl.evaluators.readback import export_vectors
+    from evalctl.indexers.index_layout import index_name
+    from evalctl.indexers.index_loader import IDENTITY, read_manifest
+    from evalctl.opensearch.connection import make_client
+
+    key = f"pairsim {entry.corpus} {model_id} {view} {entry.qrels}"
+
+    def identity() -> dict:
+        meta = read_manifest(make_client(), index_name(entry.corpus, model_id)) or {}
+        return {"name": key.replace(" ", "_"), "index": {k: meta.get(k) for k in IDENTITY}, "view": view,
+                "qrels": entry.qrels, "seed": entry.seed}
+
+    def record():
+        return results_store.find(KIND, entry.corpus, identity())
+
+    def run() -> str:
+        exp = export_vectors(make_client(), load_corpus(entry.corpus), load_views()[view], model_id,
+                             progress=False).export
+        pos = {d: i for i, d in enumerate(exp.ids)}
+        vecs = np.asarray(exp.vectors, dtype=np.float64)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        pairs = [(p.query_id, p.doc_id) for p in load_qrels(entry.corpus, entry.qrels).pairs
+                 if p.query_id in pos and p.doc_id in pos]
+        others = np.random.default_rng(entry.seed).integers(0, len(exp.ids), len(pairs))
+        wins = {f"{q} {d}": float(vecs[pos[q]] @ vecs[pos[d]] > vecs[pos[q]] @ vecs[o])
+                for (q, d), o in zip(pairs, others)}
+        rate = float(np.mean(list(wins.values())))
+        results_store.write(KIND, entry.corpus, identity(), {}, extra={"scores": {"win_rate": rate}, "pairs": wins})
+        return f"win rate {rate:.3f} over {len(wins)} cited pairs"
+
+    def scores() -> dict:
+        res = record()
+        return res.manifest["scores"] if res else {}
+
+    return Step(key, KIND, run, lambda: bool(scores()), deps=deps, scores=scores,
+                target=Target(KIND, entry.corpus, model_id, view, entry.qrels), ref=lambda: (r := record()) and r.id)
+
+
+class PairTask:
+    name = KIND
+    entry = PairEntry
+    command = "pairsim"  # (a real task would add its CLI command too)
+
+    def validate(self, spec, entry: PairEntry, at: str) -> None:
+        if spec.corpus(entry.corpus).qrels is None:
+            raise SpecError(f"{at}: corpus {entry.corpus} builds no qrels set to draw citation pairs from")
+
+    def steps(self, ctx, entry: PairEntry):
+        qrels = f"qrels {entry.corpus} {entry.qrels}"
+        for m in ctx.models_of(entry):
+            for view in entry.views:
+                yield _step(entry, m.id, view, (qrels, ctx.index_keys[(entry.corpus, m.id)]))
+
+    def expected_target(self, e) -> Target:
+        return Target(KIND, e.corpus, e.model, e.view, e.method or "citations")
+
+    def metrics(self, e, at: str) -> tuple[str, ...]:
+        return ("win_rate",)
+
+    def check_stored(self, spec, entry: PairEntry) -> None:
+        """Its results hold everything its section shows."""
+
+    def per_unit(self, step: Step, metric: str, runs: dict) -> dict[str, float]:
+        from evalctl import results_store
+
+        return next(r for r in results_store.iter_results(KIND, step.target.corpus) if r.id == step.ref()).manifest["pairs"]
+
+    def report(self, report, spec, steps, out: Path) -> None:
+        import pandas as pd
+
+        report.h("Pair similarity (citation pairs)")
+        done = [s for s in steps if s.kind == KIND and s.scores()]
+        rows = [{"corpus": s.target.corpus, "model": s.target.model, "view": s.target.view,
+                 "win_rate": round(s.scores()["win_rate"], 4), "result": s.ref()} for s in done]
+        report.table(pd.DataFrame(rows) if rows else pd.DataFrame([{"note": "no pair-similarity results yet"}]))
+
+
+TASK = PairTask()
