@@ -120,7 +120,7 @@ class LabelTask:
         ids = {ref for s in mine if (ref := s.ref())}  # this spec's results, not older ones of the same corpus
         rows = [r for c in sorted({s.target.corpus for s in mine}) for r in task_table(self.name, c, ids=ids)]
         if not rows:
-            report.p(f"No {self.name} results yet.")
+            report.p(f"No {self.name} results yet (`evalctl run`; one by hand: `evalctl {self.command}`).")
             return
         df = pd.DataFrame(rows)
         metrics = [c for c in df.columns if f"{c}_lo" in df.columns]
