@@ -303,11 +303,11 @@ def execute(steps: list[Step], echo=print, dry_run: bool = False) -> RunReport:
             continue
         try:
             done = step.is_done()
+            if done and step.remember:  # a step done before study records existed gets its record now
+                step.remember()
         except Exception:  # an unanswerable check means "not done", never a crash of the plan
             done = False
         if done:
-            if step.remember:
-                step.remember()
             report.outcomes.append(Outcome(step.key, "done"))
             echo(f"{prefix}: done")
             continue
