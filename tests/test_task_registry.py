@@ -56,6 +56,10 @@ def test_a_bad_toy_entry_is_refused_naming_it(pair_task, tmp_path, monkeypatch):
     path.write_text(yaml.safe_dump(doc))
     r = CliRunner().invoke(cli, ["run", str(path), "--dry-run"])
     assert r.exit_code == 2 and "expected[0]: unknown metric 'auc' for a pairsim score (one of win_rate)" in r.output
+    doc = {**_doc("tt-bad"), "more": {"pairsim": []}}  # where registered sections go, never written by hand
+    path.write_text(yaml.safe_dump(doc))
+    r = CliRunner().invoke(cli, ["run", str(path), "--dry-run"])
+    assert r.exit_code == 2 and "unknown key 'more'" in r.output, r.output
 
 
 @pytest.mark.opensearch

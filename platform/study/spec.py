@@ -188,6 +188,8 @@ def load_experiment(name_or_path: str) -> ExperimentSpec:
         raise SpecError(f"{path}: expected a mapping at the top level")
     from evalctl.study.tasks import TASKS
 
+    if "more" in data:  # filled from the registered tasks' sections, never written
+        raise SpecError(f"{path}: unknown key 'more'")
     # A registered task without a field of its own (a plug-in) keeps its section in `more`.
     more = {name: build(tuple[task.entry, ...], data.pop(name), f"{path}: {name}")
             for name, task in TASKS.items() if name not in _FIELDS and name in data}
