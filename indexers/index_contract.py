@@ -47,8 +47,9 @@ class IndexState:
 
     @property
     def tolerance(self) -> float:
-        """How far a vector read back may be from the cached one (flat float32 vs sq_fp16 encoders)."""
-        return REENCODE_TOLERANCE if self.manifest.get("encoder", "flat") == "flat" else FP16_TOLERANCE
+        """How far a vector read back may be from the cached one (sq_fp16 vs the float32 of flat and of sq, whose
+        quantised copy serves the graph only)."""
+        return FP16_TOLERANCE if self.manifest.get("encoder") == "sq_fp16" else REENCODE_TOLERANCE
 
     def cache_key(self, view: str, model=None, prompt: str | None = None):
         """The embedding cache the index's `view` vectors were loaded from (`model`: the manifest's by

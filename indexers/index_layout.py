@@ -77,7 +77,10 @@ class BulkSettings:
 @dataclass(frozen=True)
 class IndexSettings:
     engine: Literal["lucene", "faiss"] = "lucene"
-    encoder: Literal["flat", "sq_fp16"] = "flat"
+    # flat: float32 graph vectors; sq: Lucene's scalar quantisation to 7-bit integers per segment (a quarter
+    # of the graph's vector memory; the float32 vectors stay on disk and in _source, so read-back is exact);
+    # sq_fp16: faiss's half precision
+    encoder: Literal["flat", "sq", "sq_fp16"] = "flat"
     hnsw: HnswSettings = field(default_factory=HnswSettings)
     bm25: Bm25Settings = field(default_factory=Bm25Settings)
     shards: int = 1  # primaries: fixed when the index is made (part of its identity)
@@ -91,8 +94,9 @@ class IndexSettings:
     merge_to_one_segment: bool = True
 
     def __post_init__(self):
-        if self.encoder != "flat" and self.engine != "faiss":
-            raise ValueError(f"encoder {self.encoder} needs engine faiss, not {self.engine}")
+        needs = {"sq": "lucene", "sq_fp16": "faiss"}.get(self.encoder, self.engine)
+        if needs != self.engine:
+            raise ValueError(f"encoder {self.encoder} needs engine {needs}, not {self.engine}")
         if not 1 <= self.shards <= MAX_SHARDS:  # OpenSearch's own bound on number_of_shards
             raise ValueError(f"shards {self.shards}: must be between 1 and {MAX_SHARDS}")
         if self.replicas < 0:
@@ -185,6 +189,8 @@ def knn_method(similarity: str, settings: IndexSettings) -> dict:
     }
     if settings.encoder == "sq_fp16":
         method["parameters"]["encoder"] = {"name": "sq", "parameters": {"type": "fp16"}}
+    elif settings.encoder == "sq":  # k-NN 3.5 requires bits; 7 is Lucene's int7 quantiser
+        method["parameters"]["encoder"] = {"name": "sq", "parameters": {"bits": 7}}
     return method
 
 

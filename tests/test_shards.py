@@ -19,16 +19,13 @@ What may differ between a 1-shard and a 3-shard index, and how far (each bounded
 from __future__ import annotations
 
 import dataclasses
-import uuid
 
 import pytest
 from click.testing import CliRunner
 
-from conftest import REPO
+from pizza_variants import MODEL, indexed_variants, on_variant
 
-MODEL = "all-minilm-l6-v2"
 K = 100
-OPS = REPO / "samples" / "ops-pizza-1990-2015"
 
 
 # --------------------------------------------------------------------------- settings (no node)
@@ -71,37 +68,12 @@ def test_cli_refuses_a_bad_shard_count():
 def pizza(tmp_path_factory, os_client):
     """The OPS pizza sample with the quickstart's citation qrels, indexed with MiniLM (view T) twice under two
     index prefixes: 1 shard and 3 shards (one embedding cache: encoded once)."""
-    from evalctl.corpus.importer import import_corpus
-    from evalctl.corpus.qrels import QrelsSpec, build_qrels
-    from evalctl.corpus.views import load_views
-    from evalctl.indexers.index_layout import load_index_settings
-    from evalctl.indexers.index_loader import index_corpus
-    from evalctl.models import get_model
-
-    root = tmp_path_factory.mktemp("shards")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("EVALCTL_CACHE", str(root / "cache"))
-    mp.setenv("HF_HUB_OFFLINE", "1")
-    tag = uuid.uuid4().hex[:6]
-    corpus = import_corpus("ops", [OPS], name=f"pizza-{tag}").corpus
-    build_qrels(corpus, QrelsSpec(dev_fraction=0.15, train_fraction=0.15))
-    prefixes = {1: f"shards1-{tag}", 3: f"shards3-{tag}"}
-    for shards, prefix in prefixes.items():
-        mp.setenv("EVALCTL_INDEX_PREFIX", prefix)
-        index_corpus(os_client, corpus, [load_views()["T"]], get_model(MODEL),
-                     settings=load_index_settings(shards=shards), progress=False)
-    yield {"corpus": corpus, "prefixes": prefixes, "mp": mp}
-    for prefix in prefixes.values():
-        os_client.indices.delete(index=f"{prefix}-*", ignore_unavailable=True)
-    mp.undo()
+    yield from indexed_variants(tmp_path_factory.mktemp("shards"), os_client, {1: {"shards": 1}, 3: {"shards": 3}})
 
 
 def _on(pizza, shards: int) -> str:
     """Make `shards`' index prefix the one evalctl uses; its index name."""
-    from evalctl.indexers.index_layout import index_name
-
-    pizza["mp"].setenv("EVALCTL_INDEX_PREFIX", pizza["prefixes"][shards])
-    return index_name(pizza["corpus"].name, MODEL)
+    return on_variant(pizza, shards)
 
 
 def test_manifest_identity_and_status_show_the_shards(os_client, pizza):

@@ -4,7 +4,7 @@ Per corpus x model index: tokens to encode (every view's text, and each label ta
 the model has one, cut at the model's max_seq_length) and the GPU-hours they take at 2 x parameters FLOP a
 token on the stated GPU at the stated utilisation; disk for the embedding cache (float32 + a 32-byte text
 hash a vector) and for the index; node memory for the HNSW graphs, by OpenSearch's k-NN formula
-1.1 x (4 x dim + 8 x m) bytes a vector. An imported corpus is measured record by record (the characters of
+1.1 x (4 x dim + 8 x m) bytes a vector (1 x dim with Lucene's `encoder: sq`). An imported corpus is measured record by record (the characters of
 each view it renders); one not imported yet needs its size (`--corpus-size NAME=N`) and is priced with
 typical field lengths. Rates and where they come from: configs/cost_plan.yaml.
 """
@@ -20,6 +20,9 @@ from evalctl.specs import build, load_yaml
 
 HASH_BYTES = 32  # per cached vector (evalctl.indexers.embedding_cache)
 GRAPH_OVERHEAD = 1.1  # OpenSearch k-NN's HNSW memory estimate: 1.1 x (4 x dim + 8 x m) bytes per vector
+# Bytes a graph vector's component takes by the index's encoder (configs/index.yaml): sq is Lucene's 7-bit
+# quantisation (one byte), sq_fp16 half precision; the float32 copy stays on disk either way.
+COMPONENT_BYTES = {"flat": 4, "sq": 1, "sq_fp16": 2}
 
 
 @dataclass(frozen=True)
@@ -138,7 +141,7 @@ def _model_spec(model_id: str):
 
 def index_cost(corpus: str, model_id: str | None, variant: str | None, views: tuple[str, ...],
                label_tasks: dict[str, set[str]], lengths: dict[str, TextLengths], settings: CostSettings,
-               hnsw_m: int) -> IndexCost:
+               index_settings) -> IndexCost:
     from evalctl.indexers.index_layout import task_prompts
 
     docs = lengths[views[0]].corpus_records
@@ -159,7 +162,8 @@ def index_cost(corpus: str, model_id: str | None, variant: str | None, views: tu
         gpu_hours=2 * model.params_m * 1e6 * tokens / settings.flops_per_s / 3600,
         cache_bytes=vectors * (4 * model.dim + HASH_BYTES),
         index_bytes=text + vectors * model.dim * settings.vector_bytes_per_dim,
-        graph_bytes=vectors * GRAPH_OVERHEAD * (4 * model.dim + 8 * hnsw_m), measured=measured)
+        graph_bytes=vectors * GRAPH_OVERHEAD * (COMPONENT_BYTES[index_settings.encoder] * model.dim
+                                                + 8 * index_settings.hnsw.m), measured=measured)
 
 
 @dataclass
@@ -236,7 +240,7 @@ def cost_plan(spec, steps, sizes: dict[str, int] | None = None, **given) -> Cost
     settings, sizes = load_cost_settings(**given), sizes or {}
     indexes, label_tasks = _planned(steps)
     variants = {m.id: m.prompt_variant for m in spec.models}
-    m = load_index_settings().hnsw.m
+    index_settings = load_index_settings()
     plan = CostPlan(settings, sizes={c.name: sizes[c.name] for c in spec.corpora if c.name in sizes})
     for corpus in dict.fromkeys(c for c, _, _ in indexes):
         lengths = corpus_lengths(corpus, sorted({v for c, _, vs in indexes if c == corpus for v in vs}),
@@ -245,6 +249,6 @@ def cost_plan(spec, steps, sizes: dict[str, int] | None = None, **given) -> Cost
             plan.unknown.append(corpus)
             continue
         plan.rows += [index_cost(corpus, model_id, variants.get(model_id), views,
-                                 label_tasks.get((corpus, model_id), {}), lengths, settings, m)
+                                 label_tasks.get((corpus, model_id), {}), lengths, settings, index_settings)
                       for c, model_id, views in indexes if c == corpus]
     return plan
