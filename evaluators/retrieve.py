@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import random
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -53,6 +54,8 @@ class RetrievalSpec:
     prompt_variant: str | None = None
     fusion: FusionSpec = field(default_factory=FusionSpec)
     fusion_mode: Literal["native", "client"] = "native"
+    # Search only a seeded sample of this many of the split's queries (exact search at scale, for ANN fidelity)
+    query_sample: int | None = None
 
     def __post_init__(self):
         if self.method not in METHODS:
@@ -62,6 +65,8 @@ class RetrievalSpec:
             raise RetrievalError(f"--method {self.method} needs --model (the index holding the vectors)")
         if not 1 <= self.k <= MAX_K:
             raise RetrievalError(f"--k {self.k}: must be between 1 and {MAX_K}")
+        if self.query_sample is not None and self.query_sample < 1:
+            raise RetrievalError(f"query sample {self.query_sample}: must be 1 or more queries")
         if m.fused and m.technique and self.fusion.technique != m.technique:
             raise RetrievalError(f"--method {self.method} with fusion technique {self.fusion.technique!r}")
 
@@ -91,7 +96,11 @@ class QuerySet:
         return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 
 
-def load_query_set(corpus: Corpus, qset: QrelsSet, split: str | None, view_name: str) -> QuerySet:
+SAMPLE_SEED = 0  # a query sample is the same ids on every run (and in the run identity)
+
+
+def load_query_set(corpus: Corpus, qset: QrelsSet, split: str | None, view_name: str,
+                   sample: int | None = None) -> QuerySet:
     from evalctl.corpus.views import load_views
 
     views = load_views()
@@ -102,6 +111,8 @@ def load_query_set(corpus: Corpus, qset: QrelsSet, split: str | None, view_name:
         have = sorted({q.split for q in qset.queries})
         raise RetrievalError(f"qrels set {qset.name!r} of corpus {corpus.name!r} has no {split!r} queries; "
                              f"it has splits: {', '.join(have) or 'none'}")
+    if sample is not None and sample < len(queries):
+        queries = random.Random(SAMPLE_SEED).sample(sorted(queries, key=lambda q: q.id), sample)
     wanted = {q.id: q.source for q in queries}
     texts: dict[str, str] = {}
     for source, records in (("corpus", corpus.records(views[view_name].columns)), ("queries", corpus.queries())):
@@ -228,6 +239,8 @@ def run_identity(spec: RetrievalSpec, corpus: Corpus, qset: QrelsSet, queries: Q
         "qrels": qset.name, "qrels_spec": qset.manifest.get("spec"), "split": spec.split, "k": spec.k,
         "query_set": queries.digest(), "exclusion": "query and its family (qrels exclude), must_not ids",
     }
+    if spec.query_sample is not None:
+        identity["query_sample"] = {"n": spec.query_sample, "seed": SAMPLE_SEED}
     m = spec.definition
     if m.text:
         identity["bm25_max_terms"] = spec.bm25_max_terms
@@ -251,7 +264,7 @@ def retrieve(client, spec: RetrievalSpec, options: RetrievalOptions | None = Non
     if spec.definition.fused and spec.fusion_mode == "client":
         return _client_fused(client, spec, opts, corpus)
     qset = load_qrels(corpus, spec.qrels)
-    queries = load_query_set(corpus, qset, spec.split, spec.qview)
+    queries = load_query_set(corpus, qset, spec.split, spec.qview, spec.query_sample)
     model = get_model(spec.model) if spec.model else None
     prompt = model.prompt_for("query", task_type="retrieval", variant=spec.prompt_variant) if model else None
     index, manifest = resolve_index(client, corpus, spec)

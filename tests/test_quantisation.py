@@ -74,3 +74,44 @@ def test_sq_search_against_exact_fp32(os_client, pizza, capsys):
               f"sq {ndcg['sq']:.4f}")
     # bounded by half the quickstart's bootstrap CI (about +-0.02) and a recall loss of a few points
     assert recall["sq"] > 0.9 and abs(ndcg["sq"] - ndcg["exact"]) < 0.01
+
+
+def test_exact_queries_is_checked_at_spec_load(tmp_path):
+    import yaml
+
+    from evalctl.specs import SpecError
+    from evalctl.study.spec import experiment_path, load_experiment
+
+    data = yaml.safe_load(experiment_path("quickstart").read_text())
+    data["retrieval"][0]["exact_queries"] = 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    with pytest.raises(SpecError, match=r"bad.yaml: retrieval\[0\]: exact_queries 0: must be 1 or more"):
+        load_experiment(str(bad))
+    data["retrieval"][0]["exact_queries"] = 100
+    bad.write_text(yaml.safe_dump(data))
+    assert load_experiment(str(bad)).retrieval[0].exact_queries == 100
+
+
+@pytest.mark.models
+def test_exact_on_a_seeded_query_sample_checks_ann_fidelity(os_client, pizza):
+    """`exact_queries: N` (RetrievalSpec.query_sample): brute force on N of the split's queries, the same N on
+    every run, a run of its own; ANN recall is then measured on those N."""
+    from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec, retrieve
+    from evalctl.evaluators.scoring import ann_loss
+
+    on_variant(pizza, "flat")
+    spec = RetrievalSpec(corpus=pizza["corpus"].name, view="T", method="exact", model=MODEL, k=10, query_sample=100)
+    sample = retrieve(os_client, spec, RetrievalOptions(progress=False))
+    again = retrieve(os_client, spec, RetrievalOptions(progress=False, reuse=False))
+    full = _run(os_client, pizza, "flat", "exact")
+    assert len(sample.ranking) == 100 and set(sample.ranking) < set(full.ranking)
+    assert list(again.ranking) == list(sample.ranking) and again.manifest["query_set"] == sample.manifest["query_set"]
+    assert sample.manifest["query_set"] != full.manifest["query_set"]
+    assert sample.id != full.id and sample.manifest["query_sample"] == {"n": 100, "seed": 0}
+    # the sampled queries' exact hits are the full run's: sampling changes which queries, never their answers
+    assert all(sample.ranking[q] == full.ranking[q] for q in sample.ranking)
+    dense = _run(os_client, pizza, "flat", "dense")
+    on_sample, on_all = (ann_loss(dense, exact)["ann_recall_of_exact@10"] for exact in (sample, full))
+    # a 100-query sample estimates the full recall (flat 0.97 on all 509) within its sampling error
+    assert on_sample > 0.9 and abs(on_sample - on_all) < 0.05

@@ -59,6 +59,9 @@ class RetrievalEntry:
     # report the chosen one on `split`; () = use dense_weight
     dense_weights: tuple[float, ...] = ()
     include_tuned: bool = True  # False: models fine-tuned by this spec do not join this entry
+    # `exact` searches a seeded sample of this many of the split's queries (brute force costs corpus x queries;
+    # an ANN-fidelity check at scale needs only a sample); None: every query
+    exact_queries: int | None = None
 
     @property
     def query_split(self) -> str | None:

@@ -43,7 +43,8 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
         mode = entry.fusion_mode if entry.fusion_mode != "auto" else (
             "native" if has_neural_search(client) else "client")
         return RetrievalSpec(corpus=entry.corpus, view=view, method=method, model=model_id, query_view=entry.query_view,
-                             qrels=entry.qrels, split=entry.query_split, k=entry.k, fusion=fusion, fusion_mode=mode)
+                             qrels=entry.qrels, split=entry.query_split, k=entry.k, fusion=fusion, fusion_mode=mode,
+                             query_sample=entry.exact_queries if method == "exact" else None)
 
     def identity() -> dict:
         client = make_client()
@@ -106,6 +107,8 @@ class RetrievalTask:
                 FusionSpec(dense_weight=w)
             except ValueError as e:
                 raise SpecError(f"{at}: {key}: {e}") from None
+        if entry.exact_queries is not None and entry.exact_queries < 1:
+            raise SpecError(f"{at}: exact_queries {entry.exact_queries}: must be 1 or more (or left out: every query)")
         if entry.dense_weights and entry.split == "dev":  # as fusion_sweep refuses it: the weights are tuned on dev
             raise SpecError(f"{at}: dense_weights are tuned on the dev queries: report on another split (split: test)")
 
