@@ -30,6 +30,7 @@ from evalctl.evaluators.search_pipelines import FusionSpec, ensure_pipeline, req
 from evalctl.indexers.index_contract import open_index
 from evalctl.indexers.index_layout import load_index_settings, text_field, vector_field
 from evalctl.indexers.index_loader import IDENTITY
+from evalctl.opensearch.cluster_info import require_available
 from evalctl.corpus.qrels import QrelsSet, load_qrels
 from evalctl.heap import long_lived_frozen
 
@@ -271,6 +272,7 @@ def retrieve(client, spec: RetrievalSpec, options: RetrievalOptions | None = Non
     identity = run_identity(spec, corpus, qset, queries, index, manifest, prompt)
     if opts.reuse and (done := find_run(corpus.name, identity)):
         return done
+    require_available(client, index)
     if spec.definition.pipeline:
         require_neural_search(client, f"--method {spec.method}")
     bodies, counts = _bodies(client, spec, queries, manifest, model, opts)

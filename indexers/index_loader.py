@@ -25,7 +25,7 @@ from evalctl.indexers.index_layout import (
     index_body, index_name, index_prefix, load_index_settings, record_codes, record_facets, task_units, task_vectors,
     text_field, vector_field, vector_properties, view_properties,
 )
-from evalctl.opensearch.cluster_info import require_engine, snapshot_read
+from evalctl.opensearch.cluster_info import require_available, require_engine, snapshot_read
 from evalctl.provenance import code_version
 
 # Manifest keys that must match for new documents to join an existing index.
@@ -168,8 +168,9 @@ def loaded_ids(client, index: str, views: list[str]) -> set[str]:
 
 
 def _relax(client, index: str) -> None:
-    """Refresh off and no replicas while loading (restored by _restore, even after a failed load)."""
-    client.indices.put_settings(index=index, body={"index": {"refresh_interval": "-1", "number_of_replicas": 0}})
+    """Refresh off while loading (restored by _restore, even after a failed load). Replicas stay as configured:
+    dropped for the load, a node lost mid-load took the only copy of its shards, and the load waited on them."""
+    client.indices.put_settings(index=index, body={"index": {"refresh_interval": "-1"}})
 
 
 def segment_count(client, index: str) -> int:
@@ -187,7 +188,9 @@ def _merge_segments(client, index: str, settings: IndexSettings) -> tuple[int, f
     a rebuild searches the same single HNSW graph (several segments are searched one by one, and where their
     boundaries fall depends on flush timing)."""
     n, t0 = segment_count(client, index), time.perf_counter()
-    if settings.merge_to_one_segment and n > settings.shards:
+    # deleted documents (a chunk sent again after a lost node or a killed load) still count in BM25's statistics
+    deleted = client.indices.stats(index=index, metric="docs")["_all"]["total"]["docs"]["deleted"]
+    if settings.merge_to_one_segment and (n > settings.shards or deleted):
         client.indices.forcemerge(index=index, max_num_segments=1, request_timeout=MERGE_TIMEOUT_S)
         client.indices.refresh(index=index)
         n = segment_count(client, index)
@@ -369,6 +372,7 @@ def index_corpus(client, corpus, views, model=None, *, variant: str | None = Non
             and not _dim_proven(model, views, variant, prompt):
         encoder.load()  # a spec whose dim disagrees with its weights fails here, before an empty index exists
     merged = ensure_index(client, name, meta, settings, corpus_alias(corpus.name))
+    require_available(client, name)
     all_views, units = merged["views"], field_units(merged)
     # each view's vector fields: (unit, task), the document vectors first (task None)
     fields = {v: [(v, None)] if model is not None else [] for v in all_views}

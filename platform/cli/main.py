@@ -132,8 +132,11 @@ def opensearch() -> None:
               help="A plugin zip to install (e.g. opensearch-neural-search, not on Maven Central): a local path or an "
                    "http(s) URL, optionally pinned by sha256. Installed into the node on this start (restarting it).")
 @click.option("--timeout", type=float, default=180.0, show_default=True, help="Seconds to wait for health.")
-def start(heap, port, plugin_zips, timeout) -> None:
-    """Provision (once, from Maven Central) and start the local node."""
+@click.option("--nodes", type=click.IntRange(1, 9), default=1, show_default=True,
+              help="More than 1: a local cluster of that many nodes (HTTP ports from --port, default 9400; 512m heap "
+                   "each), beside the single node, to try shards, replicas and host lists on.")
+def start(heap, port, plugin_zips, timeout, nodes) -> None:
+    """Provision (once, from Maven Central) and start the local node (or a local cluster: --nodes)."""
     from evalctl.opensearch.cluster_info import cluster_status
     from evalctl.opensearch.connection import load_settings
     from evalctl.opensearch.node import ManagedNode, NodeError
@@ -146,6 +149,17 @@ def start(heap, port, plugin_zips, timeout) -> None:
         info = cluster_status()  # a cluster that does not answer is reported with its URL
         click.echo(f"using the configured cluster {settings.describe()} (OpenSearch {info['version']}, health "
                    f"{info['health']}): nothing to start")
+        return
+    if nodes > 1:
+        from evalctl.opensearch.local_cluster import LocalCluster
+
+        cluster = LocalCluster(nodes, heap=heap or "512m", http_port=port or 9400, plugin_sources=plugin_zips)
+        try:
+            seconds = cluster.start(timeout=max(timeout, 300.0), echo=click.echo)
+        except NodeError as e:
+            raise UserError(str(e)) from None
+        click.echo(f"a local cluster of {nodes} nodes is up in {seconds:.0f}s; use it with\n"
+                   f"  export EVALCTL_OPENSEARCH_URL={','.join(cluster.urls)}")
         return
     try:
         st = ManagedNode(heap=heap, http_port=port, plugin_sources=plugin_zips).start(timeout=timeout, echo=click.echo)
@@ -175,11 +189,14 @@ def status() -> None:
 
 @opensearch.command()
 def stop() -> None:
-    """Stop the node that `evalctl opensearch start` started (and nothing else)."""
+    """Stop the node (and the local cluster's nodes) that `evalctl opensearch start` started, and nothing else."""
+    from evalctl.opensearch.local_cluster import stop_members
     from evalctl.opensearch.node import ManagedNode
 
     pid = ManagedNode().stop()
     click.echo(f"stopped OpenSearch (pid {pid})" if pid else "no managed OpenSearch node is running")
+    for name, member_pid in stop_members().items():
+        click.echo(f"stopped local cluster node {name} (pid {member_pid})")
 
 
 @opensearch.command()

@@ -6,6 +6,7 @@ import copy
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import quote
 
 from evalctl.errors import BadInput, Failure
 from evalctl.opensearch.connection import load_settings, make_client, resolve_url
@@ -33,6 +34,32 @@ def require_engine(engine: str) -> None:
             f"node's plugin ({node.knn_plugin}) has none (it comes from Maven Central): "
             f"the first {engine} field would crash the node. Use engine: lucene, or point EVALCTL_OPENSEARCH_URL "
             f"at an OpenSearch distribution that ships them.")
+
+
+class IndexUnavailable(Failure, RuntimeError):
+    """An index with a shard that no node holds (red): named at once instead of waited on."""
+
+
+def require_available(client, index: str, wait: str = "10s") -> None:
+    """Refuse an index in red health: a shard without a started primary (every node holding a copy is gone),
+    whose searches would miss its documents and whose loads would wait on it and time out. A red index is
+    given `wait` to turn yellow first (a node starting again)."""
+    # the health API's own `timeout` is written into the path: opensearch-py takes a `timeout` param as the
+    # client's request timeout; 408: still red when the wait ends
+    health = client.transport.perform_request(
+        "GET", f"/_cluster/health/{quote(index)}?wait_for_status=yellow&timeout={wait}", params={"ignore": 408})
+    if health.get("status") != "red":
+        return
+    rows = client.cat.shards(index=index, format="json", h="shard,prirep,state,node,unassigned.reason")
+    lost = sorted({int(r["shard"]) for r in rows if r["prirep"] == "p" and r["state"] not in ("STARTED", "RELOCATING")})
+    why = sorted({r["unassigned.reason"] for r in rows if int(r["shard"]) in lost and r.get("unassigned.reason")})
+    raise IndexUnavailable(
+        f"index {index} is red: shard(s) {', '.join(map(str, lost))} of {health.get('active_primary_shards', 0) + len(lost)} "
+        f"have no copy on any of the cluster's {health.get('number_of_nodes')} node(s) (unassigned: "
+        f"{', '.join(why) or '?'}); nothing was sent. "
+        + ("Start the node(s) that held them again (`evalctl index status` lists every copy), or restore the index; "
+           "replicas (evalctl index --replicas 1) keep a shard when one node is lost" if "NODE_LEFT" in why else
+           "GET _cluster/allocation/explain says why the cluster cannot place them"))
 
 
 _snapshot: dict | None = None  # answers kept inside node_snapshot()

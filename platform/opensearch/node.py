@@ -57,6 +57,15 @@ class NodeSettings:
 
 
 @dataclass(frozen=True)
+class Membership:
+    """A node's place in a local cluster of several (local_cluster.py): its name and how it finds the others."""
+
+    name: str
+    seed_hosts: tuple[str, ...]  # host:transport_port of every member
+    cluster_managers: tuple[str, ...]  # the members that may be elected cluster manager when it first forms
+
+
+@dataclass(frozen=True)
 class OpenSearchSpec:
     version: str
     min_java: int
@@ -125,8 +134,11 @@ class NodeState:
 class ManagedNode:
     def __init__(self, spec: OpenSearchSpec | None = None, home: Path | None = None,
                  heap: str | None = None, http_port: int | None = None,
-                 plugin_sources: tuple[str | Path | PluginSource, ...] = ()):
+                 plugin_sources: tuple[str | Path | PluginSource, ...] = (), member: Membership | None = None,
+                 jvm_options: str = ""):
         self.spec = spec or load_spec()
+        self.member = member
+        self.jvm_options = jvm_options  # added to OPENSEARCH_JAVA_OPTS after the heap
         self.home = home or paths.opensearch_home()
         s = self.spec.node
         self.heap = heap or s.heap
@@ -143,7 +155,8 @@ class ManagedNode:
 
     @property
     def run_dir(self) -> Path:
-        return self.home / "run"
+        # the members of a local cluster share the distribution, each with its own data, logs and state
+        return self.home / "run" if self.member is None else self.home / "run" / self.member.name
 
     @property
     def state_file(self) -> Path:
@@ -354,7 +367,17 @@ class ManagedNode:
 
     def _launch(self, timeout: float, echo) -> NodeState:
         t0 = time.monotonic()
-        manifest = self.dist_manifest()
+        return self.await_up(self.spawn(timeout, echo), t0, timeout)
+
+    def _discovery(self) -> list[str]:
+        m = self.member
+        if m is None:
+            return ["-Ediscovery.type=single-node", "-Enode.name=evalctl-node"]
+        return [f"-Enode.name={m.name}", f"-Ediscovery.seed_hosts={','.join(m.seed_hosts)}",
+                f"-Ecluster.initial_cluster_manager_nodes={','.join(m.cluster_managers)}"]
+
+    def spawn(self, timeout: float, echo) -> int:
+        """Launch the JVM (daemonised) and return its pid once it wrote it; see await_up."""
         java = find_java(self.spec.min_java)
         for sub in ("data", "logs"):
             (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
@@ -362,14 +385,13 @@ class ManagedNode:
         pid_file.unlink(missing_ok=True)
         prefix = self._as_service_user()
         cmd = prefix + [
-            "env", f"OPENSEARCH_JAVA_HOME={java}", f"OPENSEARCH_JAVA_OPTS=-Xms{self.heap} -Xmx{self.heap}",
+            "env", f"OPENSEARCH_JAVA_HOME={java}", f"OPENSEARCH_JAVA_OPTS=-Xms{self.heap} -Xmx{self.heap} {self.jvm_options}".strip(),
             str(self.dist / "bin" / "opensearch"), "-d", "-p", str(pid_file),
-            "-Ediscovery.type=single-node",
+            *self._discovery(),
             f"-Enetwork.host={self.spec.node.host}",
             f"-Ehttp.port={self.http_port}",
             f"-Etransport.port={self.transport_port}",
             f"-Ecluster.name={self.spec.node.cluster_name}",
-            "-Enode.name=evalctl-node",
             f"-Epath.data={self.run_dir / 'data'}",
             f"-Epath.logs={self.run_dir / 'logs'}",
             # Build machines can be short of disk; a watermark would turn indices read-only.
@@ -387,7 +409,11 @@ class ManagedNode:
                 f"OpenSearch failed to start (exit {code}).\n{console.read_text(errors='replace')[-3000:]}\n"
                 f"Logs: {self.log_file}"
             )
-        pid = self._wait_for_pid(pid_file, timeout)
+        return self._wait_for_pid(pid_file, timeout)
+
+    def await_up(self, pid: int, t0: float, timeout: float) -> NodeState:
+        """Wait until the node launched as `pid` answers healthy, then record it (run/node.json)."""
+        manifest = self.dist_manifest()
         try:
             wait_healthy(self.url, deadline=t0 + timeout, alive=lambda: self.is_ours(pid))
         except NodeError as e:
