@@ -44,7 +44,7 @@ from evalctl.atomic import new_staging_dir, replace_dir
 from evalctl.clock import utc_now
 from evalctl.errors import BadInput
 from evalctl.indexers.index_contract import IndexState, VectorChoice, VectorSource, open_index, vector_source
-from evalctl.indexers.index_layout import CODE_FIELDS, record_codes
+from evalctl.indexers.index_layout import CODE_FIELDS, VECTOR_SCRIPT, record_codes
 from evalctl.opensearch.connection import search_cbor
 from evalctl.paths import cache_root
 from evalctl.corpus.patent_record import PatentRecord
@@ -52,10 +52,6 @@ from evalctl.provenance import code_version
 from evalctl.specs import SpecError
 from evalctl.heap import long_lived_frozen
 
-# A copy of each vector: k-NN 3.5's script doc values hand out one reused array, so a page of hits that
-# keeps the array itself shows the last document's vector in every hit.
-VECTOR_SCRIPT = ("float[] v = doc[params.field].value; float[] c = new float[v.length]; "
-                 "for (int i = 0; i < v.length; ++i) { c[i] = v[i]; } return c;")
 PIT_KEEP_ALIVE = "5m"
 # Floats per page, all slices together (about 10 MB of CBOR): 4096-d vectors go ~500 a page, 384-d ~5000.
 PAGE_FLOATS = 2_000_000

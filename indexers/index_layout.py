@@ -24,6 +24,13 @@ MAX_SHARDS = 1024
 META_FIELDS = ("doc_id", "family_id", "jurisdiction", "kind", "cpc", "ipc", "labels")
 
 
+# A document's vector as script fields read it from the field's vector values (not from _source, which may
+# exclude them: `vectors_in_source: false`). A copy: k-NN 3.5's script doc values hand out one reused array, so
+# a page of hits that keeps the array itself shows the last document's vector in every hit.
+VECTOR_SCRIPT = ("float[] v = doc[params.field].value; float[] c = new float[v.length]; "
+                 "for (int i = 0; i < v.length; ++i) { c[i] = v[i]; } return c;")
+
+
 # The tasks that read vectors back from the index; each may have its own prompt, hence its own field.
 LABEL_TASKS = ("classification", "clustering")
 
@@ -92,6 +99,12 @@ class IndexSettings:
     # After a load, force-merge to one segment per shard: HNSW search runs per segment and segment boundaries
     # differ between builds (flush timing), so only a merged index gives the same k-NN hits on every rebuild.
     merge_to_one_segment: bool = True
+    # False: _source and the recovery source (the operation history kept for replicas) leave out the vec_*
+    # fields, so each vector is stored once (in the vector format), not again as JSON text; read-back and
+    # `index verify` read the vector values with script fields either way. Fixed when an index is made (a
+    # mapping's _source cannot change); a _reindex would lose the vectors, and so would a replica replaying
+    # that history: refused with replicas.
+    vectors_in_source: bool = True
 
     def __post_init__(self):
         needs = {"sq": "lucene", "sq_fp16": "faiss"}.get(self.encoder, self.engine)
@@ -101,6 +114,9 @@ class IndexSettings:
             raise ValueError(f"shards {self.shards}: must be between 1 and {MAX_SHARDS}")
         if self.replicas < 0:
             raise ValueError(f"replicas {self.replicas}: must be 0 or more")
+        if self.replicas and not self.vectors_in_source:
+            raise ValueError(f"replicas {self.replicas} with vectors_in_source false: a replica recovering from the "
+                             f"operation history would get documents without vectors (keep them in _source)")
 
     def search_type(self, shards: int) -> str | None:
         """The search_type a BM25 query of an index of `shards` shards needs (None: the default)."""
@@ -234,5 +250,7 @@ def index_body(views: list[str], dim: int | None, similarity: str | None, settin
             },
             "similarity": {"patent_bm25": {"type": "BM25", "k1": settings.bm25.k1, "b": settings.bm25.b}},
         },
-        "mappings": {"dynamic": "strict", "_meta": meta, "properties": properties},
+        "mappings": {"dynamic": "strict", "_meta": meta, "properties": properties,
+                     **({"_source": {"excludes": [vector_field("*")], "recovery_source_excludes": [vector_field("*")]}}
+                        if dim is not None and not settings.vectors_in_source else {})},
     }

@@ -32,11 +32,13 @@ from evalctl.provenance import code_version
 IDENTITY = ("corpus_hash", "model", "hf_id", "revision", "prompt_variant", "document_prompt", "dim",
             "similarity", "engine", "encoder", "hnsw", "bm25", "precision", "encoding_versions", "shards")
 # Manifest keys that must also match for documents to join, but change no search result (so they are not part
-# of a result's index identity): the code-prefix keyword fields every document carries.
-LAYOUT = ("facets",)
+# of a result's index identity): the code-prefix keyword fields every document carries, and whether _source
+# holds the vectors (fixed by the mapping).
+LAYOUT = ("facets", "vectors_in_source")
 # A model index's manifest written before precision was recorded: its vectors were float32, of unknown package
 # versions (no encoding_versions; see evalctl.indexers.embedding_cache.CacheKey).
 _BEFORE_PRECISION = {"precision": "float32"}
+_BEFORE_SOURCE_SETTING = {"vectors_in_source": True}  # made before vectors_in_source: they were in _source
 
 
 class IndexMismatch(BadInput, ValueError):
@@ -80,6 +82,7 @@ def index_manifest(corpus, model, variant: str | None, prompt: str | None, views
         "views": sorted(views),
         "engine": settings.engine if model else None,
         "encoder": settings.encoder if model else None,
+        "vectors_in_source": settings.vectors_in_source if model else None,
         "hnsw": vars(settings.hnsw) if model else None,
         "bm25": vars(settings.bm25),
         "shards": settings.shards,
@@ -100,7 +103,7 @@ def read_manifest(client, index: str) -> dict | None:
         meta = mapping[index]["mappings"].get("_meta", {})
         if meta and "shards" not in meta:  # made before the manifest recorded it: the index itself knows
             meta["shards"] = shard_count(client, index)
-        return {**_BEFORE_PRECISION, **meta} if meta.get("dim") else meta
+        return {**_BEFORE_PRECISION, **_BEFORE_SOURCE_SETTING, **meta} if meta.get("dim") else meta
 
     return snapshot_read(("manifest", index), read)
 

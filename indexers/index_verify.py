@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from evalctl.indexers.index_contract import inspect_index
-from evalctl.indexers.index_layout import index_prefix, owned_by_prefix, text_field, vector_field
+from evalctl.indexers.index_layout import VECTOR_SCRIPT, index_prefix, owned_by_prefix, text_field, vector_field
 from evalctl.indexers.index_loader import read_manifest
 
 
@@ -99,8 +99,9 @@ def _load_command(corpus, model, meta: dict) -> str:
 def _stored_vectors(client, index: str, field: str, ids: list[str]) -> dict[str, list]:
     """The `field` vector of each id that has one in `index` (a document not loaded, or loaded without the
     view, is left out)."""
-    resp = client.mget(index=index, body={"ids": ids}, _source_includes=[field])
-    return {d["_id"]: d["_source"][field] for d in resp["docs"] if d.get("found") and field in d.get("_source", {})}
+    body = {"query": {"bool": {"filter": [{"ids": {"values": ids}}, {"exists": {"field": field}}]}}, "size": len(ids),
+            "_source": False, "script_fields": {"v": {"script": {"source": VECTOR_SCRIPT, "params": {"field": field}}}}}
+    return {h["_id"]: h["fields"]["v"][0] for h in client.search(index=index, body=body)["hits"]["hits"]}
 
 
 def index_status(client) -> list[dict]:
