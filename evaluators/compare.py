@@ -156,6 +156,11 @@ def compare_runs(runs: list[StoredRun], baseline: StoredRun | None = None, metri
 # --------------------------------------------------------------------------- tables
 
 
+def score_cell(value: float, letters: list[str], lo: float, hi: float, fmt: str = "md") -> str:
+    """A table's score: mean, the letters of the systems it beats, its 95% CI."""
+    return f"{_marked(value, letters, fmt)} [{lo:.3f}, {hi:.3f}]"
+
+
 def _marked(value: float, letters: list[str], fmt: str) -> str:
     if not letters:
         return f"{value:.4f}"
@@ -175,7 +180,7 @@ def tables(rep: ComparisonReport, fmt: str = "md") -> dict[str, pd.DataFrame]:
                 row.update({m: rep.means[s][m], f"{m} ci_low": lo, f"{m} ci_high": hi,
                             f"{m} better_than": "".join(rep.better_than(s, m))})
             else:
-                row[m] = f"{_marked(rep.means[s][m], rep.better_than(s, m), fmt)} [{lo:.3f}, {hi:.3f}]"
+                row[m] = score_cell(rep.means[s][m], rep.better_than(s, m), lo, hi, fmt)
         main.append(row)
     sig = [{"control": p.control, "treatment": p.treatment, "metric": p.metric, "delta": round(p.delta, 4),
             **{f"p {t}": round(p.p[t], 4) for t in TESTS}, **{f"p Holm {t}": round(p.p_holm[t], 4) for t in TESTS},

@@ -1,5 +1,5 @@
-"""The findings a report opens with: computed from per-query values, naming their runs, and saying plainly
-when a difference is not significant (paired bootstrap CI containing 0)."""
+"""The findings a report opens with: short claims computed from per-query values, each with its evidence
+(CI, runs), saying plainly when a difference is not significant (paired bootstrap CI containing 0)."""
 
 from __future__ import annotations
 
@@ -26,20 +26,25 @@ def test_retrieval_findings_name_runs_and_rank():
     dense_t = res("minilm", "T", "dense", [0.3] * 40, "r2")
     hybrid_ta = res("minilm", "TA", "hybrid", [0.5 + (0.01 if i % 2 else -0.01) for i in range(40)], "r3")
     mpnet_ta = res("mpnet", "TA", "dense", [0.6] * 40, "r4")
-    lines = retrieval_findings([dense_ta, dense_t, hybrid_ta, mpnet_ta])
-    text = "\n".join(lines)
-    assert lines[0].startswith("pizza: the best system is dense:mpnet:TA") and "r4" in lines[0]
-    assert "best view TA" in text and "runs r2, r1" in text  # TA over T (base run first), significant
-    gain = next(line for line in lines if "hybrid:minilm:TA over dense" in line)
-    assert "not significant" in gain and "runs r1, r3" in gain
-    assert "mpnet 0.6000 > minilm 0.5000" in text
+    found = retrieval_findings([dense_ta, dense_t, hybrid_ta, mpnet_ta])
+    claims, evidence = [f.claim for f in found], "\n".join(f.evidence for f in found)
+    assert claims[0].startswith("pizza: the best system is dense:mpnet:TA") and "r4" in found[0].evidence
+    assert all(" r1" not in c and " r4" not in c for c in claims)  # run ids are evidence, not claims
+    view = next(f for f in found if "view TA is best" in f.claim)
+    assert "significantly above T" in view.claim and "not" not in view.claim and "runs r2, r1" in view.evidence
+    gain = next(f for f in found if "hybrid changes" in f.claim)
+    assert "(not significant)" in gain.claim and "runs r1, r3" in gain.evidence
+    ranked = next(f for f in found if "mpnet > minilm" in f.claim)
+    assert "mpnet 0.6000 - minilm 0.5000" in ranked.evidence
+    assert "runs r2, r1" in evidence
 
 
 def test_in_out_and_recipe_findings():
-    assert in_out_finding("pizza", "dense:m:TA", "r1", {"IN": (300, 0.4), "OUT": (50, 0.16)}).count("60% drop") == 1
+    f = in_out_finding("pizza", "dense:m:TA", "r1", {"IN": (300, 0.4), "OUT": (50, 0.16)})
+    assert "60% lower on OUT" in f.claim and "n=50" in f.evidence and "r1" in f.evidence
     assert in_out_finding("pizza", "x", "r1", {"IN": (10, 0.4), "OUT": (0, 0.0)}) is None
     rows = [{"task": "retrieval", "corpus": "pizza", "view": "TA", "what": "dense", "model": "m+r3",
              "recipe": "R3", "metric": "ndcg@10", "base": {q: 0.3 for q in Q}, "tuned": {q: 0.4 for q in Q},
              "ids": ["b1", "t1"]}]
     (line,) = recipe_findings(rows)
-    assert line.startswith("Recipe R3 (m+r3) helped retrieval") and "results b1, t1" in line
+    assert line.claim.startswith("Recipe R3 (m+r3) helped retrieval") and "results b1, t1" in line.evidence

@@ -1,9 +1,10 @@
 """The findings a report opens with, computed from this spec's stored results: best view, best method,
 fusion gain over dense, the IN->OUT drop, models ranked, and which recipe helped which task.
 
-Every sentence names the stored runs or results it rests on. A difference is called significant only when
+Each finding is a short claim plus its evidence (the paired difference with its CI, the stored runs or
+results it rests on), which the report puts in a footnote. A difference is called significant only when
 its paired 95% bootstrap CI (over queries for retrieval, over splits/seeds for the label tasks) excludes 0;
-otherwise the sentence says it is not.
+otherwise the claim says it is not.
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ class RetrievalResult:
 
 
 @dataclass(frozen=True)
+class Finding:
+    claim: str  # one short sentence
+    evidence: str  # the numbers and stored runs/results behind it
+
+
+@dataclass(frozen=True)
 class Delta:
     value: float
     lo: float
@@ -44,9 +51,12 @@ class Delta:
     def significant(self) -> bool:
         return self.n > 1 and (self.lo > 0 or self.hi < 0)
 
+    @property
+    def verdict(self) -> str:
+        return "significant" if self.significant else "not significant"
+
     def text(self) -> str:
-        verdict = "significant" if self.significant else "not significant"
-        return f"{self.value:+.4f} [95% CI {self.lo:+.4f}, {self.hi:+.4f}; {verdict}, n={self.n}]"
+        return f"{self.value:+.4f} [95% CI {self.lo:+.4f}, {self.hi:+.4f}; {self.verdict}, n={self.n}]"
 
 
 def paired_delta(a: dict[str, float], b: dict[str, float]) -> Delta:
@@ -61,40 +71,44 @@ def _fmt_runs(*results: RetrievalResult) -> str:
     return "runs " + ", ".join(r.run_id for r in results)
 
 
-def _over(base: RetrievalResult, other: RetrievalResult) -> str:
-    """other - base per query, with its CI and the two runs."""
-    return f"{paired_delta(base.per_query, other.per_query).text()} ({_fmt_runs(base, other)})"
+def _over(base: RetrievalResult, other: RetrievalResult) -> tuple[Delta, str]:
+    """other - base per query: the difference, and its evidence (CI and the two runs)."""
+    d = paired_delta(base.per_query, other.per_query)
+    return d, f"{other.label} - {base.label}: {d.text()} ({_fmt_runs(base, other)})"
 
 
-def retrieval_findings(results: list[RetrievalResult]) -> list[str]:
-    out: list[str] = []
+def retrieval_findings(results: list[RetrievalResult]) -> list[Finding]:
+    out: list[Finding] = []
     by_corpus: dict[str, list[RetrievalResult]] = defaultdict(list)
     for r in results:
         by_corpus[r.corpus].append(r)
     for corpus, rs in by_corpus.items():
         ranked = sorted(rs, key=lambda r: -r.mean)
         best, runner = ranked[0], next((r for r in ranked[1:] if r.view == ranked[0].view), None)
-        s = f"{corpus}: the best system is {best.label} ({PRIMARY} {best.mean:.4f})"
-        s += (f"; over the next one in its view, {runner.label} ({runner.mean:.4f}): {_over(runner, best)}"
-              if runner else f" ({_fmt_runs(best)})")
-        out.append(s + ".")
+        claim = f"{corpus}: the best system is {best.label} ({PRIMARY} {best.mean:.4f})"
+        if runner:
+            d, evidence = _over(runner, best)
+            out.append(Finding(f"{claim}, {d.verdict}ly above {runner.label} ({runner.mean:.4f}).", evidence))
+        else:
+            out.append(Finding(claim + ".", _fmt_runs(best)))
         out += _best_view(corpus, rs) + _fusion_gains(corpus, rs) + _models_ranked(corpus, rs)
     return out
 
 
-def _best_view(corpus: str, rs: list[RetrievalResult]) -> list[str]:
+def _best_view(corpus: str, rs: list[RetrievalResult]) -> list[Finding]:
     out = []
     for (model, method), group in _group(rs, lambda r: (r.model, r.method)).items():
         if method != "dense" or len({r.view for r in group}) < 2:
             continue
         ranked = sorted(group, key=lambda r: -r.mean)
         others = ", ".join(f"{r.view} {r.mean:.4f}" for r in ranked[1:])
-        out.append(f"{corpus}, dense {model}: best view {ranked[0].view} ({ranked[0].mean:.4f}; then {others}); "
-                   f"over {ranked[1].view}: {_over(ranked[1], ranked[0])}.")
+        d, evidence = _over(ranked[1], ranked[0])
+        out.append(Finding(f"{corpus}, dense {model}: view {ranked[0].view} is best ({ranked[0].mean:.4f}), "
+                           f"{d.verdict}ly above {ranked[1].view}.", f"other views {others}; {evidence}"))
     return out
 
 
-def _fusion_gains(corpus: str, rs: list[RetrievalResult]) -> list[str]:
+def _fusion_gains(corpus: str, rs: list[RetrievalResult]) -> list[Finding]:
     """Fusion over dense for each model, in the view where its dense run scores best."""
     out = []
     for model, group in _group(rs, lambda r: r.model).items():
@@ -105,43 +119,46 @@ def _fusion_gains(corpus: str, rs: list[RetrievalResult]) -> list[str]:
         by = {r.method: r for r in group if r.view == view}
         for fused in fused_methods():
             if fused in by:
-                out.append(f"{corpus}, {model}, view {view}: {by[fused].label} over dense: "
-                           f"{_over(by['dense'], by[fused])}.")
+                d, evidence = _over(by["dense"], by[fused])
+                out.append(Finding(f"{corpus}, {model}, view {view}: {fused} changes {PRIMARY} by {d.value:+.4f} "
+                                   f"over dense ({d.verdict}).", evidence))
     return out
 
 
-def _models_ranked(corpus: str, rs: list[RetrievalResult]) -> list[str]:
+def _models_ranked(corpus: str, rs: list[RetrievalResult]) -> list[Finding]:
     out = []
     for view, group in _group([r for r in rs if r.method == "dense"], lambda r: r.view).items():
         if len(group) < 2:
             continue
         ranked = sorted(group, key=lambda r: -r.mean)
-        steps = []
+        steps, deltas = [], []
         for hi, lo in zip(ranked, ranked[1:]):
             d = paired_delta(lo.per_query, hi.per_query)
-            steps.append(f"{hi.model} {hi.mean:.4f} {'>' if d.significant else '≈'} {lo.model} {lo.mean:.4f}")
-        out.append(f"{corpus}, dense, view {view}, models ranked ('>' significant, '≈' not; paired bootstrap): "
-                   + "; ".join(steps) + f" ({_fmt_runs(*ranked)}).")
+            steps.append(f"{hi.model} {'>' if d.significant else '≈'} {lo.model}")
+            deltas.append(f"{hi.model} {hi.mean:.4f} - {lo.model} {lo.mean:.4f}: {d.text()}")
+        out.append(Finding(f"{corpus}, dense, view {view}: {'; '.join(steps)} ('>' significant, '≈' not).",
+                           "paired bootstrap; " + "; ".join(deltas) + f" ({_fmt_runs(*ranked)})"))
     return out
 
 
-def in_out_finding(corpus: str, label: str, run_id: str, domains: dict[str, tuple[int, float]]) -> str | None:
+def in_out_finding(corpus: str, label: str, run_id: str, domains: dict[str, tuple[int, float]]) -> Finding | None:
     (n_in, v_in), (n_out, v_out) = domains.get("IN", (0, 0.0)), domains.get("OUT", (0, 0.0))
     if not n_in or not n_out or v_in <= 0:
         return None
-    return (f"{corpus}, {label}: IN-domain queries {v_in:.4f} (n={n_in}) vs OUT-of-domain {v_out:.4f} (n={n_out}), "
-            f"a {(v_in - v_out) / v_in:.0%} drop (run {run_id}).")
+    return Finding(f"{corpus}, {label}: {(v_in - v_out) / v_in:.0%} lower on OUT-of-domain queries than on IN.",
+                   f"IN {v_in:.4f} (n={n_in}), OUT {v_out:.4f} (n={n_out}) (run {run_id})")
 
 
-def recipe_findings(rows: list[dict]) -> list[str]:
+def recipe_findings(rows: list[dict]) -> list[Finding]:
     """rows: task, corpus, view, what (method or label set), model, recipe, metric, base, tuned (per-query or
     per-split values keyed alike), ids."""
     out = []
     for r in rows:
         d = paired_delta(r["base"], r["tuned"])
         verb = ("helped" if d.value > 0 else "hurt") if d.significant else "did not change significantly"
-        out.append(f"Recipe {r['recipe']} ({r['model']}) {verb} {r['task']} on {r['corpus']} ({r['view']}, "
-                   f"{r['what']}, {r['metric']}): {d.text()} (results {', '.join(r['ids'])}).")
+        out.append(Finding(f"Recipe {r['recipe']} ({r['model']}) {verb} {r['task']} on {r['corpus']} "
+                           f"({r['view']}, {r['what']}, {r['metric']}).",
+                           f"{d.text()} (results {', '.join(r['ids'])})"))
     return out
 
 

@@ -1,9 +1,12 @@
 """`evalctl report SPEC`: one self-contained report (Markdown + HTML + PNG plots) from the results store.
 
-Sections follow the study: retrieval tables with significance markers, views per model (heatmap),
-model size vs score (one line per family), IN vs OUT with the relative drop, fusion gain per model,
-recipe deltas per task, classification and clustering tables. Every table names the stored runs or
-results that produced it. Sections without data say so instead of disappearing.
+It opens with the headline table (report_headline: system x view, nDCG@10 with CI, best per view, letters),
+then the findings (short claims, their evidence in footnotes). Sections follow the study: retrieval tables
+with significance markers, views per model (heatmap, colours fitted to the scores), model size vs score
+(one line per family), IN vs OUT with the relative drop and CIs, fusion gain per model, recipe deltas per
+task, classification and clustering tables; a per-query page for each corpus and view (report_queries).
+Every table names the stored runs or results that produced it. Sections without data say so instead of
+disappearing. Charts are labelled with system names; the HTML carries each chart's tick labels.
 """
 
 from __future__ import annotations
@@ -30,7 +33,11 @@ if TYPE_CHECKING:  # pandas is imported where tables are made: an up-to-date rep
 @dataclass
 class Report:
     title: str
-    blocks: list[tuple] = field(default_factory=list)  # ("h", text) ("p", text) ("table", df) ("img", file, caption)
+    # ("h", text) ("p", text) ("table", df, strong cells, css class) ("img", file, caption, tick labels)
+    # ("findings", [Finding]) ("link", page, text)
+    blocks: list[tuple] = field(default_factory=list)
+    runs: dict = field(default_factory=dict)  # run id -> StoredRun, loaded once per report
+    comparisons: dict = field(default_factory=dict)  # run ids -> their ComparisonReport, computed once
 
     def h(self, text):
         self.blocks.append(("h", text))
@@ -38,11 +45,20 @@ class Report:
     def p(self, text):
         self.blocks.append(("p", text))
 
-    def table(self, df: pd.DataFrame):
-        self.blocks.append(("table", df))
+    def table(self, df: pd.DataFrame, strong: set[tuple[int, str]] = frozenset(), css: str = "t"):
+        """`strong`: (row position, column) cells shown bold (the best per column of a headline table)."""
+        self.blocks.append(("table", df, strong, css))
 
-    def img(self, file: str, caption: str):
-        self.blocks.append(("img", file, caption))
+    def img(self, file: str, caption: str, labels: tuple[str, ...] = ()):
+        self.blocks.append(("img", file, caption, labels))
+
+    def findings(self, found: list):
+        """Short claims as a list, each one's evidence in a numbered footnote."""
+        self.blocks.append(("findings", found))
+
+    def link(self, page: str, text: str):
+        """A link to another page of the report: page.md from the Markdown, page.html from the HTML."""
+        self.blocks.append(("link", page, text))
 
     def markdown(self) -> str:
         """Markdown with the text's HTML escaped, as in html(): a spec's description or a label shows as
@@ -54,8 +70,13 @@ class Report:
             elif b[0] == "p":
                 out.append(_md(b[1]))
             elif b[0] == "table":
-                table = b[1].map(lambda v: _md(v) if isinstance(v, str) else v)
+                table = _cells(b[1], b[2], _md, lambda v: f"**{v}**")
                 out.append(table.rename(columns=lambda c: _md(str(c))).to_markdown(index=False))
+            elif b[0] == "findings":
+                out.append("\n".join(f"- {_md(f.claim)}[^{i}]" for i, f in enumerate(b[1], 1)))
+                out.append("\n".join(f"[^{i}]: {_md(f.evidence)}" for i, f in enumerate(b[1], 1)))
+            elif b[0] == "link":
+                out.append(f"[{_md(b[2])}]({b[1]}.md)")
             else:
                 out.append(f"![{_md(b[2])}]({b[1]})\n\n*{_md(b[2])}*")
         return "\n\n".join(out) + "\n"
@@ -68,14 +89,26 @@ class Report:
             elif b[0] == "p":
                 body.append(f"<p>{html.escape(b[1])}</p>")
             elif b[0] == "table":
-                body.append(b[1].to_html(index=False, border=0, classes="t"))
-            else:  # images inlined, so the HTML file stands alone
+                table = _cells(b[1], b[2], html.escape, lambda v: f"<strong>{v}</strong>")
+                body.append(table.rename(columns=lambda c: html.escape(str(c)))
+                            .to_html(index=False, border=0, classes=b[3], escape=False))
+            elif b[0] == "findings":
+                body.append("<ul class='findings'>" + "".join(
+                    f"<li>{html.escape(f.claim)}<sup><a href='#evidence-{i}'>{i}</a></sup></li>"
+                    for i, f in enumerate(b[1], 1)) + "</ul>")
+                body.append("<ol class='evidence'>" + "".join(
+                    f"<li id='evidence-{i}'>{html.escape(f.evidence)}</li>" for i, f in enumerate(b[1], 1)) + "</ol>")
+            elif b[0] == "link":
+                body.append(f"<p><a href='{html.escape(b[1])}.html'>{html.escape(b[2])}</a></p>")
+            else:  # images inlined, so the HTML file stands alone; the labels drawn on it, for a reader's tools
                 data = base64.b64encode((folder / b[1]).read_bytes()).decode()
-                body.append(f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(b[2])}">'
-                            f"<figcaption>{html.escape(b[2])}</figcaption></figure>")
+                labels = html.escape(json.dumps(list(b[3])))
+                body.append(f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(b[2])}" '
+                            f'data-labels="{labels}"><figcaption>{html.escape(b[2])}</figcaption></figure>')
         style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
                  "table.t{border-collapse:collapse;margin:1em 0;font-size:13px}"
                  "table.t td,table.t th{border:1px solid #ccc;padding:3px 8px;text-align:left}"
+                 "ol.evidence{font-size:12px;color:#555}"
                  "img{max-width:100%}figcaption{font-style:italic;color:#555}")
         return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(self.title)}</title>"
                 f"<style>{style}</style></head><body>{''.join(body)}</body></html>")
@@ -84,6 +117,14 @@ class Report:
 def _md(text: str) -> str:
     """Text for Markdown: '<' starts all markup and '&' an entity; '>' stays readable ("A > B")."""
     return text.replace("&", "&amp;").replace("<", "&lt;")
+
+
+def _cells(df: pd.DataFrame, strong, escape, bold) -> pd.DataFrame:
+    """Text cells escaped, the `strong` ones bold."""
+    out = df.map(lambda v: escape(v) if isinstance(v, str) else v)
+    for i, col in strong:
+        out.iloc[i, out.columns.get_loc(col)] = bold(out.iloc[i, out.columns.get_loc(col)])
+    return out
 
 
 def plt_module():
@@ -96,10 +137,15 @@ def plt_module():
 
 
 def save_figure(fig, report: Report, out: Path, name: str, caption: str) -> None:
+    """Save and add the figure, with the tick labels its axes were given (categories, not numbers)."""
+    from matplotlib.ticker import FixedLocator
+
     fig.tight_layout()
     fig.savefig(out / name, dpi=110)
+    labels = [t.get_text() for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
+              if isinstance(axis.get_major_locator(), FixedLocator) for t in axis.get_ticklabels()]
     plt_module().close(fig)
-    report.img(name, caption)
+    report.img(name, caption, tuple(dict.fromkeys(labels)))
 
 
 def _recipes(report: Report, pairs: list[dict]) -> None:
@@ -112,33 +158,35 @@ def _recipes(report: Report, pairs: list[dict]) -> None:
     report.table(pd.DataFrame(rows) if rows else pd.DataFrame([{"note": "no fine-tuned models in this spec"}]))
 
 
-def _findings(report: Report, steps, runs: dict, pairs: list[dict]) -> None:
-    """The report's opening: findings computed from the stored results, each naming its runs/results."""
+def _findings(report: Report, steps, pairs: list[dict]) -> None:
+    """The findings, computed from the stored results: short claims, their evidence in footnotes."""
     from evalctl.study import findings as rf
-    from evalctl.evaluators.runs import load_run
     from evalctl.evaluators.scoring import PRIMARY, evaluate_run
+    from evalctl.study.task_retrieval import stored_run
 
     report.h("Findings")
     results = []
     for s in steps:
         if s.kind == "retrieval" and s.scores and s.scores() and s.ref():
-            run = runs.get(s.ref()) or runs.setdefault(s.ref(), load_run(s.ref()))
+            run = stored_run(s.ref(), report.runs)
             t = s.target
             results.append(rf.RetrievalResult(t.corpus, t.model, t.view_label, t.what, run.id, run.label,
                                               evaluate_run(run).per_query[PRIMARY]))
-    lines = rf.retrieval_findings(results)
+    found = rf.retrieval_findings(results)
     for corpus in dict.fromkeys(r.corpus for r in results):
         best = max((r for r in results if r.corpus == corpus), key=lambda r: r.mean)
-        run = runs[best.run_id]
+        run = report.runs[best.run_id]
         if (run.manifest.get("qrels_spec") or {}).get("source") != "known_item":
             domains = {d: (sc.n_queries, sc.mean[PRIMARY])
                        for d in ("IN", "OUT") for sc in [evaluate_run(run, domain=d, metrics=(PRIMARY,))]}
-            lines += [f for f in [rf.in_out_finding(corpus, best.label, best.run_id, domains)] if f]
-    # one line per recipe x task x label set: dense retrieval, the logistic-regression probe, V-measure
-    lines += rf.recipe_findings([p for p in pairs if p["what"] == "dense" or p["task"] != "retrieval"
+            found += [f for f in [rf.in_out_finding(corpus, best.label, best.run_id, domains)] if f]
+    # one per recipe x task x label set: dense retrieval, the logistic-regression probe, V-measure
+    found += rf.recipe_findings([p for p in pairs if p["what"] == "dense" or p["task"] != "retrieval"
                                  and not p["metric"].startswith("knn/")])
-    for line in lines or ["No stored results yet: run `evalctl run` first."]:
-        report.p("- " + line)
+    if found:
+        report.findings(found)
+    else:
+        report.p("No stored results yet: run `evalctl run` first.")
 
 
 def _recipe_pairs(steps, runs: dict) -> list[dict]:
@@ -183,6 +231,8 @@ def write_report(spec: ExperimentSpec, out: Path, force: bool = False) -> tuple[
     """Write the report; returns its two files and whether it was (re)written. A report whose inputs
     (every step's stored scores and run, the spec file, the code version) are unchanged is kept. `out` must
     be new, empty or an earlier evalctl report (output_folder); `force` also writes into any other folder."""
+    from evalctl.study.report_headline import headline
+    from evalctl.study.report_queries import query_pages
     from evalctl.study.runner import plan
     from evalctl.study.tasks import TASKS, recall
 
@@ -204,12 +254,15 @@ def write_report(spec: ExperimentSpec, out: Path, force: bool = False) -> tuple[
     report = Report(f"evalctl report: {spec.name}")
     report.p(f"{spec.description.strip()} Generated {utc_now('%Y-%m-%d %H:%M UTC')} by "
              f"evalctl {code_version()} from the results store.")
-    runs: dict = {}  # run id -> StoredRun, loaded once for findings and recipe deltas
-    pairs = _recipe_pairs(steps, runs)
-    _findings(report, steps, runs, pairs)
+    pairs = _recipe_pairs(steps, report.runs)
+    headline(report, steps)
+    _findings(report, steps, pairs)
     for _, task in TASKS.items():
         task.report(report, spec, steps, out)
     _recipes(report, pairs)
+    for page_name, query_page in query_pages(report, steps):
+        (out / f"{page_name}.md").write_text(query_page.markdown())
+        (out / f"{page_name}.html").write_text(query_page.html(out))
     md.write_text(report.markdown())
     page.write_text(report.html(out))
     inputs_file.write_text(inputs)

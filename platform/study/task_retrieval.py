@@ -4,7 +4,7 @@ fusion gain)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -144,48 +144,45 @@ class RetrievalTask:
     def per_unit(self, step: Step, metric: str, runs: dict) -> dict[str, float]:
         from evalctl.evaluators.scoring import evaluate_run
 
-        return evaluate_run(_run(step.ref(), runs)).per_query[metric]
+        return evaluate_run(stored_run(step.ref(), runs)).per_query[metric]
 
     def report(self, report: Report, spec, steps, out: Path) -> None:
         import pandas as pd
 
         from evalctl.evaluators import retrieval_methods
-        from evalctl.evaluators.compare import compare_runs, ranx_latex, tables
+        from evalctl.evaluators.compare import ranx_latex, tables
         from evalctl.evaluators.scoring import PRIMARY
 
         report.h("Retrieval")
-        done = [s for s in steps if s.kind == "retrieval" and s.scores and s.scores()]
-        if not done:
+        groups = view_groups(report, steps)
+        if not groups:
             report.p("No retrieval results yet (run `evalctl run` first, or the spec has no retrieval).")
             return
-        rows = [{"corpus": s.target.corpus, "model": s.target.model, "view": s.target.view_label,
-                 "method": s.target.what, PRIMARY: s.scores()[PRIMARY], "run": s.ref()} for s in done]
-        frame = pd.DataFrame(rows)
-        runs: dict = {}
-        for (corpus, view), group in frame.groupby(["corpus", "view"], sort=False):
-            group_runs = [_run(r, runs) for r in group["run"]]
-            qrels_spec = group_runs[0].manifest.get("qrels_spec") or {}
-            known_item = qrels_spec.get("source") == "known_item"
-            views = f"queries {view.replace('→', ', documents ')}" if "→" in view else f"view {view}"
-            report.p(f"Corpus {corpus}, {views}, qrels {group_runs[0].manifest.get('qrels')}: systems compared with "
+        for g in groups:
+            views = f"queries {g.view.replace('→', ', documents ')}" if "→" in g.view else f"view {g.view}"
+            report.p(f"Corpus {g.corpus}, {views}, qrels {g.runs[0].manifest.get('qrels')}: systems compared with "
                      "paired tests (Holm-corrected).")
-            if known_item:
+            if g.known_item:
                 report.p("Known-item sanity task: each query is a patent's own text in the query view and its one "
                          "relevant document is that patent. It checks that search works and how a view dilutes "
                          "the match; it says nothing about prior-art relevance, and IN/OUT does not apply.")
-            if len(group_runs) >= 2:
-                comparison = compare_runs(group_runs)
-                dfs = tables(comparison)
+            if g.comparison is not None:
+                dfs = tables(g.comparison)
                 report.table(dfs["main"])
-                ranx_file = f"ranx-{corpus}-{view}.tex".replace("→", "-")
-                (out / ranx_file).write_text(ranx_latex(comparison))  # ranx's Report, for a paper
+                ranx_file = f"ranx-{g.corpus}-{g.view}.tex".replace("→", "-")
+                (out / ranx_file).write_text(ranx_latex(g.comparison))  # ranx's Report, for a paper
                 report.p(f"The same table as ranx's LaTeX (Report.to_latex): {ranx_file}.")
-                if not known_item:
+                if not g.known_item:
                     report.p("IN vs OUT of domain (relative drop), as DAPFAM defines it:")
                     report.table(dfs["domains"])
-                    _in_out_plot(report, dfs["domains"], out, f"inout-{corpus}-{view}.png".replace("→", "-"))
+                    _in_out_plot(report, g, out, f"inout-{g.corpus}-{g.view}.png".replace("→", "-"))
             else:
-                report.table(group.drop(columns=["run"]))
+                report.table(pd.DataFrame([_row(s) for s in g.steps]))
+            if not g.known_item:
+                page = query_page_name(g.corpus, g.view)
+                report.link(page, f"Per query ({g.corpus}, {views}): each citation's rank in every system, "
+                                  "the citations no system finds")
+        frame = pd.DataFrame([_row(s) for g in groups for s in g.steps])
         dense = frame[frame["method"] == "dense"]
         for corpus, group in dense.groupby("corpus", sort=False):
             _views_heatmap(report, corpus, group, out)
@@ -202,7 +199,53 @@ class RetrievalTask:
         report.table(pd.DataFrame(gains) if gains else pd.DataFrame([{"note": "no fused runs"}]))
 
 
-def _run(run_id: str, runs: dict):
+def _row(step: Step) -> dict:
+    from evalctl.evaluators.scoring import PRIMARY
+
+    t = step.target
+    return {"corpus": t.corpus, "model": t.model, "view": t.view_label, "method": t.what,
+            PRIMARY: step.scores()[PRIMARY]}
+
+
+@dataclass(frozen=True)
+class ViewGroup:
+    """The done retrieval steps of one corpus and view: compared query by query (two runs or more)."""
+
+    corpus: str
+    view: str  # the target's view label ("T", or "T→TA")
+    steps: tuple[Step, ...]
+    runs: tuple  # their StoredRuns, in step order (letters a, b, ... in the comparison)
+    comparison: object | None  # ComparisonReport; None for a single run
+
+    @property
+    def known_item(self) -> bool:
+        return (self.runs[0].manifest.get("qrels_spec") or {}).get("source") == "known_item"
+
+
+def view_groups(report: Report, steps) -> list[ViewGroup]:
+    """Retrieval steps with stored scores by corpus and view, in plan order; each comparison computed once
+    per report (the headline, the tables and the per-query pages read the same one)."""
+    from evalctl.evaluators.compare import compare_runs
+
+    by: dict[tuple[str, str], list[Step]] = {}
+    for s in steps:
+        if s.kind == "retrieval" and s.scores and s.scores():
+            by.setdefault((s.target.corpus, s.target.view_label), []).append(s)
+    out = []
+    for (corpus, view), group in by.items():
+        runs = tuple(stored_run(s.ref(), report.runs) for s in group)
+        key = tuple(r.id for r in runs)
+        if len(runs) >= 2 and key not in report.comparisons:
+            report.comparisons[key] = compare_runs(list(runs))
+        out.append(ViewGroup(corpus, view, tuple(group), runs, report.comparisons.get(key)))
+    return out
+
+
+def query_page_name(corpus: str, view: str) -> str:
+    return f"queries-{corpus}-{view}".replace("→", "-")
+
+
+def stored_run(run_id: str, runs: dict):
     """The stored run, loaded once per report (`runs` keeps them)."""
     from evalctl.evaluators.runs import load_run
 
@@ -219,16 +262,20 @@ def _views_heatmap(report: Report, corpus: str, dense: pd.DataFrame, out: Path) 
         report.p(f"Views per model ({corpus}): one view only, no heatmap.")
         return
     pivot = dense.pivot_table(index="model", columns="view", values=PRIMARY, sort=False)
+    # the scale spans this corpus's scores: 0.07 and 0.11 must not share a colour
+    lo, hi = float(pivot.min().min()), float(pivot.max().max())
+    hi = hi if hi > lo else lo + 1e-6
     plt = plt_module()
     fig, ax = plt.subplots(figsize=(1.3 * len(pivot.columns) + 6, 0.5 * len(pivot) + 2))
-    im = ax.imshow(pivot.values, cmap="viridis", aspect="auto", vmin=0, vmax=1)  # one scale for every corpus
+    im = ax.imshow(pivot.values, cmap="viridis", aspect="auto", vmin=lo, vmax=hi)
     ax.set_xticks(range(len(pivot.columns)), pivot.columns)
-    ax.set_yticks(range(len(pivot.index)), pivot.index)
-    for (i, j), v in pd.DataFrame(pivot.values).stack().items():
-        ax.text(j, i, f"{v:.3f}", ha="center", va="center", color="k" if v > 0.6 else "w")  # viridis: light at the top
+    ax.set_yticks(range(len(pivot.index)), [f"dense:{m}" for m in pivot.index])
+    for (i, j), v in pd.DataFrame(pivot.values).stack().items():  # viridis is light at the top
+        ax.text(j, i, f"{v:.3f}", ha="center", va="center", color="k" if (v - lo) / (hi - lo) > 0.6 else "w")
     fig.colorbar(im, label=PRIMARY)
     ax.set_title(corpus)
-    save_figure(fig, report, out, f"views-{corpus}.png", f"{corpus}: dense {PRIMARY} per model and view")
+    save_figure(fig, report, out, f"views-{corpus}.png",
+                f"{corpus}: dense {PRIMARY} per model and view (colours from the lowest to the highest score)")
 
 
 def _scaling_plot(report: Report, corpus: str, dense: pd.DataFrame, out: Path) -> None:
@@ -257,25 +304,42 @@ def _scaling_plot(report: Report, corpus: str, dense: pd.DataFrame, out: Path) -
     save_figure(fig, report, out, f"scaling-{corpus}.png", f"{corpus}: model size vs dense {PRIMARY}, one line per family")
 
 
-def _in_out_plot(report: Report, domains: pd.DataFrame, out: Path, name: str) -> None:
-    from evalctl.evaluators.scoring import PRIMARY
+def system_name(label: str) -> str:
+    """A run's label without its view ("dense:all-minilm-l6-v2:T" -> "dense:all-minilm-l6-v2"): the name a
+    system has in the headline table, the charts and the per-query pages."""
+    return label.rsplit(":", 1)[0]
+
+
+def _in_out_plot(report: Report, g: ViewGroup, out: Path, name: str) -> None:
+    """IN and OUT bars per system with 95% bootstrap CIs over the domain's queries (the CI compare_runs gives
+    the whole query set, on the IN-only and the OUT-only pairs)."""
+    import numpy as np
+
+    from evalctl.evaluators.scoring import PRIMARY, evaluate_run, run_qrels
+    from evalctl.evaluators.significance import bootstrap_ci
     from evalctl.study.report import plt_module, save_figure
 
-    def value(cell: str) -> float:
-        return float(cell.split(" ")[0]) if cell and cell[0].isdigit() else 0.0
-
-    col_in, col_out = f"IN {PRIMARY} (n)", f"OUT {PRIMARY} (n)"
-    if domains.empty or col_in not in domains or col_out not in domains:
-        return
+    qset = run_qrels(g.runs[0])
+    bars = {}
+    for dom in ("IN", "OUT"):
+        per_query = [list(evaluate_run(r, domain=dom, metrics=(PRIMARY,), qset=qset).per_query[PRIMARY].values())
+                     for r in g.runs]
+        if not all(per_query):
+            return
+        # the resamples and seed of compare_runs' CIs, so a bar's CI reads like the table's
+        bars[dom] = (len(per_query[0]), [(float(np.mean(v)), *bootstrap_ci(v, 1000, 42)) for v in per_query])
     plt = plt_module()
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    x = range(len(domains))
-    ax.bar([i - 0.2 for i in x], [value(c) for c in domains[col_in]], width=0.4, label="IN")
-    ax.bar([i + 0.2 for i in x], [value(c) for c in domains[col_out]], width=0.4, label="OUT")
-    ax.set_xticks(list(x), [s.split(" ")[0] for s in domains["system"]])
+    fig, ax = plt.subplots(figsize=(max(7, 1.6 * len(g.runs)), 4))
+    x = np.arange(len(g.runs))
+    for offset, (dom, (n, values)) in zip((-0.2, 0.2), bars.items()):
+        means = np.array([v[0] for v in values])
+        err = np.array([[m - lo for m, lo, _ in values], [hi - m for m, _, hi in values]])
+        ax.bar(x + offset, means, width=0.4, yerr=err, capsize=3, label=f"{dom} (n={n})")
+    ax.set_xticks(list(x), [system_name(r.label) for r in g.runs], rotation=20, ha="right")
     ax.set_ylabel(PRIMARY)
     ax.legend()
-    save_figure(fig, report, out, name, f"IN vs OUT {PRIMARY} per system (letters as in the table above)")
+    save_figure(fig, report, out, name, f"{g.corpus}, view {g.view}: IN vs OUT {PRIMARY} per system, "
+                                        "95% bootstrap CI over the domain's queries")
 
 
 TASK = RetrievalTask()

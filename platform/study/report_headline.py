@@ -1,0 +1,63 @@
+"""The report's opening table, per corpus: system x view, nDCG@10 with its 95% CI, the best of each view in
+bold and significance letters. Every number is the retrieval section's (the same compare_runs comparison per
+view); only the letters are renamed, so that one letter names one system across the corpus's views."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evalctl.study.report import Report
+    from evalctl.study.task_retrieval import ViewGroup
+
+
+def headline(report: Report, steps) -> None:
+    import pandas as pd
+
+    from evalctl.evaluators.scoring import PRIMARY
+    from evalctl.study.task_retrieval import system_name, view_groups
+
+    report.h("Headline results")
+    groups = view_groups(report, steps)
+    if not groups:
+        report.p("No retrieval results yet (run `evalctl run` first, or the spec has no retrieval).")
+        return
+    for corpus in dict.fromkeys(g.corpus for g in groups):
+        mine = [g for g in groups if g.corpus == corpus]
+        names = list(dict.fromkeys(system_name(r.label) for g in mine for r in g.runs))
+        letter = {n: chr(ord("a") + i) for i, n in enumerate(names)}
+        rows = {n: {"system": f"{letter[n]} {n}"} for n in names}
+        strong = set()
+        for g in mine:
+            cells, n = _cells(g, letter)
+            column = f"{g.view} (n={n})"
+            for n in names:
+                rows[n][column] = cells[n][1] if n in cells else "-"
+            best = max(cells, key=lambda n: cells[n][0])
+            strong.add((names.index(best), column))
+        kind = " (known-item sanity task)" if mine[0].known_item else ""
+        test = next((g.comparison for g in mine if g.comparison), None)
+        tested = (f"a letter: significantly better than that system in the same view ({test.test} test, "
+                  f"Holm-corrected, p < {test.alpha})" if test else "one system per view, no tests")
+        report.p(f"{corpus}{kind}, qrels {mine[0].runs[0].manifest.get('qrels')}: {PRIMARY} with its 95% "
+                 f"bootstrap CI over the view's n queries; bold: best in its view; {tested}.")
+        report.table(pd.DataFrame(list(rows.values())), strong=strong, css="t headline")
+
+
+def _cells(g: ViewGroup, letter: dict[str, str]) -> tuple[dict[str, tuple[float, str]], int]:
+    """System name -> (mean, cell text) in one view, from the view's comparison (or its one run); n queries."""
+    from evalctl.evaluators.compare import score_cell
+    from evalctl.evaluators.scoring import PRIMARY, evaluate_run
+    from evalctl.evaluators.significance import bootstrap_ci
+    from evalctl.study.task_retrieval import system_name
+
+    rep = g.comparison
+    if rep is None:  # a single run: its CI as compare_runs would compute it
+        (run,) = g.runs
+        values = list(evaluate_run(run, metrics=(PRIMARY,)).per_query[PRIMARY].values())
+        mean = g.steps[0].scores()[PRIMARY]
+        return {system_name(run.label): (mean, score_cell(mean, [], *bootstrap_ci(values, 1000, 42)))}, len(values)
+    name_of = {s.split(" ")[0]: system_name(r.label) for s, r in zip(rep.systems, g.runs)}
+    return {name_of[s.split(" ")[0]]: (rep.means[s][PRIMARY], score_cell(
+        rep.means[s][PRIMARY], sorted(letter[name_of[x]] for x in rep.better_than(s, PRIMARY)), *rep.ci[s][PRIMARY]))
+        for s in rep.systems}, rep.n_queries

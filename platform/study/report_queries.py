@@ -1,0 +1,66 @@
+"""A report's per-query pages, one per corpus and view with citation qrels: each query's cited patents, every
+system's rank for each (within the run's depth k), and the citations no system finds. Queries come in order of
+how much the systems disagree on them (the spread of their nDCG@10), so a query where BM25 and dense part, or
+that a fine-tuned model moved, is near the top."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evalctl.study.report import Report
+    from evalctl.study.task_retrieval import ViewGroup
+
+
+def query_pages(report: Report, steps) -> list[tuple[str, Report]]:
+    """(file name without suffix, page) for each view group of the report that has citation qrels."""
+    from evalctl.study.task_retrieval import query_page_name, view_groups
+
+    return [(query_page_name(g.corpus, g.view), _page(g)) for g in view_groups(report, steps) if not g.known_item]
+
+
+def _page(g: ViewGroup) -> Report:
+    import pandas as pd
+
+    from evalctl.corpus.store import load_corpus
+    from evalctl.evaluators.scoring import PRIMARY, evaluate_run, run_qrels
+    from evalctl.study.report import Report
+    from evalctl.study.task_retrieval import system_name
+
+    qset = run_qrels(g.runs[0])
+    split = g.runs[0].manifest["split"]
+    qrels = qset.qrels(split=split)
+    domain = {(p.query_id, p.doc_id): p.domain for p in qset.pairs if split is None or p.split == split}
+    names = [system_name(r.label) for r in g.runs]
+    ranks = [{q: {doc: i for i, (doc, _) in enumerate(hits, 1)} for q, hits in r.ranking.items()} for r in g.runs]
+    scores = [evaluate_run(r, metrics=(PRIMARY,), qset=qset).per_query[PRIMARY] for r in g.runs]
+    corpus = load_corpus(g.corpus)
+    titles = {rec.id: rec.title or "" for recs in (corpus.records(columns=("title",)), corpus.queries())
+              for rec in recs}
+    k = g.runs[0].manifest.get("k")
+
+    def rank(i: int, q: str, doc: str) -> str:
+        return str(ranks[i].get(q, {}).get(doc, "-"))
+
+    def missed(q: str) -> list[str]:
+        return [d for d in qrels[q] if all(d not in r.get(q, {}) for r in ranks)]
+
+    spread = {q: max(s[q] for s in scores) - min(s[q] for s in scores) for q in qrels}
+    order = sorted(qrels, key=lambda q: (-spread[q], q))
+    page = Report(f"Per query: {g.corpus}, view {g.view}")
+    page.p(f"{len(order)} queries, qrels {g.runs[0].manifest.get('qrels')} ({split or 'all'} split), top {k} "
+           f"retrieved per system. A rank of '-' means not in the top {k}. Queries by the spread of their {PRIMARY} "
+           "over the systems, largest first.")
+    page.table(pd.DataFrame([{"query": q, "title": titles.get(q, ""), "cited": len(qrels[q]),
+                              "found by no system": len(missed(q)),
+                              **{f"{n} {PRIMARY}": round(s[q], 4) for n, s in zip(names, scores)},
+                              "spread": round(spread[q], 4)} for q in order]))
+    for q in order:
+        page.h(f"Query {q}: {titles.get(q, '')}".rstrip(": "))
+        page.table(pd.DataFrame([{"cited": d, "title": titles.get(d, ""), "domain": domain.get((q, d), ""),
+                                  **{f"rank {n}": rank(i, q, d) for i, n in enumerate(names)}}
+                                 for d in sorted(qrels[q])]))
+        lost = missed(q)
+        page.p(f"Found by no system in its top {k}: {', '.join(sorted(lost))}." if lost
+               else "Every citation is found by at least one system.")
+    return page
