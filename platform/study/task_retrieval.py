@@ -324,10 +324,12 @@ def _in_out_plot(report: Report, g: ViewGroup, out: Path, name: str) -> None:
     for dom in ("IN", "OUT"):
         per_query = [list(evaluate_run(r, domain=dom, metrics=(PRIMARY,), qset=qset).per_query[PRIMARY].values())
                      for r in g.runs]
-        if not all(per_query):
-            return
+        if not all(per_query):  # no query with a pair in this domain: no bars for it
+            continue
         # the resamples and seed of compare_runs' CIs, so a bar's CI reads like the table's
         bars[dom] = (len(per_query[0]), [(float(np.mean(v)), *bootstrap_ci(v, 1000, 42)) for v in per_query])
+    if not bars:
+        return
     plt = plt_module()
     fig, ax = plt.subplots(figsize=(max(7, 1.6 * len(g.runs)), 4))
     x = np.arange(len(g.runs))
@@ -338,8 +340,9 @@ def _in_out_plot(report: Report, g: ViewGroup, out: Path, name: str) -> None:
     ax.set_xticks(list(x), [system_name(r.label) for r in g.runs], rotation=20, ha="right")
     ax.set_ylabel(PRIMARY)
     ax.legend()
+    missing = "".join(f"; no {d} queries" for d in ("IN", "OUT") if d not in bars)
     save_figure(fig, report, out, name, f"{g.corpus}, view {g.view}: IN vs OUT {PRIMARY} per system, "
-                                        "95% bootstrap CI over the domain's queries")
+                                        f"95% bootstrap CI over the domain's queries{missing}")
 
 
 TASK = RetrievalTask()
