@@ -206,7 +206,10 @@ def _ops_landscape(root: Path) -> dict:
     from evalctl.corpus.importer import import_corpus
     from evalctl.corpus.qrels import QrelsSpec, build_citation_qrels
 
-    corpus = import_corpus("ops", sorted(OPS_SAMPLE.glob("*.json.gz")), name=f"ref-ops-{uuid.uuid4().hex[:8]}").corpus
+    # The 2011-2015 pages (689 patents, 85 citation queries): every referee still sees real citations, and
+    # MTEB's second encoding of the corpus costs a quarter of the whole sample's (that was 16 min of the suite).
+    pages = sorted(OPS_SAMPLE.glob("pizza_2011-2015_*.json.gz"))
+    corpus = import_corpus("ops", pages, name=f"ref-ops-{uuid.uuid4().hex[:8]}").corpus
     build_citation_qrels(corpus, QrelsSpec(direction="both"))
     return {"corpus": corpus.name, "view": "TA", "query_view": None, "qrels": "citations"}
 
@@ -264,8 +267,6 @@ def test_trec_eval_scores_evalctl_runs_identically(refereed):
 def test_mteb_dense_matches_evalctl_exact(refereed):
     rows = _rows(refereed, "MTEB")
     assert [r.metric for r in rows] == ["ndcg@10", "ndcg@100"]
-    for r in rows:
-        assert abs(r.diff) <= 0.002, r
     assert refereed.facts["MTEB top-10 overlap with evalctl exact"] >= 0.98
     # what is left is tie order (identical texts score alike): MTEB's own ranking in evalctl's tie order,
     # and evalctl's run in trec_eval's tie order, each land next to the other tool's number
@@ -281,6 +282,7 @@ def test_mteb_dense_matches_evalctl_exact(refereed):
     for r in rows:
         assert abs(unrounded[r.metric] - r.evalctl) <= tie_swaps, (r, unrounded, tie_swaps)
         assert abs(in_trec_order[r.metric] - r.value) <= tie_swaps, (r, in_trec_order, tie_swaps)
+        assert abs(r.diff) <= 2 * tie_swaps, r  # MTEB's number against evalctl's: both effects at once
 
 
 @pytest.mark.opensearch
