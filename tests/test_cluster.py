@@ -39,9 +39,11 @@ def _evalctl(*args, env) -> subprocess.Popen:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def world(tmp_path_factory, os_client):
     """The cluster, the environment pointing evalctl at it, the corpus, and the unfaulted BM25 run of an index of 3
-    shards with 1 replica; a second index of 3 shards without replicas (one primary on each node)."""
+    shards with 1 replica; a second index of 3 shards without replicas (one primary on each node). It takes
+    os_client so that the session's client exists before the environment points at the cluster: made inside it
+    (this module run first), every later module's client pointed at the stopped cluster."""
     from evalctl.corpus.importer import import_corpus
     from evalctl.corpus.qrels import QrelsSpec, build_qrels
     from evalctl.opensearch.connection import make_client
