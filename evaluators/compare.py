@@ -92,9 +92,17 @@ def domain_partition(qset: QrelsSet, split: str | None) -> dict[str, set[str]]:
     return dict(classes)
 
 
+N_BOOTSTRAP, SEED = 1000, 42  # compare_runs' CIs; the report's other CIs use the same (see run_ci)
+
+
+def run_ci(values) -> tuple[float, float]:
+    """A 95% bootstrap CI of per-query values exactly as compare_runs computes one by default."""
+    return bootstrap_ci(values, N_BOOTSTRAP, SEED)
+
+
 def compare_runs(runs: list[StoredRun], baseline: StoredRun | None = None, metrics: tuple[str, ...] = METRICS,
-                 test: str = "fisher", alpha: float = 0.05, n_permutations: int = 1000, n_bootstrap: int = 1000,
-                 seed: int = 42) -> ComparisonReport:
+                 test: str = "fisher", alpha: float = 0.05, n_permutations: int = 1000,
+                 n_bootstrap: int = N_BOOTSTRAP, seed: int = SEED) -> ComparisonReport:
     if test not in TESTS:
         raise NotComparable(f"unknown test {test!r}; one of {', '.join(TESTS)}")
     if baseline is not None and all(r.id != baseline.id for r in runs):

@@ -46,9 +46,8 @@ def headline(report: Report, steps) -> None:
 
 def _cells(g: ViewGroup, letter: dict[str, str]) -> tuple[dict[str, tuple[float, str]], int]:
     """System name -> (mean, cell text) in one view, from the view's comparison (or its one run); n queries."""
-    from evalctl.evaluators.compare import score_cell
+    from evalctl.evaluators.compare import run_ci, score_cell
     from evalctl.evaluators.scoring import PRIMARY, evaluate_run
-    from evalctl.evaluators.significance import bootstrap_ci
     from evalctl.study.task_retrieval import system_name
 
     rep = g.comparison
@@ -56,7 +55,7 @@ def _cells(g: ViewGroup, letter: dict[str, str]) -> tuple[dict[str, tuple[float,
         (run,) = g.runs
         values = list(evaluate_run(run, metrics=(PRIMARY,)).per_query[PRIMARY].values())
         mean = g.steps[0].scores()[PRIMARY]
-        return {system_name(run.label): (mean, score_cell(mean, [], *bootstrap_ci(values, 1000, 42)))}, len(values)
+        return {system_name(run.label): (mean, score_cell(mean, [], *run_ci(values)))}, len(values)
     name_of = {s.split(" ")[0]: system_name(r.label) for s, r in zip(rep.systems, g.runs)}
     return {name_of[s.split(" ")[0]]: (rep.means[s][PRIMARY], score_cell(
         rep.means[s][PRIMARY], sorted(letter[name_of[x]] for x in rep.better_than(s, PRIMARY)), *rep.ci[s][PRIMARY]))

@@ -315,8 +315,8 @@ def _in_out_plot(report: Report, g: ViewGroup, out: Path, name: str) -> None:
     the whole query set, on the IN-only and the OUT-only pairs)."""
     import numpy as np
 
+    from evalctl.evaluators.compare import run_ci
     from evalctl.evaluators.scoring import PRIMARY, evaluate_run, run_qrels
-    from evalctl.evaluators.significance import bootstrap_ci
     from evalctl.study.report import plt_module, save_figure
 
     qset = run_qrels(g.runs[0])
@@ -326,8 +326,8 @@ def _in_out_plot(report: Report, g: ViewGroup, out: Path, name: str) -> None:
                      for r in g.runs]
         if not all(per_query):  # no query with a pair in this domain: no bars for it
             continue
-        # the resamples and seed of compare_runs' CIs, so a bar's CI reads like the table's
-        bars[dom] = (len(per_query[0]), [(float(np.mean(v)), *bootstrap_ci(v, 1000, 42)) for v in per_query])
+        # compare_runs' own CI, so a bar's CI reads like the table's
+        bars[dom] = (len(per_query[0]), [(float(np.mean(v)), *run_ci(v)) for v in per_query])
     if not bars:
         return
     plt = plt_module()
