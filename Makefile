@@ -16,7 +16,7 @@ ifneq ($(NEURAL_SEARCH_ZIP),)
 export EVALCTL_OPENSEARCH_PLUGIN_ZIPS ?= $(abspath $(NEURAL_SEARCH_ZIP))\#sha256=a9ea89f807a1658b946719fa2fa53087becc45da1bda8e90307d7962efbb42de
 endif
 
-.PHONY: setup quickstart test
+.PHONY: setup quickstart test test-cluster
 setup: $(BIN)/evalctl
 
 # The main job on the bundled sample: start the managed OpenSearch node (downloaded once from Maven
@@ -30,3 +30,7 @@ quickstart: setup
 # Tests run against a real node: the configured cluster, else the managed node (started if needed).
 test: setup
 	$(BIN)/python -m pytest -q -rs
+
+# The real 3-node local cluster (tests/test_cluster.py, about 5-7 min here): node faults and red indexes.
+test-cluster: setup
+	EVALCTL_CLUSTER_TESTS=1 $(BIN)/python -m pytest -q -rs -m cluster
