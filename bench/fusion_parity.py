@@ -1,6 +1,6 @@
 """Native fusion (neural-search) vs client-side fusion (ranx) on an imported, indexed corpus: per technique,
 the share of queries with an identical top 10, the largest per-query nDCG@10 difference, mean nDCG@10 of
-both, and the cause of every differing query (evaluators/fusion_parity.py). Runs already stored are reused.
+both, and the cause of every differing query (evaluators/fusion/parity.py). Runs already stored are reused.
 
     python bench/fusion_parity.py --corpus qs-ops-pizza --model all-minilm-l6-v2 --view TA [--qrels citations]
 """
@@ -24,10 +24,10 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from evalctl.opensearch.connection import make_client
-    from evalctl.evaluators.fusion_parity import parity
-    from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec, retrieve
-    from evalctl.evaluators.scoring import evaluate_run
-    from evalctl.evaluators.search_pipelines import FusionSpec
+    from evalctl.evaluators.fusion.parity import parity
+    from evalctl.evaluators.retrieval.retrieve import RetrievalOptions, RetrievalSpec, retrieve
+    from evalctl.evaluators.scoring.metrics import evaluate_run
+    from evalctl.evaluators.fusion.settings import FusionSpec
 
     client, opts = make_client(), RetrievalOptions(progress=False)
     base = RetrievalSpec(corpus=args.corpus, view=args.view, method="dense", model=args.model,

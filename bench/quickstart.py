@@ -152,13 +152,13 @@ def profile_cold_run(spec_path: str) -> dict:
     import opensearchpy
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
 
-    import evalctl.evaluators.fusion as fusion
-    import evalctl.evaluators.readback as readback
-    import evalctl.evaluators.retrieve as retrieve
-    import evalctl.evaluators.scoring as scoring
+    import evalctl.evaluators.fusion.client_fusion as fusion
+    import evalctl.evaluators.vectors.export as readback
+    import evalctl.evaluators.retrieval.retrieve as retrieve
+    import evalctl.evaluators.scoring.metrics as scoring
     import evalctl.indexers.index_loader as index_loader
     from evalctl.cli.main import cli
-    from evalctl.evaluators import classification, clustering
+    from evalctl.evaluators.tasks import classification, clustering
     from evalctl.indexers.encoder import Encoder
 
     timers.wrap(dispatcher.Dispatcher, "_compile_for_args", "jit")

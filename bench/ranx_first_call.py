@@ -20,14 +20,14 @@ STEPS = r"""
 import json, random, sys, time
 T = time.perf_counter
 out, t0 = {}, T()
-from evalctl.evaluators import ranx_engine
+from evalctl.evaluators.scoring import ranx_engine
 ranx_engine.load()
 out["import ranx"] = T() - t0
-from evalctl.evaluators.fusion import fuse_rankings
-from evalctl.evaluators.runs import ranked
-from evalctl.evaluators.scoring import score
-from evalctl.evaluators.search_pipelines import FusionSpec
-from evalctl.evaluators.significance import run_p_values
+from evalctl.evaluators.fusion.client_fusion import fuse_rankings
+from evalctl.evaluators.scoring.runs import ranked
+from evalctl.evaluators.scoring.metrics import score
+from evalctl.evaluators.fusion.settings import FusionSpec
+from evalctl.evaluators.scoring.significance import run_p_values
 import numpy as np
 rng, n = random.Random(1), int(sys.argv[1])
 docs = [f"D{i}" for i in range(3000)]

@@ -17,10 +17,10 @@ import sys
 from dataclasses import fields
 
 from evalctl import results_store
-from evalctl.evaluators.fusion import fuse_rankings
-from evalctl.evaluators.runs import load_run
-from evalctl.evaluators.scoring import evaluate_run, run_qrels
-from evalctl.evaluators.search_pipelines import FusionSpec
+from evalctl.evaluators.fusion.client_fusion import fuse_rankings
+from evalctl.evaluators.scoring.runs import load_run
+from evalctl.evaluators.scoring.metrics import evaluate_run, run_qrels
+from evalctl.evaluators.fusion.settings import FusionSpec
 
 
 def metrics_parity(tolerance: float) -> tuple[int, float, list[str]]:

@@ -54,11 +54,11 @@ def main() -> None:
 
     from evalctl.opensearch.connection import load_settings, make_client, resolve_url
     from evalctl.corpus.importer import import_corpus
-    from evalctl.evaluators.retrieve import (
+    from evalctl.evaluators.retrieval.retrieve import (
         RetrievalOptions, RetrievalSpec, _bodies, load_query_set, resolve_index, retrieve, search_all,
     )
-    from evalctl.evaluators.runs import ranked
-    from evalctl.evaluators.scoring import PRIMARY, score
+    from evalctl.evaluators.scoring.runs import ranked
+    from evalctl.evaluators.scoring.metrics import PRIMARY, score
     from evalctl.indexers.encoder import get_or_encode
     from evalctl.indexers.index_layout import corpus_alias
     from evalctl.indexers.index_loader import index_corpus
@@ -101,7 +101,8 @@ def main() -> None:
         ndjson = msearch_ndjson(client, index, many, args.batch_size)
         methods = {"dense": spec, "exact": spec.with_(method="exact")}
 
-        from evalctl.evaluators.search_pipelines import FusionSpec, has_neural_search
+        from evalctl.evaluators.fusion.search_pipelines import has_neural_search
+        from evalctl.evaluators.fusion.settings import FusionSpec
 
         if has_neural_search(client):
             methods["hybrid"] = spec.with_(method="hybrid", fusion=FusionSpec())

@@ -23,7 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 from evalctl.errors import Failure
-from evalctl.heap import thaw
+from evalctl.gc_tuning import thaw
 from evalctl.indexers.embedding_cache import CacheKey, EmbeddingCache, text_hash
 from evalctl.indexers.model_loader import Source, load_model
 from evalctl.indexers.runtime import (CPU_BATCH_TOKENS, MAX_CUDA_BATCH_TOKENS, Runtime, resolve_devices,
@@ -79,7 +79,7 @@ def _weight_bytes(model) -> int:
 
 
 def _free(device: str) -> None:
-    thaw()  # a frozen heap (evalctl.heap) would keep an evicted model in memory
+    thaw()  # a frozen heap (evalctl.gc_tuning) would keep an evicted model in memory
     gc.collect()
     if device.startswith("cuda"):
         import torch

@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from evalctl.clock import utc_now
 from evalctl.errors import BadInput
-from evalctl.heap import long_lived_frozen
+from evalctl.gc_tuning import long_lived_frozen
 from evalctl.indexers.index_layout import (
     BM25_ONLY, CODE_FIELDS, FACETS, LABEL_TASKS, IndexSettings, corpus_alias, facet_manifest, field_unit, field_units,
     index_body, index_name, index_prefix, load_index_settings, record_codes, record_facets, task_units, task_vectors,
@@ -422,7 +422,7 @@ def index_corpus(client, corpus, views, model=None, *, variant: str | None = Non
     _relax(client, name)
     t0 = time.perf_counter()
     bar = tqdm(total=report.n_corpus - report.n_already, unit="doc", desc=f"index {name}", disable=not progress)
-    with long_lived_frozen():  # a load builds ~20 objects per patent: see evalctl.heap
+    with long_lived_frozen():  # a load builds ~20 objects per patent: see evalctl.gc_tuning
         try:
             # whole request bodies are built in the producer thread, so the next one is ready the moment the
             # node answers the last (one request in flight, as with streaming_bulk, without its per-request

@@ -143,7 +143,7 @@ def on_private_node(private_node, monkeypatch):
 @pytest.fixture
 def neural_search(os_client):
     """Skips a test that needs the hybrid query and search-pipeline processors when the node lacks them."""
-    from evalctl.evaluators.search_pipelines import has_neural_search
+    from evalctl.evaluators.fusion.search_pipelines import has_neural_search
 
     if not has_neural_search(os_client):
         if os.environ.get("EVALCTL_REQUIRE_NEURAL_SEARCH"):

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evalctl.evaluators.classification import (
+from evalctl.evaluators.tasks.classification import (
     ClassifySettings, TooFewExamples, classify, f1_scores, labelled_rows, summarise,
 )
-from evalctl.evaluators.readback import VectorExport
+from evalctl.evaluators.vectors.export import VectorExport
 from evalctl.corpus.label_sets import LabelSetSpec
 
 

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from evalctl.evaluators.clustering import ClusterSettings, cluster, cluster_scores, level_specs, single_labels
+from evalctl.evaluators.tasks.clustering import ClusterSettings, cluster, cluster_scores, level_specs, single_labels
 from evalctl.corpus.label_sets import LabelSetSpec
 
 
@@ -56,7 +56,7 @@ def test_levels_of_a_code_label_set():
 
 
 def test_bootstrap_ci_brackets_the_mean():
-    from evalctl.evaluators.significance import bootstrap_ci
+    from evalctl.evaluators.scoring.significance import bootstrap_ci
 
     values = [0.50, 0.60, 0.55, 0.52, 0.58]
     lo, hi = bootstrap_ci(values)
@@ -67,7 +67,7 @@ def test_bootstrap_ci_brackets_the_mean():
 
 def test_tables_from_stored_results(tmp_path):
     from evalctl import results_store
-    from evalctl.evaluators.significance import bootstrap_ci
+    from evalctl.evaluators.scoring.significance import bootstrap_ci
     from evalctl.study.task_tables import task_table, to_csv, to_markdown
 
     spec = {"name": "ipc3"}

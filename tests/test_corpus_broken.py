@@ -5,7 +5,7 @@ from corpus_helpers import FIXTURES, isolated_cache  # noqa: F401
 
 from evalctl.cli.main import cli
 from evalctl.corpus.importer import import_corpus
-from evalctl.corpus.import_problems import PROBLEM_KINDS
+from evalctl.corpus.import_formats.problems import PROBLEM_KINDS
 
 BROKEN = FIXTURES / "espacenet_broken.csv"
 # (kind, line, field) expected for each bad row; the header is line 1, data row N is line N + 1.

@@ -10,7 +10,7 @@ from corpus_helpers import FIXTURES, isolated_cache  # noqa: F401
 from evalctl.cli.main import cli
 from evalctl.corpus.importer import import_corpus
 from evalctl.corpus.store import load_corpus
-from evalctl.corpus.import_problems import CorpusImportError
+from evalctl.corpus.import_formats.problems import CorpusImportError
 from evalctl.corpus.patent_record import PatentRecord
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from evalctl.corpus.class_codes import parse_code
-from evalctl.corpus.import_fields import priority_family, split_claims
+from evalctl.corpus.import_formats.fields import priority_family, split_claims
 from evalctl.corpus.pubnum import parse_pubnum, pubnum_key
 
 

@@ -16,8 +16,8 @@ from corpus_helpers import isolated_cache  # noqa: F401
 
 from evalctl.cli.main import cli
 from evalctl.corpus.importer import import_corpus
-from evalctl.corpus.import_ops import _items, _text, ops_files, read_page
-from evalctl.corpus.import_problems import CorpusImportError, ProblemLog
+from evalctl.corpus.import_formats.ops import _items, _text, ops_files, read_page
+from evalctl.corpus.import_formats.problems import CorpusImportError, ProblemLog
 from evalctl.corpus.qrels import QrelsSpec, build_citation_qrels
 
 PAGES = Path(__file__).resolve().parents[1] / "samples" / "ops-pizza-1990-2015"

@@ -52,7 +52,7 @@ def test_a_model_evicted_inside_a_frozen_heap_is_still_freed(spec, monkeypatch):
     import gc
     import weakref
 
-    from evalctl.heap import long_lived_frozen
+    from evalctl.gc_tuning import long_lived_frozen
 
     old = Encoder(spec, device="cpu").model
     room = int(1.5 * encoder_module._weight_bytes(old))  # one such model at a time

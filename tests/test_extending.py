@@ -25,7 +25,7 @@ def private_cache(tmp_path, monkeypatch):
 
 @pytest.fixture
 def sum_method():
-    from evalctl.evaluators.retrieval_methods import METHODS
+    from evalctl.evaluators.retrieval.methods import METHODS
 
     METHODS.register("sum", toy_sum_method.METHOD)  # the one line: "sum": "<module>:METHOD" in METHODS
     yield
@@ -34,7 +34,7 @@ def sum_method():
 
 @pytest.fixture
 def tsv_format():
-    from evalctl.corpus.formats import IMPORT_FORMATS
+    from evalctl.corpus.import_formats.registry import IMPORT_FORMATS
 
     IMPORT_FORMATS.register("tsv", toy_tsv_format.open_tsv)  # the one line: "tsv": "<module>:open_tsv"
     yield
@@ -54,8 +54,8 @@ def _spec(corpus: str, fmt: str, method: str):
 def test_toy_fusion_method_runs_natively_everywhere(os_client, private_cache, sum_method):
     from evalctl.cli.main import cli
     from evalctl.corpus.importer import import_corpus
-    from evalctl.evaluators.retrieval_methods import fused_methods
-    from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec, retrieve
+    from evalctl.evaluators.retrieval.methods import fused_methods
+    from evalctl.evaluators.retrieval.retrieve import RetrievalOptions, RetrievalSpec, retrieve
     from evalctl.study.runner import plan
     from evalctl.study.spec import validate
     from evalctl.indexers.index_layout import corpus_alias
@@ -133,7 +133,7 @@ def test_unregistered_names_are_refused_with_the_known_ones():
 def test_label_source_and_clustering_rule_are_registry_entries():
     """A label set can read a registered source (here: the publication authority), and clustering can pick
     gold classes by a registered rule; unknown names are refused naming the known ones."""
-    from evalctl.evaluators.clustering import RULES, ClusterSettings, single_labels
+    from evalctl.evaluators.tasks.clustering import RULES, ClusterSettings, single_labels
     from evalctl.corpus.label_sets import LABEL_SOURCES, LabelSetSpec, LabelSource
     from evalctl.corpus.patent_record import PatentRecord
     from evalctl.specs import SpecError, build
@@ -158,9 +158,9 @@ def test_label_source_and_clustering_rule_are_registry_entries():
 
 def test_every_registered_entry_resolves():
     """Entries given as "module:attribute" paths import (a moved module must update its registry line)."""
-    from evalctl.evaluators.clustering import RULES
-    from evalctl.evaluators.retrieval_methods import METHODS, RetrievalMethod
-    from evalctl.corpus.formats import IMPORT_FORMATS
+    from evalctl.evaluators.tasks.clustering import RULES
+    from evalctl.evaluators.retrieval.methods import METHODS, RetrievalMethod
+    from evalctl.corpus.import_formats.registry import IMPORT_FORMATS
     from evalctl.corpus.label_sets import LABEL_SOURCES, LabelSource
 
     assert all(isinstance(m, RetrievalMethod) and m.name == name for name, m in METHODS.items())

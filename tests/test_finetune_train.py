@@ -71,7 +71,7 @@ def test_tuned_model_encodes_through_the_cache_and_differs_from_base(env):
 
 @pytest.mark.opensearch
 def test_tuned_model_indexes_and_transfers(env, os_client):
-    from evalctl.evaluators.transfer import transfer
+    from evalctl.evaluators.tasks.transfer import transfer
     from evalctl.indexers.index_layout import corpus_alias
     from evalctl.indexers.index_loader import index_corpus, read_manifest
     from evalctl.corpus.views import load_views

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from evalctl.evaluators.compare import holm
-from evalctl.evaluators.transfer import paired_p, per_query
+from evalctl.evaluators.scoring.compare import holm
+from evalctl.evaluators.tasks.transfer import paired_p, per_query
 
 
 def test_holm_matches_hand_values():

@@ -4,7 +4,7 @@ inside is still collected; afterwards old garbage cycles are collected again."""
 import gc
 import weakref
 
-from evalctl.heap import long_lived_frozen
+from evalctl.gc_tuning import long_lived_frozen
 
 
 class Node:
@@ -56,7 +56,7 @@ def test_a_heap_the_program_froze_itself_stays_frozen():
 
 
 def test_thaw_ends_the_freeze_inside_the_block():
-    from evalctl.heap import thaw
+    from evalctl.gc_tuning import thaw
 
     old = Node()
     gone = weakref.ref(old)

@@ -1,6 +1,6 @@
 """Native hybrid and RRF against the real neural-search plugin: every normalisation, combination and
 weight setting evalctl can ask for, and RRF's rank constant and weights, give the scores evalctl's reading
-of the plugin's arithmetic (evaluators/fusion_reference.py) computes from the two sub-queries' own hits.
+of the plugin's arithmetic (evaluators/fusion/neural_reference.py) computes from the two sub-queries' own hits.
 The bodies are evalctl's (hybrid_body with its exclusion filter, pipeline_body)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import itertools
 
 import pytest
 
-from evalctl.evaluators.fusion_reference import normalized_fusion, rrf
+from evalctl.evaluators.fusion.neural_reference import normalized_fusion, rrf
 
 pytestmark = pytest.mark.opensearch
 
@@ -52,7 +52,7 @@ def _hits(resp) -> list[tuple[str, float]]:
 
 @pytest.fixture(scope="module")
 def sub_lists(os_client, index):
-    from evalctl.evaluators.retrieval_queries import bm25_body, knn_body
+    from evalctl.evaluators.retrieval.query_bodies import bm25_body, knn_body
 
     bm25 = _hits(os_client.search(index=index, body=bm25_body("text", QUERY, SIZE, EXCLUDE)))
     knn = _hits(os_client.search(index=index, body=knn_body("vec", VECTOR, SIZE, EXCLUDE)))
@@ -62,8 +62,8 @@ def sub_lists(os_client, index):
 
 
 def _native(os_client, index, fusion) -> list[tuple[str, float]]:
-    from evalctl.evaluators.retrieval_queries import hybrid_body
-    from evalctl.evaluators.search_pipelines import pipeline_body
+    from evalctl.evaluators.retrieval.query_bodies import hybrid_body
+    from evalctl.evaluators.fusion.search_pipelines import pipeline_body
 
     body = hybrid_body("text", QUERY, "vec", VECTOR, SIZE, EXCLUDE, pipeline_body(fusion))
     body["size"] = len(DOCS)  # every fused document, not only the top SIZE
@@ -87,7 +87,7 @@ COMBOS = [(n, c) for n, c in itertools.product(("min_max", "l2", "z_score"),
 @pytest.mark.parametrize("dense_weight", [0.5, 0.7, 1.0])
 def test_normalization_processor_matches_reference(os_client, index, sub_lists, neural_search,
                                                    normalization, combination, dense_weight):
-    from evalctl.evaluators.search_pipelines import FusionSpec
+    from evalctl.evaluators.fusion.settings import FusionSpec
 
     fusion = FusionSpec("linear", normalization, combination, dense_weight)
     expected = normalized_fusion(sub_lists, fusion.weights, normalization, combination)
@@ -96,7 +96,7 @@ def test_normalization_processor_matches_reference(os_client, index, sub_lists, 
 
 @pytest.mark.parametrize("rank_constant,dense_weight", [(60, 0.5), (1, 0.5), (20, 0.8)])
 def test_score_ranker_rrf_matches_reference(os_client, index, sub_lists, neural_search, rank_constant, dense_weight):
-    from evalctl.evaluators.search_pipelines import FusionSpec
+    from evalctl.evaluators.fusion.settings import FusionSpec
 
     fusion = FusionSpec("rrf", dense_weight=dense_weight, rank_constant=rank_constant)
     _assert_same(_native(os_client, index, fusion), rrf(sub_lists, fusion.weights, rank_constant))

@@ -119,7 +119,7 @@ def test_plugin_added_to_assembled_node_installs_on_next_start(served, monkeypat
         assert "opensearch-neural-search" in node.read_state().missing_plugins
         from opensearchpy import OpenSearch
 
-        from evalctl.evaluators.search_pipelines import NeuralSearchMissing, require_neural_search
+        from evalctl.evaluators.fusion.search_pipelines import NeuralSearchMissing, require_neural_search
         with pytest.raises(NeuralSearchMissing, match="--plugin-zip PATH.URL.*--fusion client"):
             require_neural_search(OpenSearch(f"http://127.0.0.1:{port}"), "--method hybrid")
 

@@ -67,8 +67,8 @@ def test_scoring_stores_nothing_until_asked(tmp_path, monkeypatch):
     import json
 
     from evalctl import results_store
-    from evalctl.evaluators.runs import StoredRun
-    from evalctl.evaluators.scoring import METRICS, evaluate_run, store_scores
+    from evalctl.evaluators.scoring.runs import StoredRun
+    from evalctl.evaluators.scoring.metrics import METRICS, evaluate_run, store_scores
     from evalctl.corpus.qrels import QrelsPair, QrelsQuery, QrelsSet
 
     monkeypatch.setenv("EVALCTL_RESULTS", str(tmp_path / "results"))

@@ -31,7 +31,7 @@ def pizza(tmp_path_factory, os_client):
 
 
 def _run(os_client, pizza, encoder: str, method: str):
-    from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec, retrieve
+    from evalctl.evaluators.retrieval.retrieve import RetrievalOptions, RetrievalSpec, retrieve
 
     on_variant(pizza, encoder)
     spec = RetrievalSpec(corpus=pizza["corpus"].name, view="T", method=method, model=MODEL, k=10)
@@ -60,7 +60,7 @@ def test_sq_is_part_of_the_index_identity(os_client, pizza):
 
 @pytest.mark.models
 def test_sq_search_against_exact_fp32(os_client, pizza, capsys):
-    from evalctl.evaluators.scoring import ann_loss, evaluate_run
+    from evalctl.evaluators.scoring.metrics import ann_loss, evaluate_run
 
     exact = _run(os_client, pizza, "flat", "exact")
     runs = {enc: _run(os_client, pizza, enc, "dense") for enc in ("flat", "sq")}
@@ -97,8 +97,8 @@ def test_exact_queries_is_checked_at_spec_load(tmp_path):
 def test_exact_on_a_seeded_query_sample_checks_ann_fidelity(os_client, pizza):
     """`exact_queries: N` (RetrievalSpec.query_sample): brute force on N of the split's queries, the same N on
     every run, a run of its own; ANN recall is then measured on those N."""
-    from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec, retrieve
-    from evalctl.evaluators.scoring import ann_loss
+    from evalctl.evaluators.retrieval.retrieve import RetrievalOptions, RetrievalSpec, retrieve
+    from evalctl.evaluators.scoring.metrics import ann_loss
 
     on_variant(pizza, "flat")
     spec = RetrievalSpec(corpus=pizza["corpus"].name, view="T", method="exact", model=MODEL, k=10, query_sample=100)

@@ -11,10 +11,10 @@ import random
 import pytest
 from ranx import Qrels, evaluate, fuse
 
-from evalctl.evaluators.fusion import fuse_rankings
-from evalctl.evaluators.runs import as_ranx, ranked
-from evalctl.evaluators.scoring import METRICS, score
-from evalctl.evaluators.search_pipelines import FusionSpec
+from evalctl.evaluators.fusion.client_fusion import fuse_rankings
+from evalctl.evaluators.scoring.runs import as_ranx, ranked
+from evalctl.evaluators.scoring.metrics import METRICS, score
+from evalctl.evaluators.fusion.settings import FusionSpec
 
 EXTRA = ("ndcg@1", "ndcg@5", "recall@1", "map@10", "mrr@100", "map@3")
 

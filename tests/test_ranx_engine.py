@@ -22,8 +22,8 @@ SCORE_AND_TEST = """
 import time
 t = time.perf_counter()
 import numpy as np
-from evalctl.evaluators.scoring import score
-from evalctl.evaluators.significance import paired_p
+from evalctl.evaluators.scoring.metrics import score
+from evalctl.evaluators.scoring.significance import paired_p
 ranking = {"q1": [("d1", 2.0), ("d2", 1.0)], "q2": [("d3", 1.0)]}
 print(score(ranking, {"q1": {"d2": 1}, "q2": {"d3": 1}}, ("ndcg@10", "recall@10")).mean)
 print(paired_p(np.array([0.1, 0.5, 0.2, 0.9]), np.array([0.3, 0.6, 0.2, 0.4]), "permutation", 42, 200))
@@ -62,7 +62,7 @@ def stored_runs(tmp_path, monkeypatch):
     from evalctl.cli.main import cli
     from evalctl.corpus.qrels import load_qrels
     from evalctl.corpus.store import load_corpus
-    from evalctl.evaluators.runs import ranked, save_run
+    from evalctl.evaluators.scoring.runs import ranked, save_run
 
     for args in (["corpus", "import", "--format", "ops", "--name", "pz", str(REPO / "samples" / "ops-pizza-1990-2015")],
                  ["corpus", "qrels", "pz"]):

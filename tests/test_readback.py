@@ -42,7 +42,7 @@ def env(tmp_path_factory, os_client):
 def test_exported_vectors_equal_indexed_ones_id_by_id(os_client, env):
     from evalctl.indexers.encoder import get_or_encode
     from evalctl.indexers.index_layout import index_name
-    from evalctl.evaluators.readback import export_vectors
+    from evalctl.evaluators.vectors.export import export_vectors
 
     corpus, model, view = env["corpus"], env["model"], env["view"]
     # pages of 7 documents: the point-in-time / search_after paging crosses many page boundaries
@@ -70,7 +70,7 @@ def test_exported_vectors_equal_indexed_ones_id_by_id(os_client, env):
 
 
 def test_export_is_reused_until_the_index_changes(os_client, env):
-    from evalctl.evaluators.readback import export_vectors
+    from evalctl.evaluators.vectors.export import export_vectors
 
     corpus, model, view = env["corpus"], env["model"], env["view"]
     first = export_vectors(os_client, corpus, view, model.id, progress=False)
@@ -118,7 +118,7 @@ def test_commands_end_to_end_and_too_few_examples_reported(os_client, env):
 
 def test_missing_documents_are_reported(os_client, env):
     """Runs last: removes one document from the index, which the export must notice."""
-    from evalctl.evaluators.readback import ReadbackError, export_vectors
+    from evalctl.evaluators.vectors.export import ReadbackError, export_vectors
     from evalctl.indexers.index_layout import index_name
 
     corpus, model, view = env["corpus"], env["model"], env["view"]

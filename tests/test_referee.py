@@ -65,7 +65,7 @@ def _grants() -> list[dict]:
 
 def _citation_corpus(tmp_path: Path):
     from evalctl.corpus.importer import import_corpus
-    from evalctl.corpus.import_fields import split_claims
+    from evalctl.corpus.import_formats.fields import split_claims
     from evalctl.corpus.qrels import QrelsSpec, build_citation_qrels
 
     rows = _grants()
@@ -159,7 +159,7 @@ def test_mteb_own_dapfam_tasks_read_the_export_offline(tmp_path, monkeypatch, ta
     import datasets
 
     from evalctl.corpus.export import export_landscape
-    from evalctl.evaluators.referee import mteb_dapfam_task
+    from evalctl.evaluators.referee.peers import mteb_dapfam_task
     from evalctl.corpus.views import load_views
 
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf"))
@@ -179,9 +179,9 @@ def test_mteb_own_dapfam_tasks_read_the_export_offline(tmp_path, monkeypatch, ta
 
 @needs_trec_eval
 def test_trec_eval_agrees_with_evalctl_metrics_including_ties_and_empty_runs():
-    from evalctl.evaluators.referee import trec_eval_scores
-    from evalctl.evaluators.runs import ranked
-    from evalctl.evaluators.scoring import METRICS, score
+    from evalctl.evaluators.referee.peers import trec_eval_scores
+    from evalctl.evaluators.scoring.runs import ranked
+    from evalctl.evaluators.scoring.metrics import METRICS, score
 
     qrels = {"q1": {"d1": 1, "d3": 1}, "q2": {"d9": 1}, "q3": {"x": 1}, "q4": {"a": 2, "b": 1}}
     ranking = {
@@ -230,7 +230,7 @@ LANDSCAPE = _ops_landscape if OPS_SAMPLE.is_dir() else _uspto_landscape
 
 @pytest.fixture(scope="module")
 def refereed(tmp_path_factory, os_client):
-    from evalctl.evaluators.referee_table import LandscapeSpec, referee_landscape
+    from evalctl.evaluators.referee.table import LandscapeSpec, referee_landscape
     from evalctl.indexers.index_layout import corpus_alias
 
     root = tmp_path_factory.mktemp("referee")
@@ -297,7 +297,7 @@ def test_pyserini_bm25_is_close_to_opensearch_bm25(refereed):
 
 
 def test_referee_table_puts_each_referee_beside_evalctl():
-    from evalctl.evaluators.referee import Row, format_table
+    from evalctl.evaluators.referee.peers import Row, format_table
 
     rows = [Row("exact:m:TA", "ndcg@10", 0.5, "trec_eval", 0.5), Row("bm25:m:TA", "ndcg@10", 0.4, "trec_eval", 0.4),
             Row("exact:m:TA", "ndcg@10", 0.5, "MTEB", 0.501), Row("bm25:m:TA", "ndcg@10", 0.4, "Pyserini", 0.39)]

@@ -142,8 +142,8 @@ def test_headline_table_has_the_retrieval_tables_numbers(report_dir):
 
 def test_per_query_page_gives_every_systems_rank(report_dir):
     from evalctl import results_store
-    from evalctl.evaluators.runs import KIND, load_run
-    from evalctl.evaluators.scoring import run_qrels
+    from evalctl.evaluators.scoring.runs import KIND, load_run
+    from evalctl.evaluators.scoring.metrics import run_qrels
 
     out, corpus = report_dir
     md = (out / "report.md").read_text()

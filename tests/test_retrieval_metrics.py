@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 from ranx import Qrels, Run, evaluate
 
-from evalctl.evaluators.significance import bootstrap_ci, holm
-from evalctl.evaluators.fusion import FusionUnsupported, fuse_rankings
-from evalctl.evaluators.retrieval_queries import bm25_body, exact_body, hybrid_body, knn_body, truncate_terms
-from evalctl.evaluators.runs import as_ranx, from_json, ranked, to_json, to_trec
-from evalctl.evaluators.scoring import METRICS, score
-from evalctl.evaluators.search_pipelines import FusionSpec, pipeline_body, pipeline_name
+from evalctl.evaluators.scoring.significance import bootstrap_ci, holm
+from evalctl.evaluators.fusion.client_fusion import FusionUnsupported, fuse_rankings
+from evalctl.evaluators.retrieval.query_bodies import bm25_body, exact_body, hybrid_body, knn_body, truncate_terms
+from evalctl.evaluators.scoring.runs import as_ranx, from_json, ranked, to_json, to_trec
+from evalctl.evaluators.scoring.metrics import METRICS, score
+from evalctl.evaluators.fusion.search_pipelines import pipeline_body, pipeline_name
+from evalctl.evaluators.fusion.settings import FusionSpec
 
 L2 = math.log2
 

@@ -47,8 +47,8 @@ def env(tmp_path_factory, os_client):
 
 
 def _retrieve(client, corpus, method, view, **kw):
-    from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec, retrieve
-    from evalctl.evaluators.search_pipelines import FusionSpec
+    from evalctl.evaluators.retrieval.retrieve import RetrievalOptions, RetrievalSpec, retrieve
+    from evalctl.evaluators.fusion.settings import FusionSpec
 
     kw.setdefault("qrels", "given" if corpus.startswith("ki-") else "citations")
     fusion = kw.pop("fusion", FusionSpec(technique="rrf" if method == "rrf" else "linear"))
@@ -57,7 +57,7 @@ def _retrieve(client, corpus, method, view, **kw):
 
 
 def test_self_and_family_are_excluded(os_client, env):
-    from evalctl.evaluators.retrieval_queries import knn_body
+    from evalctl.evaluators.retrieval.query_bodies import knn_body
     from evalctl.indexers.index_layout import index_name, text_field
     from evalctl.corpus.qrels import load_qrels
 
@@ -120,11 +120,11 @@ def test_run_files_and_manifest(os_client, env):
 def test_fusion_values_on_a_toy_index(os_client, index_name):
     """BM25 and knn through search_all on a 4-document index, fused client-side: the fused scores
     equal min-max + weighted sum and RRF computed by hand from the engine's own scores."""
-    from evalctl.evaluators.fusion import fuse_rankings
-    from evalctl.evaluators.retrieval_queries import bm25_body, knn_body
-    from evalctl.evaluators.retrieve import search_all
-    from evalctl.evaluators.runs import ranked
-    from evalctl.evaluators.search_pipelines import FusionSpec
+    from evalctl.evaluators.fusion.client_fusion import fuse_rankings
+    from evalctl.evaluators.retrieval.query_bodies import bm25_body, knn_body
+    from evalctl.evaluators.retrieval.retrieve import search_all
+    from evalctl.evaluators.scoring.runs import ranked
+    from evalctl.evaluators.fusion.settings import FusionSpec
 
     docs = {"d1": ("wheelchair wheelchair ramp", [1, 0, 0, 0]), "d2": ("wheelchair lift", [0.6, 0.8, 0, 0]),
             "d3": ("stair lift", [0, 1, 0, 0]), "d4": ("pizza oven", [0, 0, 1, 0])}
@@ -165,9 +165,9 @@ def test_fusion_values_on_a_toy_index(os_client, index_name):
 def test_native_and_client_fusion_agree_but_for_explained_cases(os_client, env, neural_search, method, fusion):
     """Native pipelines and ranx fusion of the same two runs: every query whose top 10 differ is explained
     (the plugin's 0.001 floor / single-valued lists, or tied scores), and the runs score alike."""
-    from evalctl.evaluators.fusion_parity import parity
-    from evalctl.evaluators.scoring import evaluate_run
-    from evalctl.evaluators.search_pipelines import FusionSpec
+    from evalctl.evaluators.fusion.parity import parity
+    from evalctl.evaluators.scoring.metrics import evaluate_run
+    from evalctl.evaluators.fusion.settings import FusionSpec
 
     spec = FusionSpec(technique=fusion, dense_weight=0.6 if fusion == "linear" else 0.5)
     runs = {m: _retrieve(os_client, env["ki"], m, "A", k=30) for m in ("bm25", "dense")}
@@ -184,7 +184,7 @@ def test_native_and_client_fusion_agree_but_for_explained_cases(os_client, env, 
 
 
 def test_exact_search_measures_ann_loss(os_client, env):
-    from evalctl.evaluators.scoring import ann_loss
+    from evalctl.evaluators.scoring.metrics import ann_loss
 
     dense = _retrieve(os_client, env["ki"], "dense", "A", k=10)
     exact = _retrieve(os_client, env["ki"], "exact", "A", k=10)
@@ -225,7 +225,7 @@ def test_cli_runs_and_markdown_comparison(os_client, env, tmp_path):
 
 
 def test_in_out_and_jurisdiction_breakdowns_cover_the_query_set(os_client, env):
-    from evalctl.evaluators.compare import compare_runs, domain_partition, render
+    from evalctl.evaluators.scoring.compare import compare_runs, domain_partition, render
     from evalctl.corpus.qrels import load_qrels
 
     runs = [_retrieve(os_client, env["cit"], m, "TA", split=None, k=20) for m in ("bm25", "dense")]
@@ -247,8 +247,8 @@ def test_in_out_and_jurisdiction_breakdowns_cover_the_query_set(os_client, env):
 
 
 def test_fusion_sweep_tunes_on_dev_and_reports_test(os_client, env):
-    from evalctl.evaluators.fusion_sweep import fusion_sweep
-    from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec
+    from evalctl.evaluators.retrieval.fusion_sweep import fusion_sweep
+    from evalctl.evaluators.retrieval.retrieve import RetrievalOptions, RetrievalSpec
 
     spec = RetrievalSpec(corpus=env["ki"], view="A", method="hybrid", model=MODEL, qrels="given", split="test")
     res = fusion_sweep(os_client, spec, [0.2, 0.8], mode="client", options=RetrievalOptions(progress=False))

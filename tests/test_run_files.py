@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import random
 
-from evalctl.evaluators.runs import from_json, ranked, to_json
+from evalctl.evaluators.scoring.runs import from_json, ranked, to_json
 
 
 def test_run_json_matches_json_dumps_byte_for_byte():

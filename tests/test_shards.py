@@ -45,7 +45,7 @@ def test_shard_settings_are_checked_where_they_are_given():
 
 
 def test_bm25_alone_asks_for_global_statistics_and_only_on_several_shards():
-    from evalctl.evaluators.retrieval_methods import METHODS
+    from evalctl.evaluators.retrieval.methods import METHODS
     from evalctl.indexers.index_layout import load_index_settings
 
     s = load_index_settings()
@@ -138,8 +138,8 @@ def test_a_manifest_from_before_shards_reads_the_live_count(os_client, index_nam
 
 
 def _run(os_client, pizza, shards, method, **kw):
-    from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec, retrieve
-    from evalctl.evaluators.search_pipelines import FusionSpec
+    from evalctl.evaluators.retrieval.retrieve import RetrievalOptions, RetrievalSpec, retrieve
+    from evalctl.evaluators.fusion.settings import FusionSpec
 
     _on(pizza, shards)
     spec = RetrievalSpec(corpus=pizza["corpus"].name, view="T", method=method, model=MODEL, k=kw.pop("k", K),
@@ -175,8 +175,8 @@ def test_bm25_and_exact_runs_equal_on_1_and_3_shards(os_client, pizza, capsys):
 @pytest.mark.models
 def test_bm25_on_3_shards_needs_dfs(os_client, pizza):
     """Without dfs (per-shard statistics) the 3-shard BM25 scores move: what dfs is there for."""
-    from evalctl.evaluators.retrieve import search_all
-    from evalctl.evaluators.retrieval_queries import bm25_body
+    from evalctl.evaluators.retrieval.retrieve import search_all
+    from evalctl.evaluators.retrieval.query_bodies import bm25_body
 
     one = _run(os_client, pizza, 1, "bm25")
     name = _on(pizza, 3)
@@ -190,7 +190,7 @@ def test_bm25_on_3_shards_needs_dfs(os_client, pizza):
 
 @pytest.mark.models
 def test_dense_recall_and_fusion_on_1_and_3_shards(os_client, pizza, neural_search, capsys):
-    from evalctl.evaluators.scoring import ann_loss, evaluate_run
+    from evalctl.evaluators.scoring.metrics import ann_loss, evaluate_run
 
     recall = {n: ann_loss(_run(os_client, pizza, n, "dense", k=10), _run(os_client, pizza, n, "exact", k=10))
               ["ann_recall_of_exact@10"] for n in (1, 3)}

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from ranx import Qrels, Run, compare
 
-from evalctl.evaluators.significance import run_p_values
+from evalctl.evaluators.scoring.significance import run_p_values
 
 
 def _systems(n=200, shift=0.03, seed=7):
@@ -61,7 +61,7 @@ def test_fisher_gives_the_same_p_in_two_processes():
     import subprocess
     import sys
 
-    code = ("import numpy as np; from evalctl.evaluators.significance import run_p_values; "
+    code = ("import numpy as np; from evalctl.evaluators.scoring.significance import run_p_values; "
             "rng = np.random.default_rng(7); a = rng.uniform(0, 1, 300); b = np.clip(a + 0.01 + rng.normal(0, 0.15, 300), 0, 1); "
             "v = {'a': {'m': a}, 'b': {'m': b}}; "
             "print([run_p_values(v, [('a', 'b', 'm')], 'fisher', n_permutations=1000, seed=s)[0] for s in (42, 42, 1)])")

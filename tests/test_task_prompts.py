@@ -67,8 +67,8 @@ BEFORE = {("classify", "T", "ipc3"): "ca1da64c13661799", ("cluster", "T", "ipc3"
 
 def test_document_vector_results_keep_their_ids():
     from evalctl.corpus.label_sets import load_label_sets
-    from evalctl.evaluators.classification import ClassifySettings, result_identity
-    from evalctl.evaluators.clustering import ClusterSettings
+    from evalctl.evaluators.tasks.classification import ClassifySettings, result_identity
+    from evalctl.evaluators.tasks.clustering import ClusterSettings
     from evalctl.indexers.index_contract import IndexState, vector_source
     from evalctl.results_store import identity_hash
 
@@ -125,7 +125,7 @@ def _reference(model, prompt: str, texts: list[str]) -> np.ndarray:
 
 def _read(result, view_spec, corpus):
     """The vectors a result read (its export), with the texts of their rows."""
-    from evalctl.evaluators.readback import load_export
+    from evalctl.evaluators.vectors.export import load_export
 
     exp = load_export(result.manifest["index"], result.manifest["vectors"]["field"][len("vec_"):])
     texts = {r.id: view_spec.render(r) for r in corpus.records()}

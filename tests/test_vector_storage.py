@@ -60,8 +60,8 @@ def test_source_leaves_out_the_vectors_and_loads_keep_to_the_setting(os_client, 
 @pytest.mark.models
 def test_read_back_verify_and_search_do_not_need_the_vectors_in_source(os_client, pizza):
     from evalctl.corpus.views import load_views
-    from evalctl.evaluators.readback import export_vectors
-    from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec, retrieve
+    from evalctl.evaluators.vectors.export import export_vectors
+    from evalctl.evaluators.retrieval.retrieve import RetrievalOptions, RetrievalSpec, retrieve
     from evalctl.indexers.index_verify import verify_index
     from evalctl.models import get_model
 

@@ -48,7 +48,7 @@ def _corpora(root, tag):
 
 def _runs(client, tag):
     """run.trec of dense and exact on both corpora (identity name as the tag: equal across prefixes)."""
-    from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec, retrieve
+    from evalctl.evaluators.retrieval.retrieve import RetrievalOptions, RetrievalSpec, retrieve
 
     out = {}
     for corpus, view, qrels in ((f"cit-{tag}", "TA", "citations"), (f"ki-{tag}", "A", "given")):

@@ -31,7 +31,7 @@ def _step(entry: PairEntry, model_id: str, view: str, deps: tuple[str, ...]) -> 
     from evalctl.corpus.qrels import load_qrels
     from evalctl.corpus.store import load_corpus
     from evalctl.corpus.views import load_views
-    from evalctl.evaluators.readback import export_vectors
+    from evalctl.evaluators.vectors.export import export_vectors
     from evalctl.indexers.index_layout import index_name
     from evalctl.indexers.index_loader import IDENTITY, read_manifest
     from evalctl.opensearch.connection import make_client

@@ -3,8 +3,8 @@ clauses of one bool query, so the engine adds their raw scores; no pipeline, no 
 
 from __future__ import annotations
 
-from evalctl.evaluators.retrieval_methods import RetrievalMethod
-from evalctl.evaluators.retrieval_queries import knn_clause
+from evalctl.evaluators.retrieval.methods import RetrievalMethod
+from evalctl.evaluators.retrieval.query_bodies import knn_clause
 
 
 def _body(c, text, vector, exclude) -> dict:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalctl.corpus.import_problems import ProblemLog, Where
-from evalctl.corpus.import_source import RecordStream, Source
+from evalctl.corpus.import_formats.problems import ProblemLog, Where
+from evalctl.corpus.import_formats.source import RecordStream, Source
 from evalctl.corpus.patent_record import PatentRecord
 
 

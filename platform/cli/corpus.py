@@ -8,7 +8,7 @@ import click
 
 from evalctl.cli.choices import RegistryChoice
 from evalctl.errors import UserError
-from evalctl.corpus.formats import IMPORT_FORMATS
+from evalctl.corpus.import_formats.registry import IMPORT_FORMATS
 from evalctl.specs import SpecError
 
 
@@ -42,7 +42,7 @@ def corpus() -> None:
 def import_cmd(sources, fmt, name, out, strict, labels, overwrite, documents, show) -> None:
     """Import SOURCES (files, or one folder for beir/dapfam) into a corpus."""
     from evalctl.corpus.importer import import_corpus
-    from evalctl.corpus.import_problems import CorpusImportError
+    from evalctl.corpus.import_formats.problems import CorpusImportError
 
     try:
         res = import_corpus(fmt, list(sources), name=name, out=out, strict=strict, labels=labels, overwrite=overwrite,

@@ -1,5 +1,5 @@
 """`evalctl finetune`, `evalctl recipes list`, `evalctl pairs`, `evalctl transfer`: thin commands over
-evalctl.finetune.train / pairs / recipes and evalctl.evaluators.transfer."""
+evalctl.finetune.train / pairs / recipes and evalctl.evaluators.tasks.transfer."""
 
 from __future__ import annotations
 
@@ -183,9 +183,9 @@ def list_finetuned() -> None:
 def transfer(tuned, base, corpus, view, method, qrels_name, split, metric, test, alpha) -> None:
     """Compare fine-tuned models with their bases on another corpus: paired tests, Holm-corrected."""
     from evalctl.opensearch.connection import make_client
-    from evalctl.evaluators.retrieve import RetrievalError
-    from evalctl.evaluators.transfer import save_report
-    from evalctl.evaluators.transfer import transfer as run_transfer
+    from evalctl.evaluators.retrieval.retrieve import RetrievalError
+    from evalctl.evaluators.tasks.transfer import save_report
+    from evalctl.evaluators.tasks.transfer import transfer as run_transfer
 
     try:
         rep = run_transfer(make_client(), list(tuned), corpus, view, base=base, method=method, qrels=qrels_name,

@@ -23,8 +23,8 @@ def referee(corpus_name, model, view, query_view, qrels_name, split, out_dir) ->
     from evalctl.opensearch.connection import make_client
     from evalctl.corpus.export import ExportError
     from evalctl.corpus.store import CorpusNotFound
-    from evalctl.evaluators.referee_table import LandscapeSpec, referee_landscape
-    from evalctl.evaluators.retrieve import RetrievalError
+    from evalctl.evaluators.referee.table import LandscapeSpec, referee_landscape
+    from evalctl.evaluators.retrieval.retrieve import RetrievalError
     from evalctl.paths import cache_root
 
     out_dir = out_dir or cache_root() / "referee" / corpus_name

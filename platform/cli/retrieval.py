@@ -9,7 +9,7 @@ import click
 
 from evalctl.cli.choices import RegistryChoice
 from evalctl.errors import UserError
-from evalctl.evaluators.retrieval_methods import METHODS
+from evalctl.evaluators.retrieval.methods import METHODS
 
 FORMATS = {"md": "md", "latex": "tex", "csv": "csv"}
 
@@ -18,11 +18,11 @@ FORMATS = {"md": "md", "latex": "tex", "csv": "csv"}
 def _user_errors():
     """Known failures become one-line UserErrors; anything else keeps its traceback."""
     from evalctl.corpus.store import CorpusNotFound
-    from evalctl.evaluators.compare import NotComparable
-    from evalctl.evaluators.fusion import FusionUnsupported
-    from evalctl.evaluators.retrieve import RetrievalError, SearchFailed
-    from evalctl.evaluators.runs import RunNotFound
-    from evalctl.evaluators.search_pipelines import NeuralSearchMissing
+    from evalctl.evaluators.scoring.compare import NotComparable
+    from evalctl.evaluators.fusion.client_fusion import FusionUnsupported
+    from evalctl.evaluators.retrieval.retrieve import RetrievalError, SearchFailed
+    from evalctl.evaluators.scoring.runs import RunNotFound
+    from evalctl.evaluators.fusion.search_pipelines import NeuralSearchMissing
     from evalctl.indexers.model_loader import ModelLoadError
     from evalctl.specs import SpecError
 
@@ -69,8 +69,8 @@ def _common(f):
 def _spec(method, corpus_name, model_id, view, query_view, qrels_name, split, k, bm25_max_terms, prompt_variant,
           fusion_mode, normalization, combination, dense_weight, rank_constant):
     from evalctl.corpus.default import corpus_for_command
-    from evalctl.evaluators.retrieve import RetrievalSpec
-    from evalctl.evaluators.search_pipelines import FusionSpec
+    from evalctl.evaluators.retrieval.retrieve import RetrievalSpec
+    from evalctl.evaluators.fusion.settings import FusionSpec
 
     corpus_name = corpus_for_command(corpus_name)
     try:
@@ -90,7 +90,7 @@ def _echo_scores(label: str, scores) -> None:
 
 @click.command()
 @click.option("--method", type=RegistryChoice(METHODS), required=True,
-              help="Retrieval method (registered in evaluators/retrieval_methods.py).")
+              help="Retrieval method (registered in evaluators/retrieval/methods.py).")
 @_common
 @_fusion_options
 @click.option("--fusion", "fusion_mode", type=click.Choice(["native", "client"]), default="native", show_default=True,
@@ -100,9 +100,9 @@ def retrieve(method, corpus_name, model_id, view, query_view, qrels_name, split,
              batch_size, concurrency, normalization, combination, dense_weight, rank_constant, fusion_mode, rerun) -> None:
     """Run one retrieval method over a qrels split; store the run and its metrics."""
     from evalctl.opensearch.connection import make_client
-    from evalctl.evaluators.retrieve import RetrievalOptions
-    from evalctl.evaluators.retrieve import retrieve as run_retrieval
-    from evalctl.evaluators.scoring import ann_loss, evaluate_and_store
+    from evalctl.evaluators.retrieval.retrieve import RetrievalOptions
+    from evalctl.evaluators.retrieval.retrieve import retrieve as run_retrieval
+    from evalctl.evaluators.scoring.metrics import ann_loss, evaluate_and_store
 
     spec = _spec(method, corpus_name, model_id, view, query_view, qrels_name, split, k, bm25_max_terms,
                  prompt_variant, fusion_mode, normalization, combination, dense_weight, rank_constant)
@@ -126,8 +126,8 @@ def retrieve(method, corpus_name, model_id, view, query_view, qrels_name, split,
               help="Score against the pairs of this domain only (queries without one are dropped).")
 def evaluate(runs, domain) -> None:
     """Score stored runs (result folders or ids) with nDCG@10/100, Recall@10/100, MAP@100, MRR@10."""
-    from evalctl.evaluators.runs import load_run
-    from evalctl.evaluators.scoring import evaluate_and_store
+    from evalctl.evaluators.scoring.runs import load_run
+    from evalctl.evaluators.scoring.metrics import evaluate_and_store
 
     with _user_errors():
         for ref in runs:
@@ -154,8 +154,8 @@ def evaluate(runs, domain) -> None:
 def compare(runs, baseline, fmt, out, latex, markdown, test, alpha, permutations, n_bootstrap, seed) -> None:
     """Comparison table of runs: means with 95% CIs, paired tests with Holm correction, IN/OUT and
     jurisdiction breakdowns; ranx's Report tables with --latex / --markdown."""
-    from evalctl.evaluators.compare import compare_runs, ranx_latex, ranx_markdown, render
-    from evalctl.evaluators.runs import load_run
+    from evalctl.evaluators.scoring.compare import compare_runs, ranx_latex, ranx_markdown, render
+    from evalctl.evaluators.scoring.runs import load_run
 
     with _user_errors():
         rep = compare_runs([load_run(r) for r in runs], load_run(baseline) if baseline else None, test=test,
@@ -188,8 +188,8 @@ def fusion_sweep(corpus_name, model_id, view, query_view, qrels_name, split, k, 
                  batch_size, concurrency, normalization, combination, weights, mode) -> None:
     """Tune the BM25/dense weight on dev queries, report the chosen weight on --split (test)."""
     from evalctl.opensearch.connection import make_client
-    from evalctl.evaluators.fusion_sweep import fusion_sweep as sweep
-    from evalctl.evaluators.retrieve import RetrievalOptions
+    from evalctl.evaluators.retrieval.fusion_sweep import fusion_sweep as sweep
+    from evalctl.evaluators.retrieval.retrieve import RetrievalOptions
 
     try:
         grid = [float(w) for w in weights.split(",")]

@@ -40,8 +40,8 @@ def _label_set(name: str, min_support: int | None):
 
 def _run(fn, *args, **kwargs):
     """Call a task function, turning unusable indexes and label sets into one clear message."""
-    from evalctl.evaluators.classification import TooFewExamples
-    from evalctl.evaluators.readback import ReadbackError
+    from evalctl.evaluators.tasks.classification import TooFewExamples
+    from evalctl.evaluators.vectors.export import ReadbackError
 
     try:
         return fn(*args, **kwargs)
@@ -106,7 +106,7 @@ def vectors() -> None:
 def export(corpus_name, model_id, view_name, force) -> None:
     """Stream a view's vectors and codes out of the index into the cache (checked against corpus and cache)."""
     from evalctl.opensearch.connection import make_client
-    from evalctl.evaluators.readback import export_vectors
+    from evalctl.evaluators.vectors.export import export_vectors
 
     corpus, view = _resolve(corpus_name, view_name)
     rep = _run(export_vectors, make_client(), corpus, view, model_id, force=force)
@@ -195,7 +195,7 @@ def classify(corpus_name, model_id, view_name, label_set, min_support, seeds, ve
              knn_k) -> None:
     """Multi-label classification probes (logistic regression, kNN) on the view's vectors."""
     from evalctl.opensearch.connection import make_client
-    from evalctl.evaluators.classification import ClassifySettings, run_classification
+    from evalctl.evaluators.tasks.classification import ClassifySettings, run_classification
 
     corpus, view = _resolve(corpus_name, view_name)
     spec = _label_set(label_set, min_support)
@@ -216,14 +216,14 @@ def classify(corpus_name, model_id, view_name, label_set, min_support, seeds, ve
 @click.command("cluster")
 @_common
 @_label_options
-@click.option("--rule", type=RegistryChoice("evalctl.evaluators.clustering:RULES"), default="first", show_default=True,
+@click.option("--rule", type=RegistryChoice("evalctl.evaluators.tasks.clustering:RULES"), default="first", show_default=True,
               help="How a multi-label record gets its one gold class.")
 @click.option("--levels", type=CommaChoices(LEVELS), default="",
               help="Code levels to score, e.g. section,class,subclass (cpc/ipc sets).")
 def cluster_cmd(corpus_name, model_id, view_name, label_set, min_support, seeds, vectors, rule, levels) -> None:
     """MiniBatchKMeans (k = gold classes) on the view's vectors: V-measure, ARI, NMI, AMI."""
     from evalctl.opensearch.connection import make_client
-    from evalctl.evaluators.clustering import ClusterSettings, run_clustering
+    from evalctl.evaluators.tasks.clustering import ClusterSettings, run_clustering
 
     corpus, view = _resolve(corpus_name, view_name)
     spec = _label_set(label_set, min_support)

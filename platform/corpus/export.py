@@ -36,7 +36,7 @@ from evalctl.output_folder import check_folder, claim_folder
 
 Format = Literal["beir", "dapfam"]
 FORMATS: tuple[str, ...] = ("beir", "dapfam")
-# evalctl view field -> DAPFAM column (platform/corpus/import_dapfam.py reads the same names)
+# evalctl view field -> DAPFAM column (platform/corpus/import_formats/dapfam.py reads the same names)
 DAPFAM_COLUMNS = {"title": "title_en", "abstract": "abstract_en", "claims": "claims_text", "description": "description_en"}
 EXPORT_FILE = "export.json"
 # The dataset card of datalyes/DAPFAM_patent lays out three configs with one `train` split each; the same

@@ -13,8 +13,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import replace
 
-from evalctl.corpus.import_problems import Where
-from evalctl.corpus.import_source import RecordStream
+from evalctl.corpus.import_formats.problems import Where
+from evalctl.corpus.import_formats.source import RecordStream
 from evalctl.corpus.patent_record import PatentRecord
 
 DOCUMENT_LEVELS = ("publication", "family")

@@ -16,9 +16,9 @@ from evalctl.atomic import publish_dir, replace_dir, staging_dir
 from evalctl.corpus.store import (CORPUS_FILE, FORMAT_VERSION, MANIFEST_FILE, PROBLEMS_FILE, QUERIES_FILE, Corpus,
                                   RecordWriter, corpora_root, load_corpus, write_json)
 from evalctl.corpus.family_records import DOCUMENT_LEVELS, family_records
-from evalctl.corpus.formats import IMPORT_FORMATS
-from evalctl.corpus.import_problems import CorpusImportError, Problem, ProblemLog, Where
-from evalctl.corpus.import_source import RecordStream
+from evalctl.corpus.import_formats.registry import IMPORT_FORMATS
+from evalctl.corpus.import_formats.problems import CorpusImportError, Problem, ProblemLog, Where
+from evalctl.corpus.import_formats.source import RecordStream
 from evalctl.corpus.patent_record import MAX_INDEXED_CHARS
 from evalctl.names import check_name
 from evalctl.provenance import file_sha256

@@ -28,8 +28,8 @@ import pyarrow.parquet as pq
 from evalctl.atomic import replace_dir, staging_dir
 from evalctl.corpus.store import Corpus, load_corpus, write_json
 from evalctl.errors import BadInput
-from evalctl.corpus.import_problems import ProblemLog
-from evalctl.corpus.import_source import GivenPair
+from evalctl.corpus.import_formats.problems import ProblemLog
+from evalctl.corpus.import_formats.source import GivenPair
 from evalctl.names import check_name
 from evalctl.corpus.patent_record import CITATION_TYPES, PatentRecord
 from evalctl.corpus.pubnum import loose_key

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evalctl.evaluators.significance import bootstrap_ci
-from evalctl.evaluators.retrieval_methods import fused_methods
-from evalctl.evaluators.scoring import PRIMARY
+from evalctl.evaluators.scoring.significance import bootstrap_ci
+from evalctl.evaluators.retrieval.methods import fused_methods
+from evalctl.evaluators.scoring.metrics import PRIMARY
 
 
 @dataclass(frozen=True)

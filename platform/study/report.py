@@ -161,7 +161,7 @@ def _recipes(report: Report, pairs: list[dict]) -> None:
 def _findings(report: Report, steps, pairs: list[dict]) -> None:
     """The findings, computed from the stored results: short claims, their evidence in footnotes."""
     from evalctl.study import findings as rf
-    from evalctl.evaluators.scoring import PRIMARY, evaluate_run
+    from evalctl.evaluators.scoring.metrics import PRIMARY, evaluate_run
     from evalctl.study.task_retrieval import stored_run
 
     report.h("Findings")

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 def headline(report: Report, steps) -> None:
     import pandas as pd
 
-    from evalctl.evaluators.scoring import PRIMARY
+    from evalctl.evaluators.scoring.metrics import PRIMARY
     from evalctl.study.task_retrieval import system_name, view_groups
 
     report.h("Headline results")
@@ -46,8 +46,8 @@ def headline(report: Report, steps) -> None:
 
 def _cells(g: ViewGroup, letter: dict[str, str]) -> tuple[dict[str, tuple[float, str]], int]:
     """System name -> (mean, cell text) in one view, from the view's comparison (or its one run); n queries."""
-    from evalctl.evaluators.compare import run_ci, score_cell
-    from evalctl.evaluators.scoring import PRIMARY, evaluate_run
+    from evalctl.evaluators.scoring.compare import run_ci, score_cell
+    from evalctl.evaluators.scoring.metrics import PRIMARY, evaluate_run
     from evalctl.study.task_retrieval import system_name
 
     rep = g.comparison

@@ -23,7 +23,7 @@ def _page(g: ViewGroup) -> Report:
     import pandas as pd
 
     from evalctl.corpus.store import load_corpus
-    from evalctl.evaluators.scoring import PRIMARY, evaluate_run, run_qrels
+    from evalctl.evaluators.scoring.metrics import PRIMARY, evaluate_run, run_qrels
     from evalctl.study.report import Report
     from evalctl.study.task_retrieval import system_name
 

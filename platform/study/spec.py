@@ -46,7 +46,7 @@ class RetrievalEntry:
     views: tuple[str, ...] = ("TAC",)
     query_view: str | None = None  # the queries' text; default: each corpus view (DAPFAM's query x corpus views)
     models: tuple[str, ...] = ()  # default: every model of the spec; models tuned from these join them
-    methods: tuple[str, ...] = ("bm25", "dense")  # names in evaluators/retrieval_methods.METHODS
+    methods: tuple[str, ...] = ("bm25", "dense")  # names in evaluators/retrieval/methods.py METHODS
     qrels: str = "citations"
     split: str = "test"
     k: int = 100
@@ -207,8 +207,8 @@ def validate(spec: ExperimentSpec) -> None:
     a path), ranges, splits, weights, expected metrics and tolerances, cross-references and repeats, so
     `evalctl run --dry-run` refuses what a run would only fail on after importing and indexing. Every
     message names the file and the offending entry and field."""
-    from evalctl.evaluators.retrieval_methods import METHODS
-    from evalctl.corpus.formats import IMPORT_FORMATS
+    from evalctl.evaluators.retrieval.methods import METHODS
+    from evalctl.corpus.import_formats.registry import IMPORT_FORMATS
     from evalctl.corpus.label_sets import load_label_sets
     from evalctl.models import get_model
     from evalctl.corpus.views import load_views

@@ -19,8 +19,8 @@ def label_task_step(kind: str, corpus_name: str, model_id: str, view: str, label
     from evalctl import results_store
     from evalctl.opensearch.connection import make_client
     from evalctl.corpus.store import load_corpus
-    from evalctl.evaluators.classification import ClassifySettings, result_identity, run_classification
-    from evalctl.evaluators.clustering import ClusterSettings, run_clustering
+    from evalctl.evaluators.tasks.classification import ClassifySettings, result_identity, run_classification
+    from evalctl.evaluators.tasks.clustering import ClusterSettings, run_clustering
     from evalctl.indexers.index_contract import IndexState, vector_source
     from evalctl.indexers.index_layout import index_name
     from evalctl.indexers.index_loader import read_manifest
@@ -95,10 +95,10 @@ class LabelTask:
             raise SpecError(f"{at}: a {self.name} score needs a label_set, one of {', '.join(label_sets)} "
                             f"(got {e.label_set!r})")
         if self.name == "classification":
-            from evalctl.evaluators.classification import METRICS, PROBES
+            from evalctl.evaluators.tasks.classification import METRICS, PROBES
 
             return tuple(f"{p}/{m}" for p in PROBES for m in METRICS)
-        from evalctl.evaluators.clustering import METRICS
+        from evalctl.evaluators.tasks.clustering import METRICS
 
         return tuple(f"{label_sets[e.label_set].level or 'labels'}/{m}" for m in METRICS)
 

@@ -24,11 +24,12 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
     from evalctl import results_store
     from evalctl.opensearch.connection import make_client
     from evalctl.corpus.store import load_corpus
-    from evalctl.evaluators.fusion_sweep import fusion_sweep
-    from evalctl.evaluators.retrieval_methods import METHODS
-    from evalctl.evaluators.retrieve import RetrievalOptions, RetrievalSpec, retrieve
-    from evalctl.evaluators.scoring import evaluate_and_store
-    from evalctl.evaluators.search_pipelines import FusionSpec, has_neural_search
+    from evalctl.evaluators.retrieval.fusion_sweep import fusion_sweep
+    from evalctl.evaluators.retrieval.methods import METHODS
+    from evalctl.evaluators.retrieval.retrieve import RetrievalOptions, RetrievalSpec, retrieve
+    from evalctl.evaluators.scoring.metrics import evaluate_and_store
+    from evalctl.evaluators.fusion.search_pipelines import has_neural_search
+    from evalctl.evaluators.fusion.settings import FusionSpec
     from evalctl.indexers.index_layout import index_name
     from evalctl.indexers.index_loader import IDENTITY, read_manifest
     from evalctl.corpus.qrels import qrels_manifest
@@ -89,8 +90,8 @@ class RetrievalTask:
 
     def validate(self, spec, entry: RetrievalEntry, at: str) -> None:
         from evalctl.corpus.qrels import SPLITS
-        from evalctl.evaluators.retrieve import MAX_K
-        from evalctl.evaluators.search_pipelines import FusionSpec
+        from evalctl.evaluators.retrieval.retrieve import MAX_K
+        from evalctl.evaluators.fusion.settings import FusionSpec
         from evalctl.study.spec import check_spec_name
 
         check_spec_name(entry.qrels, "qrels", at)
@@ -113,7 +114,7 @@ class RetrievalTask:
             raise SpecError(f"{at}: dense_weights are tuned on the dev queries: report on another split (split: test)")
 
     def steps(self, ctx, entry: RetrievalEntry):
-        from evalctl.evaluators.retrieval_methods import METHODS
+        from evalctl.evaluators.retrieval.methods import METHODS
 
         deps = tuple(k for k in (f"qrels {entry.corpus} {entry.qrels}",) if any(s.key == k for s in ctx.steps))
         ids = [m.id for m in ctx.models_of(entry)]
@@ -128,8 +129,8 @@ class RetrievalTask:
         return Target("retrieval", e.corpus, e.model, e.view, e.method, e.query_view or e.view)
 
     def metrics(self, e, at: str) -> tuple[str, ...]:
-        from evalctl.evaluators.retrieval_methods import METHODS
-        from evalctl.evaluators.scoring import METRICS
+        from evalctl.evaluators.retrieval.methods import METHODS
+        from evalctl.evaluators.scoring.metrics import METRICS
 
         if e.method not in METHODS:
             raise SpecError(f"{at}: a retrieval score needs a method, one of {', '.join(METHODS)} (got {e.method!r})")
@@ -142,16 +143,16 @@ class RetrievalTask:
         qrels_manifest(load_corpus(entry.corpus), entry.qrels)  # names the missing set and how to build it
 
     def per_unit(self, step: Step, metric: str, runs: dict) -> dict[str, float]:
-        from evalctl.evaluators.scoring import evaluate_run
+        from evalctl.evaluators.scoring.metrics import evaluate_run
 
         return evaluate_run(stored_run(step.ref(), runs)).per_query[metric]
 
     def report(self, report: Report, spec, steps, out: Path) -> None:
         import pandas as pd
 
-        from evalctl.evaluators import retrieval_methods
-        from evalctl.evaluators.compare import ranx_latex, tables
-        from evalctl.evaluators.scoring import PRIMARY
+        from evalctl.evaluators.retrieval import methods as retrieval_methods
+        from evalctl.evaluators.scoring.compare import ranx_latex, tables
+        from evalctl.evaluators.scoring.metrics import PRIMARY
 
         report.h("Retrieval")
         groups = view_groups(report, steps)
@@ -200,7 +201,7 @@ class RetrievalTask:
 
 
 def _row(step: Step) -> dict:
-    from evalctl.evaluators.scoring import PRIMARY
+    from evalctl.evaluators.scoring.metrics import PRIMARY
 
     t = step.target
     return {"corpus": t.corpus, "model": t.model, "view": t.view_label, "method": t.what,
@@ -225,7 +226,7 @@ class ViewGroup:
 def view_groups(report: Report, steps) -> list[ViewGroup]:
     """Retrieval steps with stored scores by corpus and view, in plan order; each comparison computed once
     per report (the headline, the tables and the per-query pages read the same one)."""
-    from evalctl.evaluators.compare import compare_runs
+    from evalctl.evaluators.scoring.compare import compare_runs
 
     by: dict[tuple[str, str], list[Step]] = {}
     for s in steps:
@@ -247,7 +248,7 @@ def query_page_name(corpus: str, view: str) -> str:
 
 def stored_run(run_id: str, runs: dict):
     """The stored run, loaded once per report (`runs` keeps them)."""
-    from evalctl.evaluators.runs import load_run
+    from evalctl.evaluators.scoring.runs import load_run
 
     return runs.get(run_id) or runs.setdefault(run_id, load_run(run_id))
 
@@ -255,7 +256,7 @@ def stored_run(run_id: str, runs: dict):
 def _views_heatmap(report: Report, corpus: str, dense: pd.DataFrame, out: Path) -> None:
     import pandas as pd
 
-    from evalctl.evaluators.scoring import PRIMARY
+    from evalctl.evaluators.scoring.metrics import PRIMARY
     from evalctl.study.report import plt_module, save_figure
 
     if dense["view"].nunique() < 2:
@@ -279,7 +280,7 @@ def _views_heatmap(report: Report, corpus: str, dense: pd.DataFrame, out: Path) 
 
 
 def _scaling_plot(report: Report, corpus: str, dense: pd.DataFrame, out: Path) -> None:
-    from evalctl.evaluators.scoring import PRIMARY
+    from evalctl.evaluators.scoring.metrics import PRIMARY
     from evalctl.models import get_model
     from evalctl.study.report import plt_module, save_figure
 
@@ -315,8 +316,8 @@ def _in_out_plot(report: Report, g: ViewGroup, out: Path, name: str) -> None:
     the whole query set, on the IN-only and the OUT-only pairs)."""
     import numpy as np
 
-    from evalctl.evaluators.compare import run_ci
-    from evalctl.evaluators.scoring import PRIMARY, evaluate_run, run_qrels
+    from evalctl.evaluators.scoring.compare import run_ci
+    from evalctl.evaluators.scoring.metrics import PRIMARY, evaluate_run, run_qrels
     from evalctl.study.report import plt_module, save_figure
 
     qset = run_qrels(g.runs[0])

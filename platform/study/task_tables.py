@@ -19,9 +19,9 @@ import pandas as pd
 
 from evalctl.corpus.class_codes import LEVELS
 
-from evalctl.evaluators.classification import METRICS as CLASSIFY_METRICS
-from evalctl.evaluators.significance import bootstrap_ci
-from evalctl.evaluators.clustering import METRICS as CLUSTER_METRICS
+from evalctl.evaluators.tasks.classification import METRICS as CLASSIFY_METRICS
+from evalctl.evaluators.scoring.significance import bootstrap_ci
+from evalctl.evaluators.tasks.clustering import METRICS as CLUSTER_METRICS
 
 TASKS = {"classification": CLASSIFY_METRICS, "clustering": CLUSTER_METRICS}
 

@@ -1,0 +1,341 @@
+"""Native retrieval: a query set from a qrels split, searched in the corpus x model index, stored as a run.
+
+Methods: `bm25` (match on the view's text field), `dense` (approximate knn on the view's vector
+field), `exact` (brute-force knn_score, to measure what ANN loses), `hybrid` / `rrf` (one hybrid
+query through a neural-search pipeline, or client-side fusion of the BM25 and dense runs with
+`fusion_mode="client"`, which works on any node). Queries go out in `_msearch` batches from a small
+thread pool, with per-item retries on 429 / 5xx; every query of the set appears in the run, with an
+empty ranking when it has no text or no hit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Literal
+
+from tqdm import tqdm
+
+from evalctl.errors import BadInput, Failure
+from evalctl.corpus.store import Corpus, load_corpus
+from evalctl.evaluators.retrieval.methods import METHODS, BodyContext, RetrievalMethod
+from evalctl.evaluators.retrieval.query_bodies import DEFAULT_BM25_MAX_TERMS, truncate_terms
+from evalctl.evaluators.scoring.runs import Ranking, StoredRun, find_run, ranked, save_run
+from evalctl.evaluators.fusion.search_pipelines import ensure_pipeline, require_neural_search
+from evalctl.evaluators.fusion.settings import FusionSpec
+from evalctl.indexers.index_contract import open_index
+from evalctl.indexers.index_layout import load_index_settings, text_field, vector_field
+from evalctl.indexers.index_loader import IDENTITY
+from evalctl.opensearch.cluster_info import require_available
+from evalctl.corpus.qrels import QrelsSet, load_qrels
+from evalctl.gc_tuning import long_lived_frozen
+
+MAX_K = 10_000  # knn k and index.max_result_window
+
+
+class RetrievalError(BadInput, ValueError):
+    """Bad retrieval request (unknown index, view, split ...): one message naming what is wrong."""
+
+
+@dataclass(frozen=True)
+class RetrievalSpec:
+    corpus: str
+    view: str
+    method: str  # a name in retrieval.methods.METHODS
+    model: str | None = None  # None: the BM25-only index (bm25 method only)
+    query_view: str | None = None  # defaults to `view`; e.g. TA queries against TAC documents
+    qrels: str = "citations"
+    split: str | None = "test"  # None: every query of the qrels set
+    k: int = 100
+    bm25_max_terms: int | None = DEFAULT_BM25_MAX_TERMS
+    prompt_variant: str | None = None
+    fusion: FusionSpec = field(default_factory=FusionSpec)
+    fusion_mode: Literal["native", "client"] = "native"
+    # Search only a seeded sample of this many of the split's queries (exact search at scale, for ANN fidelity)
+    query_sample: int | None = None
+
+    def __post_init__(self):
+        if self.method not in METHODS:
+            raise RetrievalError(f"unknown method {self.method!r}; one of {', '.join(METHODS)}")
+        m = self.definition
+        if m.vector and not self.model:
+            raise RetrievalError(f"--method {self.method} needs --model (the index holding the vectors)")
+        if not 1 <= self.k <= MAX_K:
+            raise RetrievalError(f"--k {self.k}: must be between 1 and {MAX_K}")
+        if self.query_sample is not None and self.query_sample < 1:
+            raise RetrievalError(f"query sample {self.query_sample}: must be 1 or more queries")
+        if m.fused and m.technique and self.fusion.technique != m.technique:
+            raise RetrievalError(f"--method {self.method} with fusion technique {self.fusion.technique!r}")
+
+    @property
+    def definition(self) -> RetrievalMethod:
+        return METHODS.get(self.method)
+
+    @property
+    def qview(self) -> str:
+        return self.query_view or self.view
+
+    def with_(self, **changes) -> "RetrievalSpec":
+        return dataclasses.replace(self, **changes)
+
+
+# --------------------------------------------------------------------------- query set
+
+
+@dataclass(frozen=True)
+class QuerySet:
+    ids: tuple[str, ...]
+    texts: dict[str, str]  # only queries whose view renders
+    exclude: dict[str, frozenset[str]]
+
+    def digest(self) -> str:
+        blob = json.dumps([[q, self.texts.get(q), sorted(self.exclude.get(q, ()))] for q in self.ids])
+        return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
+
+
+SAMPLE_SEED = 0  # a query sample is the same ids on every run (and in the run identity)
+
+
+def load_query_set(corpus: Corpus, qset: QrelsSet, split: str | None, view_name: str,
+                   sample: int | None = None) -> QuerySet:
+    from evalctl.corpus.views import load_views
+
+    views = load_views()
+    if view_name not in views:
+        raise RetrievalError(f"unknown view {view_name!r}; configs/views.yaml has {', '.join(views)}")
+    queries = [q for q in qset.queries if split is None or q.split == split]
+    if not queries:
+        have = sorted({q.split for q in qset.queries})
+        raise RetrievalError(f"qrels set {qset.name!r} of corpus {corpus.name!r} has no {split!r} queries; "
+                             f"it has splits: {', '.join(have) or 'none'}")
+    if sample is not None and sample < len(queries):
+        queries = random.Random(SAMPLE_SEED).sample(sorted(queries, key=lambda q: q.id), sample)
+    wanted = {q.id: q.source for q in queries}
+    texts: dict[str, str] = {}
+    for source, records in (("corpus", corpus.records(views[view_name].columns)), ("queries", corpus.queries())):
+        if source not in wanted.values():
+            continue
+        for r in records:
+            if wanted.get(r.id) == source and (t := views[view_name].render(r)):
+                texts[r.id] = t
+    ids = tuple(sorted(wanted))
+    return QuerySet(ids, texts, {q.id: q.exclude for q in queries})
+
+
+# --------------------------------------------------------------------------- index
+
+
+def resolve_index(client, corpus: Corpus, spec: RetrievalSpec) -> tuple[str, dict]:
+    """The index to search and its manifest (the index contract: this corpus version, the view's fields)."""
+    state = open_index(client, corpus, spec.model, [spec.view], error=RetrievalError)
+    return state.name, state.manifest
+
+
+# --------------------------------------------------------------------------- batched search
+
+
+class SearchFailed(Failure, RuntimeError):
+    pass
+
+
+@dataclass
+class SearchStats:
+    took_ms: int = 0  # engine time: the sum of each _msearch call's `took`
+    took_ms_items: int = 0  # the sum of the per-query `took` (queries of a batch run in parallel)
+    seconds: float = 0.0  # client wall time for all batches
+    retried: int = 0
+
+
+_RETRYABLE = {429, 500, 502, 503, 504}
+
+
+# The response fields a run needs: the rest of each hit (index name, shard metadata) is not sent back.
+_FILTER_PATH = ",".join(("took", "responses.took", "responses.status", "responses.error", "responses.hits.hits._id",
+                          "responses.hits.hits._score"))
+
+
+def search_all(client, index: str, bodies: list[dict | None], *, batch_size: int = 32, concurrency: int = 2,
+               max_retries: int = 4, progress: bool = False, desc: str = "search", search_type: str | None = None
+               ) -> tuple[list[list[tuple[str, float]]], SearchStats]:
+    """Hits [(id, score)] per body (None: no query, no hits), searched via `_msearch` batches (each search
+    with `search_type` when given)."""
+    stats = SearchStats()
+    results: list[list[tuple[str, float]]] = [[] for _ in bodies]
+    todo = [i for i, b in enumerate(bodies) if b is not None]
+    batches = [todo[s:s + batch_size] for s in range(0, len(todo), batch_size)]
+    dumps = client.transport.serializer.dumps
+    header = dumps({"index": index, **({"search_type": search_type} if search_type else {})})
+
+    def run_batch(batch: list[int]) -> None:
+        # each query is serialised once, into the ndjson lines a retry sends again
+        lines = {i: f"{header}\n{dumps(bodies[i])}\n" for i in batch}
+        pending = batch
+        for attempt in range(max_retries + 1):
+            resp = client.msearch(body="".join(lines[i] for i in pending), params={"filter_path": _FILTER_PATH})
+            stats.took_ms += resp.get("took", 0)
+            failed = []
+            for i, item in zip(pending, resp["responses"]):
+                if "error" in item:
+                    if item.get("status") not in _RETRYABLE or attempt == max_retries:
+                        raise SearchFailed(f"query #{i} failed on {index}: {json.dumps(item['error'])[:500]}")
+                    failed.append(i)
+                    continue
+                stats.took_ms_items += item.get("took", 0)
+                results[i] = [(h["_id"], h["_score"]) for h in item.get("hits", {}).get("hits", ())]
+            if not failed:
+                return
+            stats.retried += len(failed)
+            pending = failed
+            time.sleep(min(30.0, 0.5 * 2 ** attempt))
+
+    t0 = time.perf_counter()
+    with tqdm(total=len(todo), unit="q", desc=desc, disable=not progress) as bar:
+        if concurrency <= 1:  # no thread pool between the caller and the one request in flight
+            for batch in batches:
+                run_batch(batch)
+                bar.update(len(batch))
+        else:
+            with ThreadPoolExecutor(max_workers=concurrency) as pool:
+                for batch, _ in zip(batches, pool.map(run_batch, batches)):
+                    bar.update(len(batch))
+    stats.seconds = time.perf_counter() - t0
+    return results, stats
+
+
+# --------------------------------------------------------------------------- retrieval
+
+
+@dataclass
+class RetrievalOptions:
+    """How queries are sent; not part of a run's identity."""
+
+    batch_size: int = 32
+    concurrency: int = 2
+    progress: bool = True
+    inline_pipeline: bool = False  # hybrid: put the pipeline body in each request instead of a stored one
+    reuse: bool = True  # return a stored run with the same identity instead of searching again
+    extra: dict = field(default_factory=dict)  # added to the run manifest (e.g. how fusion weights were tuned)
+
+
+def _views(spec: RetrievalSpec) -> str:
+    return spec.view if spec.qview == spec.view else f"{spec.qview}_{spec.view}"
+
+
+def search_type(spec: RetrievalSpec, manifest: dict) -> str | None:
+    """dfs_query_then_fetch for a method scored with corpus-wide statistics on a sharded index, else None."""
+    return load_index_settings().search_type(manifest["shards"]) if spec.definition.global_stats else None
+
+
+def run_identity(spec: RetrievalSpec, corpus: Corpus, qset: QrelsSet, queries: QuerySet, index: str,
+                 manifest: dict, prompt: str | None) -> dict:
+    identity = {
+        "name": f"{spec.method}-{spec.model or 'bm25'}-{_views(spec)}-{spec.split or 'all'}",
+        "corpus_hash": corpus.content_hash, "index": index,
+        "index_identity": {k: manifest.get(k) for k in (*IDENTITY, "views")},
+        "method": spec.method, "model": spec.model, "view": spec.view, "query_view": spec.qview,
+        "qrels": qset.name, "qrels_spec": qset.manifest.get("spec"), "split": spec.split, "k": spec.k,
+        "query_set": queries.digest(), "exclusion": "query and its family (qrels exclude), must_not ids",
+    }
+    if spec.query_sample is not None:
+        identity["query_sample"] = {"n": spec.query_sample, "seed": SAMPLE_SEED}
+    m = spec.definition
+    if m.text:
+        identity["bm25_max_terms"] = spec.bm25_max_terms
+    if m.global_stats:  # on one shard both search types score alike
+        identity["search_type"] = search_type(spec, manifest) or "query_then_fetch"
+    if m.vector:
+        identity.update(query_prompt=prompt, prompt_variant=spec.prompt_variant)
+    if m.fused:
+        identity.update(fusion_mode=spec.fusion_mode, fusion=dataclasses.asdict(spec.fusion),
+                        pipeline=m.pipeline(spec.fusion) if m.pipeline and spec.fusion_mode == "native" else None)
+    return identity
+
+
+@long_lived_frozen()  # full collections skip the long-lived heap (evalctl.gc_tuning)
+def retrieve(client, spec: RetrievalSpec, options: RetrievalOptions | None = None) -> StoredRun:
+    """Run `spec` (or find it already stored) and return the stored run."""
+    from evalctl.models import get_model
+
+    opts = options or RetrievalOptions()
+    corpus = load_corpus(spec.corpus)
+    if spec.definition.fused and spec.fusion_mode == "client":
+        return _client_fused(client, spec, opts, corpus)
+    qset = load_qrels(corpus, spec.qrels)
+    queries = load_query_set(corpus, qset, spec.split, spec.qview, spec.query_sample)
+    model = get_model(spec.model) if spec.model else None
+    prompt = model.prompt_for("query", task_type="retrieval", variant=spec.prompt_variant) if model else None
+    index, manifest = resolve_index(client, corpus, spec)
+    identity = run_identity(spec, corpus, qset, queries, index, manifest, prompt)
+    if opts.reuse and (done := find_run(corpus.name, identity)):
+        return done
+    require_available(client, index)
+    if spec.definition.pipeline:
+        require_neural_search(client, f"--method {spec.method}")
+    bodies, counts = _bodies(client, spec, queries, manifest, model, opts)
+    hits, stats = search_all(client, index, bodies, batch_size=opts.batch_size, concurrency=opts.concurrency,
+                             progress=opts.progress, desc=f"{spec.method} {index}",
+                             search_type=search_type(spec, manifest))
+    ranking: Ranking = {q: ranked(h, spec.k) for q, h in zip(queries.ids, hits)}
+    extra = {"index_manifest": manifest, "n_queries": len(queries.ids), **counts,
+             "n_empty": sum(not docs for docs in ranking.values()), "took_ms": stats.took_ms,
+             "took_ms_items": stats.took_ms_items, "search_seconds": round(stats.seconds, 3),
+             "retried": stats.retried, "batch_size": opts.batch_size, "concurrency": opts.concurrency, **opts.extra}
+    return save_run(corpus.name, identity, ranking, extra)
+
+
+def _bodies(client, spec: RetrievalSpec, queries: QuerySet, manifest: dict, model, opts: RetrievalOptions
+            ) -> tuple[list[dict | None], dict]:
+    """One body per query id (None for queries without text), and counts for the manifest."""
+    m = spec.definition
+    ids = [q for q in queries.ids if q in queries.texts]
+    counts = {"n_no_text": len(queries.ids) - len(ids)}
+    texts: dict[str, str] = {}
+    if m.text:
+        cut = {q: truncate_terms(queries.texts[q], spec.bm25_max_terms) for q in ids}
+        texts = {q: t for q, (t, _) in cut.items()}
+        counts["n_truncated_terms"] = sum(c for _, c in cut.values())
+    vectors: dict = {}
+    if m.vector:
+        from evalctl.indexers.encoder import get_or_encode
+        from evalctl.indexers.vectors_import import query_encoding
+
+        arr = get_or_encode(model, "query", spec.qview, ids, [queries.texts[q] for q in ids],
+                            variant=spec.prompt_variant, task_type="retrieval", progress=opts.progress,
+                            **query_encoding(manifest))
+        vectors = dict(zip(ids, arr))
+    pipeline = None
+    if m.pipeline:
+        body = m.pipeline(spec.fusion)
+        pipeline = body if opts.inline_pipeline else ensure_pipeline(client, body)[0]
+    ctx = BodyContext(text_field(spec.view), vector_field(spec.view), spec.k, manifest, pipeline)
+    by_id = {q: m.body(ctx, texts.get(q), vectors.get(q), queries.exclude[q]) for q in ids}
+    return [by_id.get(q) for q in queries.ids], counts
+
+
+def _client_fused(client, spec: RetrievalSpec, opts: RetrievalOptions, corpus: Corpus) -> StoredRun:
+    """BM25 and dense runs at the same depth on the same index, fused with ranx."""
+    from evalctl.evaluators.fusion.client_fusion import fuse_rankings
+
+    if not spec.definition.client:
+        raise RetrievalError(f"--method {spec.method} has no client-side fusion; use --fusion native")
+    parts = [retrieve(client, spec.with_(method=m, fusion=FusionSpec(), fusion_mode="native"),
+                      dataclasses.replace(opts, extra={}, reuse=True)) for m in ("bm25", "dense")]
+    identity = {
+        "name": f"{spec.method}-client-{spec.model}-{_views(spec)}-{spec.split or 'all'}",
+        "corpus_hash": corpus.content_hash, "method": spec.method, "model": spec.model, "view": spec.view,
+        "query_view": spec.qview, "qrels": spec.qrels, "split": spec.split, "k": spec.k,
+        "fusion_mode": "client", "fusion": dataclasses.asdict(spec.fusion),
+        "components": [p.id for p in parts], "query_set": parts[0].manifest["query_set"],
+        "index": parts[1].manifest["index"], "qrels_spec": parts[0].manifest.get("qrels_spec"),
+    }
+    if opts.reuse and (done := find_run(corpus.name, identity)):
+        return done
+    ranking = fuse_rankings([p.ranking for p in parts], spec.fusion, spec.k)
+    extra = {"n_queries": len(ranking), "n_empty": sum(not d for d in ranking.values()),
+             "index_manifest": parts[1].manifest.get("index_manifest"), **opts.extra}
+    return save_run(corpus.name, identity, ranking, extra)

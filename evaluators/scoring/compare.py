@@ -1,0 +1,272 @@
+"""Comparison tables: per-system means with bootstrap 95% CIs, paired significance tests with
+Holm-Bonferroni correction, and breakdowns by IN/OUT domain and by query jurisdiction.
+
+Scores and tests are ranx's: per-query metrics by `ranx.evaluate` (scoring.py), its two paired tests
+(`fisher`: approximate randomisation, seeded and reproducible; `student`: paired t-test), both two-sided, run
+per pair (evaluators/scoring/significance.py). No correction comes with them, so Holm is applied over every comparison
+of the table (system pairs x metrics) separately for each test. A marker letter on a score means: better than
+the system with that letter, Holm-adjusted p < alpha under the chosen test. `ranx_report` hands the result
+to ranx's own `Report` (its LaTeX table and, from its cells, a Markdown one, with those letters) beside
+evalctl's pandas tables. (ranx.compare itself would run each pair's test twice, once per order, with its
+randomisation workers unseeded.)
+
+Domain breakdown (as MTEB's DAPFAM tasks): the run is scored against the IN-only and the OUT-only
+pairs, dropping queries with no positive left; the relative IN->OUT drop is (IN - OUT) / IN.
+"""
+
+from __future__ import annotations
+
+import io
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from tabulate import tabulate
+
+from evalctl.errors import BadInput
+from evalctl.evaluators.scoring import ranx_engine
+from evalctl.evaluators.scoring.runs import StoredRun
+from evalctl.evaluators.scoring.metrics import METRICS, PRIMARY, evaluate_run, run_qrels
+from evalctl.evaluators.scoring.significance import RUN_TESTS as TESTS
+from evalctl.evaluators.scoring.significance import bootstrap_ci, holm, run_p_values
+from evalctl.corpus.qrels import QrelsSet
+
+DOMAINS = ("IN", "OUT", "UNKNOWN")
+_SUPERSCRIPT = str.maketrans("abcdefghijklmnoprstuvwxyz", "ᵃᵇᶜᵈᵉᶠᵍʰⁱʲᵏˡᵐⁿᵒᵖʳˢᵗᵘᵛʷˣʸᶻ")
+# Run manifest keys that must agree for runs to be compared query by query.
+SAME = ("corpus", "corpus_hash", "qrels", "split", "query_set")
+
+
+class NotComparable(BadInput, ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Pair:
+    control: str
+    treatment: str
+    metric: str
+    delta: float  # treatment - control
+    p: dict[str, float]  # test -> raw p
+    p_holm: dict[str, float]  # test -> Holm-adjusted p
+    wins: int
+    ties: int
+    losses: int  # treatment vs control, per query
+
+
+@dataclass(frozen=True)
+class ComparisonReport:
+    systems: tuple[str, ...]  # letter-prefixed labels, e.g. "a bm25:bm25:TAC"
+    run_ids: tuple[str, ...]
+    metrics: tuple[str, ...]
+    n_queries: int
+    means: dict[str, dict[str, float]]
+    ci: dict[str, dict[str, tuple[float, float]]]
+    pairs: tuple[Pair, ...]
+    test: str
+    alpha: float
+    domains: dict[str, dict[str, tuple[int, float]]]  # system -> domain -> (n queries, primary metric)
+    domain_partition: dict[str, int]  # query classes by the domains of their pairs; sums to n_queries
+    jurisdictions: dict[str, dict[str, tuple[int, float]]]  # system -> jurisdiction -> (n, primary)
+
+    def better_than(self, system: str, metric: str) -> list[str]:
+        out = []
+        for p in self.pairs:
+            if p.metric == metric and p.p_holm[self.test] < self.alpha and system in (p.control, p.treatment):
+                winner, loser = (p.treatment, p.control) if p.delta > 0 else (p.control, p.treatment)
+                if winner == system:
+                    out.append(loser.split()[0])
+        return sorted(out)
+
+
+def domain_partition(qset: QrelsSet, split: str | None) -> dict[str, set[str]]:
+    """Each query under the set of domains of its pairs ("IN", "IN+OUT", "UNKNOWN" ...): a partition."""
+    seen: dict[str, set[str]] = defaultdict(set)
+    for p in qset.pairs:
+        if split is None or p.split == split:
+            seen[p.query_id].add(p.domain)
+    classes: dict[str, set[str]] = defaultdict(set)
+    for q, doms in seen.items():
+        classes["+".join(d for d in DOMAINS if d in doms)].add(q)
+    return dict(classes)
+
+
+N_BOOTSTRAP, SEED = 1000, 42  # compare_runs' CIs; the report's other CIs use the same (see run_ci)
+
+
+def run_ci(values) -> tuple[float, float]:
+    """A 95% bootstrap CI of per-query values exactly as compare_runs computes one by default."""
+    return bootstrap_ci(values, N_BOOTSTRAP, SEED)
+
+
+def compare_runs(runs: list[StoredRun], baseline: StoredRun | None = None, metrics: tuple[str, ...] = METRICS,
+                 test: str = "fisher", alpha: float = 0.05, n_permutations: int = 1000,
+                 n_bootstrap: int = N_BOOTSTRAP, seed: int = SEED) -> ComparisonReport:
+    if test not in TESTS:
+        raise NotComparable(f"unknown test {test!r}; one of {', '.join(TESTS)}")
+    if baseline is not None and all(r.id != baseline.id for r in runs):
+        runs = [baseline, *runs]
+    if len(runs) < 2:
+        raise NotComparable("compare needs at least two runs")
+    ref = runs[0].manifest
+    for r in runs[1:]:
+        diff = [k for k in SAME if r.manifest.get(k) != ref.get(k)]
+        if diff:
+            raise NotComparable(f"run {r.id} differs from {runs[0].id} in {', '.join(diff)}: "
+                                "compare runs of the same corpus, qrels, split and query set")
+    if len({r.id for r in runs}) != len(runs):
+        raise NotComparable("the same run is given twice")
+    qset = run_qrels(runs[0])
+    split = ref["split"]
+    qrels = qset.qrels(split=split)
+    systems = tuple(f"{chr(ord('a') + i)} {r.label}" for i, r in enumerate(runs))
+    scores = {s: evaluate_run(r, metrics=metrics, qset=qset) for s, r in zip(systems, runs)}
+    queries = sorted(qrels)
+    values = {s: {m: np.array([scores[s].per_query[m][q] for q in queries]) for m in metrics} for s in systems}
+
+    base = systems[0] if baseline is not None else None
+    keys = [(a, b, m) for i, a in enumerate(systems) for b in systems[i + 1:] for m in metrics
+            if base is None or a == base]
+    raw = {t: run_p_values(values, keys, t, n_permutations=n_permutations, seed=seed) for t in TESTS}
+    adjusted = {t: holm(raw[t]) for t in TESTS}
+    pairs = []
+    for j, (a, b, m) in enumerate(keys):
+        d = values[b][m] - values[a][m]
+        pairs.append(Pair(a, b, m, float(d.mean()), {t: raw[t][j] for t in TESTS},
+                          {t: adjusted[t][j] for t in TESTS}, int((d > 0).sum()), int((d == 0).sum()), int((d < 0).sum())))
+
+    domains = {}
+    for s, r in zip(systems, runs):
+        row = {"ALL": (len(queries), scores[s].mean[PRIMARY])}
+        for dom in DOMAINS:
+            sc = evaluate_run(r, domain=dom, metrics=(PRIMARY,), qset=qset)
+            row[dom] = (sc.n_queries, sc.mean[PRIMARY])
+        domains[s] = row
+    jur_of = {q.id: q.jurisdiction or "unknown" for q in qset.queries}
+    jurisdictions = {}
+    for s in systems:
+        groups: dict[str, list[float]] = defaultdict(list)
+        for q in queries:
+            groups[jur_of.get(q, "unknown")].append(scores[s].per_query[PRIMARY][q])
+        jurisdictions[s] = {j: (len(v), float(np.mean(v))) for j, v in sorted(groups.items())}
+
+    return ComparisonReport(
+        systems=systems, run_ids=tuple(r.id for r in runs), metrics=tuple(metrics), n_queries=len(queries),
+        means={s: scores[s].mean for s in systems},
+        ci={s: {m: bootstrap_ci(values[s][m], n_bootstrap, seed) for m in metrics} for s in systems},
+        pairs=tuple(pairs), test=test, alpha=alpha, domains=domains,
+        domain_partition={k: len(v) for k, v in domain_partition(qset, split).items()},
+        jurisdictions=jurisdictions,
+    )
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def score_cell(value: float, letters: list[str], lo: float, hi: float, fmt: str = "md") -> str:
+    """A table's score: mean, the letters of the systems it beats, its 95% CI."""
+    return f"{_marked(value, letters, fmt)} [{lo:.3f}, {hi:.3f}]"
+
+
+def _marked(value: float, letters: list[str], fmt: str) -> str:
+    if not letters:
+        return f"{value:.4f}"
+    if fmt == "latex":
+        return f"{value:.4f}$^{{{''.join(letters)}}}$"
+    return f"{value:.4f}{''.join(letters).translate(_SUPERSCRIPT)}"
+
+
+def tables(rep: ComparisonReport, fmt: str = "md") -> dict[str, pd.DataFrame]:
+    """The report as DataFrames: main (means, CIs, markers), significance, domains, jurisdictions."""
+    main = []
+    for s, run_id in zip(rep.systems, rep.run_ids):
+        row = {"system": s, "run": run_id, "n": rep.n_queries}
+        for m in rep.metrics:
+            lo, hi = rep.ci[s][m]
+            if fmt == "csv":
+                row.update({m: rep.means[s][m], f"{m} ci_low": lo, f"{m} ci_high": hi,
+                            f"{m} better_than": "".join(rep.better_than(s, m))})
+            else:
+                row[m] = score_cell(rep.means[s][m], rep.better_than(s, m), lo, hi, fmt)
+        main.append(row)
+    sig = [{"control": p.control, "treatment": p.treatment, "metric": p.metric, "delta": round(p.delta, 4),
+            **{f"p {t}": round(p.p[t], 4) for t in TESTS}, **{f"p Holm {t}": round(p.p_holm[t], 4) for t in TESTS},
+            "W/T/L": f"{p.wins}/{p.ties}/{p.losses}"} for p in rep.pairs]
+    dom = []
+    for s, row in rep.domains.items():
+        (n_in, v_in), (n_out, v_out) = row["IN"], row["OUT"]
+        drop = (v_in - v_out) / v_in if n_in and n_out and v_in > 0 else float("nan")
+        dom.append({"system": s, **{f"{d} {PRIMARY} (n)": f"{v:.4f} ({n})" if n else "- (0)" for d, (n, v) in row.items()},
+                    "IN->OUT drop": f"{drop:.1%}" if drop == drop else "-"})
+    jur = [{"system": s, **{f"{j} (n={n})": round(v, 4) for j, (n, v) in row.items()}}
+           for s, row in rep.jurisdictions.items()]
+    return {"main": pd.DataFrame(main), "significance": pd.DataFrame(sig), "domains": pd.DataFrame(dom),
+            "jurisdictions": pd.DataFrame(jur)}
+
+
+_TITLES = {"main": "Systems", "significance": "Paired tests", "domains": "By IN/OUT domain",
+           "jurisdictions": "By query jurisdiction"}
+
+
+def render(rep: ComparisonReport, fmt: str = "md") -> str:
+    dfs = tables(rep, fmt)
+    note = (f"{rep.n_queries} queries; mean [bootstrap 95% CI]; superscript letters: better than that system, "
+            f"{rep.test} test, Holm-adjusted p < {rep.alpha} over {len(rep.pairs)} comparisons. "
+            f"Query classes by pair domains: " + ", ".join(f"{k}={v}" for k, v in sorted(rep.domain_partition.items())))
+    if fmt == "csv":
+        out = io.StringIO()
+        for name, df in dfs.items():
+            out.write(f"# {name}\n")
+            df.to_csv(out, index=False)
+        return out.getvalue()
+    tablefmt = "latex_raw" if fmt == "latex" else "github"
+    parts = []
+    for name, df in dfs.items():
+        if fmt == "latex":  # percentages would start LaTeX comments
+            df = df.map(lambda v: v.replace("%", r"\%") if isinstance(v, str) else v)
+        title = f"% {_TITLES[name]}" if fmt == "latex" else f"### {_TITLES[name]}"
+        parts.append(f"{title}\n\n{tabulate(df, headers='keys', tablefmt=tablefmt, showindex=False)}")
+    return (f"% {note}" if fmt == "latex" else note) + "\n\n" + "\n\n".join(parts) + "\n"
+
+
+# --------------------------------------------------------------------------- ranx's Report
+
+
+def ranx_report(rep: ComparisonReport):
+    """ranx's `Report` of the comparison: ranx's means, and its letters set by the Holm-adjusted p of
+    `rep.test` (< alpha), so they are evalctl's letters. win/tie/loss is filled for the tested pairs."""
+    ranx_engine.load()
+    from ranx.data_structures import FrozensetDict, Report
+
+    labels = [s.split(" ", 1)[1] for s in rep.systems]  # ranx prints its own letter column
+    names = [f"{x} ({run})" if labels.count(x) > 1 else x for x, run in zip(labels, rep.run_ids)]
+    name = dict(zip(rep.systems, names))
+    untested = {"p_value": float("nan"), "significant": False}
+    comparisons = FrozensetDict({frozenset((a, b)): {m: untested for m in rep.metrics}
+                                 for i, a in enumerate(names) for b in names[i + 1:]})
+    win_tie_loss: dict[tuple[str, str], dict] = defaultdict(dict)
+    for p in rep.pairs:
+        a, b = name[p.control], name[p.treatment]
+        comparisons[a, b][p.metric] = {"p_value": p.p[rep.test], "p_holm": p.p_holm[rep.test],
+                                       "significant": p.p_holm[rep.test] < rep.alpha}
+        win_tie_loss[a, b][p.metric] = {"W": p.losses, "T": p.ties, "L": p.wins}  # ranx: control's view
+        win_tie_loss[b, a][p.metric] = {"W": p.wins, "T": p.ties, "L": p.losses}
+    return Report(model_names=names, results={name[s]: dict(rep.means[s]) for s in rep.systems},
+                  comparisons=comparisons, metrics=list(rep.metrics), max_p=rep.alpha,
+                  win_tie_loss=dict(win_tie_loss), rounding_digits=4, stat_test=rep.test)
+
+
+def ranx_latex(rep: ComparisonReport) -> str:
+    """ranx's LaTeX table (Report.to_latex), its caption's p being the Holm-adjusted one."""
+    return (f"% evalctl: superscripts at Holm-adjusted p < {rep.alpha} over {len(rep.pairs)} comparisons, "
+            f"{rep.n_queries} queries\n" + ranx_report(rep).to_latex() + "\n")
+
+
+def ranx_markdown(rep: ComparisonReport) -> str:
+    """ranx's table (Report.to_table: its score format, metric labels and superscripts) as Markdown."""
+    r = ranx_report(rep)
+    rows = [[chr(ord("a") + i), m, *(r.format_score(r.results[m][k]) + r.get_superscript_for_table(m, k)
+                                     for k in r.metrics)] for i, m in enumerate(r.model_names)]
+    return tabulate(rows, headers=["#", "Model", *map(r.get_metric_label, r.metrics)], tablefmt="github",
+                    disable_numparse=True) + "\n"

@@ -1,0 +1,109 @@
+"""Metrics of a run against its qrels, with per-query values kept. Scoring is pure; a caller that means to
+keep the scores stores them with `store_scores` (results kind "metrics").
+
+nDCG@10 is the primary metric (the study's); nDCG@100, Recall@10/100, MAP@100 and MRR@10 follow
+MTEB / pytrec_eval definitions (ranx's defaults: binary gains as given, no 2^rel), computed by
+`ranx.evaluate` (through ranx_engine, whose numba cache makes the kernels a one-time compile per machine).
+ranx is given plain dicts, an input it documents: its Qrels/Run objects are numba typed dicts, whose
+Python-side methods numba compiles again in every process (seconds; docs/performance.md), while the
+metric kernels are the same. The run's own order is scored (rank-derived scores, see runs.py), queries are
+the qrels' queries: a query with no positive under a filter (IN-only, OUT-only) is dropped, a qrels query
+missing from the run or with no hit scores 0 (ranx takes no empty result list from a dict).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from evalctl import results_store
+from evalctl.errors import BadInput
+from evalctl.corpus.store import load_corpus
+from evalctl.evaluators.scoring import ranx_engine
+from evalctl.evaluators.scoring.runs import Ranking, StoredRun, rank_scores
+from evalctl.corpus.qrels import QrelsSet, load_qrels
+
+METRICS: tuple[str, ...] = ("ndcg@10", "ndcg@100", "recall@10", "recall@100", "map@100", "mrr@10")
+PRIMARY = "ndcg@10"
+
+
+class CorpusChanged(BadInput, ValueError):
+    """A run's corpus was replaced (`corpus import --overwrite`) after, or while, the run was made."""
+
+
+@dataclass(frozen=True)
+class Scores:
+    mean: dict[str, float]
+    per_query: dict[str, dict[str, float]]  # metric -> {query: value}
+
+    @property
+    def n_queries(self) -> int:
+        return len(next(iter(self.per_query.values()), {}))
+
+
+def score(ranking: Ranking, qrels: dict[str, dict[str, int]], metrics: tuple[str, ...] = METRICS) -> Scores:
+    """Score `ranking` on the queries of `qrels` (each with at least one positive)."""
+    if not qrels:
+        return Scores({m: float("nan") for m in metrics}, {m: {} for m in metrics})
+    if not any(ranking.get(q) for q in qrels):  # nothing retrieved (e.g. a view without text): all zero
+        return Scores({m: 0.0 for m in metrics}, {m: dict.fromkeys(qrels, 0.0) for m in metrics})
+    import numpy as np
+
+    queries = sorted(qrels)  # ranx's own query order for Qrels
+    answered = [q for q in queries if ranking.get(q)]
+    ranx = ranx_engine.load()
+    # ranx 0.3 fails on one metric without means (it looks the scores up under "ndcg" for "ndcg@10"): ask twice
+    asked = list(metrics) if len(metrics) > 1 else [*metrics, *metrics]
+    with ranx_engine.threads():  # ranx drops to one thread for fewer than 10 queries, for good
+        values = ranx.evaluate({q: qrels[q] for q in answered}, rank_scores({q: ranking[q] for q in answered}),
+                               asked, return_mean=False)
+    per_query = {m: {**dict.fromkeys(queries, 0.0), **dict(zip(answered, map(float, values[m])))} for m in metrics}
+    return Scores({m: float(np.mean(list(v.values()))) for m, v in per_query.items()}, per_query)
+
+
+def run_qrels(run: StoredRun) -> QrelsSet:
+    """The qrels set a run was made against, checked to be for the same corpus version."""
+    m = run.manifest
+    corpus = load_corpus(m["corpus"])
+    if corpus.content_hash != m["corpus_hash"]:
+        raise CorpusChanged(
+            f"run {run.id} was made on version {m['corpus_hash']} of corpus {m['corpus']!r}, which has since been "
+            f"replaced by {corpus.content_hash} (`evalctl corpus import --overwrite`, perhaps while the run was "
+            "made): the run's qrels no longer apply. The run is kept; build the new version's qrels and run the "
+            "retrieval again on it")
+    return load_qrels(corpus, m["qrels"])
+
+
+def evaluate_run(run: StoredRun, domain: str | None = None, metrics: tuple[str, ...] = METRICS,
+                 qset: QrelsSet | None = None) -> Scores:
+    """Score a stored run on its split (optionally IN/OUT pairs only); stores nothing."""
+    qset = qset or run_qrels(run)
+    return score(run.ranking, qset.qrels(split=run.manifest["split"], domain=domain), metrics)
+
+
+def store_scores(run: StoredRun, scores: Scores, domain: str | None = None) -> results_store.Result:
+    """Keep `scores` of `run` (from evaluate_run on the run's own qrels) as results kind "metrics"."""
+    m = run.manifest
+    identity = {"name": f"{m['name']}{'-' + domain if domain else ''}", "run": run.id,
+                "qrels": m["qrels"], "split": m["split"], "domain": domain, "metrics": list(scores.mean)}
+    files = {"metrics.json": json.dumps({"n_queries": scores.n_queries, "mean": scores.mean}, indent=2),
+             "per_query.json": json.dumps(scores.per_query)}
+    return results_store.write("metrics", m["corpus"], identity, files, extra={"n_queries": scores.n_queries})
+
+
+def evaluate_and_store(run: StoredRun, domain: str | None = None, qset: QrelsSet | None = None) -> Scores:
+    """evaluate_run on every metric, kept with store_scores: what `evalctl retrieve/evaluate` and the study do."""
+    scores = evaluate_run(run, domain=domain, qset=qset)
+    store_scores(run, scores, domain)
+    return scores
+
+
+def ann_loss(ann: StoredRun, exact: StoredRun, depth: int = 10) -> dict[str, float]:
+    """How much approximate search loses against exact search on the same queries: nDCG@10 of both
+    and the share of the exact top-`depth` that ANN also returns in its top-`depth`. Stores nothing."""
+    qset = run_qrels(exact)
+    overlap = [len({d for d, _ in ann.ranking.get(q, [])[:depth]} & {d for d, _ in docs[:depth]}) / len(docs[:depth])
+               for q, docs in exact.ranking.items() if docs]
+    return {"ann_ndcg@10": evaluate_run(ann, qset=qset).mean[PRIMARY],
+            "exact_ndcg@10": evaluate_run(exact, qset=qset).mean[PRIMARY],
+            f"ann_recall_of_exact@{depth}": sum(overlap) / len(overlap) if overlap else float("nan")}

@@ -1,0 +1,70 @@
+"""The one door to ranx, the scorer: every metric, fusion, paired test and comparison table evalctl
+computes goes through here (scoring.py, fusion.py, significance.py, compare.py).
+
+- `load()` imports ranx with numba's cache directory under evalctl's cache (`paths.numba_cache()`, unless
+  NUMBA_CACHE_DIR is set). ranx's kernels are `@njit(cache=True)`: compiled once per machine into that
+  folder and loaded from it by every later process (docs/performance.md: cold and warm first calls). numba
+  picks a function's cache folder when the function is decorated, i.e. when ranx is imported, so the
+  variable is set first (and numba's config re-read if numba is already imported).
+- `threads(n)`: numba's thread count for a block, restored afterwards (ranx's `evaluate` sets it to 1 for
+  good on fewer than 10 queries).
+- `fisher(control, treatment, n, seed)`: ranx's Fisher randomisation test, reproducible. ranx seeds the
+  calling thread, but draws the permutations in `prange` workers with their own random states, so its p
+  changed between calls. On one thread every draw comes from one worker: seeding that worker first (ranx_seed)
+  makes the same inputs and seed give the same p in every process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import warnings
+from pathlib import Path
+
+from evalctl import paths
+
+
+def load():
+    """The ranx module, imported with numba's cache under evalctl's cache."""
+    if "ranx" not in sys.modules:
+        folder = Path(os.environ.setdefault("NUMBA_CACHE_DIR", str(paths.numba_cache())))
+        folder.mkdir(parents=True, exist_ok=True)
+        if "numba" in sys.modules:
+            from numba.core import config
+
+            config.reload_config()
+    from numba.core.errors import NumbaTypeSafetyWarning
+
+    # ranx hashes doc ids (uint64) into float64 arrays, a cast numba flags when it compiles the kernel
+    warnings.filterwarnings("ignore", "unsafe cast from uint64 to int64", NumbaTypeSafetyWarning)
+    import ranx
+
+    return ranx
+
+
+@contextlib.contextmanager
+def threads(n: int | None = None):
+    """numba's parallel loops on `n` threads (None: unchanged) inside the block, as before it afterwards."""
+    import numba
+
+    before = numba.get_num_threads()
+    if n is not None:
+        numba.set_num_threads(n)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
+
+
+def fisher(control, treatment, n_permutations: int, seed: int) -> float:
+    """Two-sided p of ranx's Fisher randomisation test, the same for the same inputs and seed."""
+    load()
+    from ranx.statistical_tests import fisher_randomization_test
+
+    from evalctl.evaluators.scoring.ranx_seed import seed_worker
+
+    with threads(1):
+        seed_worker(seed)
+        p, _ = fisher_randomization_test(control, treatment, n_permutations, 1.0, seed)
+    return float(p)
