@@ -4,6 +4,7 @@ steps run), and bad specs are refused with the offending key named."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -261,3 +262,44 @@ def test_shipped_specs_validate():
     assert study.finetune[0].recipes == ("R1", "R2", "R3", "R4") and study.finetune[0].match_size
     assert {"bm25", "dense", "hybrid"} <= set(quick.retrieval[0].methods)
     assert quick.classification and quick.clustering and quick.finetune
+
+
+def test_a_run_made_by_the_cli_is_the_study_steps_run(os_client, tmp_path, monkeypatch):
+    """`evalctl retrieve` with a study step's inputs makes that step's own run (one RetrievalSpec builder, one
+    run identity): a new plan shows the steps done and points them at the CLI's runs, client-side fusion
+    included (issue 27 item 3), instead of searching again."""
+    from evalctl.cli.main import cli
+    from evalctl.study.runner import execute, plan
+    from evalctl.study.spec import load_experiment
+
+    tag = uuid.uuid4().hex[:6]
+    monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    pizza, model = f"rt-{tag}-pizza", "all-minilm-l6-v2"
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "cli-reuse-test",
+        "corpora": [{"name": pizza, "format": "espacenet",
+                     "sources": [str(REPO / "samples/espacenet-pizza-2013-2014/pizza_sliced_20132014_274.csv")],
+                     "qrels": {"name": "citations", "direction": "both", "dev_fraction": 0.0}}],
+        "models": [{"id": model}],
+        "retrieval": [{"corpus": pizza, "views": ["T"], "methods": ["bm25", "dense", "hybrid"], "fusion_mode": "client"}],
+    }))
+    try:
+        first = execute([s for s in plan(load_experiment(str(path))) if s.kind != "retrieval"], echo=lambda _: None)
+        assert [o.status for o in first.outcomes] == ["ok", "ok", "ok"], first.outcomes  # import, qrels, index
+        made = {}
+        for method in ("bm25", "dense", "hybrid"):
+            out = CliRunner().invoke(cli, ["retrieve", "--method", method, "--corpus", pizza, "--model", model,
+                                           "--view", "T", "--fusion", "client"])
+            assert out.exit_code == 0, out.output
+            made[method] = re.search(r"run (\S+)  \(", out.output).group(1)  # after a progress bar in the output
+        steps = plan(load_experiment(str(path)))  # a new plan: it knows nothing of the CLI's runs
+        lines = []
+        execute(steps, echo=lines.append, dry_run=True)
+        assert lines and all(line.endswith(": done") for line in lines), lines
+        retrievals = [s for s in steps if s.kind == "retrieval"]
+        assert {s.target.what: s.ref() for s in retrievals} == made
+        assert all(s.scores()["ndcg@10"] > 0 for s in retrievals)
+    finally:
+        os_client.indices.delete(index=f"evalctl-rt-{tag}-*", ignore_unavailable=True)

@@ -84,6 +84,26 @@ class RetrievalSpec:
         return dataclasses.replace(self, **changes)
 
 
+def retrieval_spec(corpus: str, view: str, method: str, model: str | None = None, *, query_view: str | None = None,
+                   qrels: str = "citations", split: str | None = "test", k: int = 100,
+                   bm25_max_terms: int | None = DEFAULT_BM25_MAX_TERMS, prompt_variant: str | None = None,
+                   fusion_mode: Literal["native", "client"] = "native", normalization: str = "min_max",
+                   combination: str = "arithmetic_mean", dense_weight: float = 0.5, rank_constant: int = 60,
+                   query_sample: int | None = None) -> RetrievalSpec:
+    """The RetrievalSpec of `evalctl retrieve` and of a study's retrieval step, from the same inputs: one
+    builder, so both give one run identity and the study finds a run made by hand. Split "all" (or None)
+    is every query; a BM25 cut of 0 (or None) is no cut; the fusion technique is the method's own."""
+    technique = METHODS.get(method).technique if method in METHODS else None
+    try:
+        fusion = FusionSpec(technique or "linear", normalization, combination, dense_weight, rank_constant)
+    except ValueError as e:
+        raise RetrievalError(str(e)) from None
+    return RetrievalSpec(corpus=corpus, view=view, method=method, model=model, query_view=query_view, qrels=qrels,
+                         split=None if split == "all" else split, k=k, bm25_max_terms=bm25_max_terms or None,
+                         prompt_variant=prompt_variant, fusion=fusion, fusion_mode=fusion_mode,
+                         query_sample=query_sample)
+
+
 # --------------------------------------------------------------------------- query set
 
 
@@ -256,36 +276,62 @@ def run_identity(spec: RetrievalSpec, corpus: Corpus, qset: QrelsSet, queries: Q
     return identity
 
 
-@long_lived_frozen()  # full collections skip the long-lived heap (evalctl.gc_tuning)
-def retrieve(client, spec: RetrievalSpec, options: RetrievalOptions | None = None) -> StoredRun:
-    """Run `spec` (or find it already stored) and return the stored run."""
+@dataclass(frozen=True)
+class _Identified:
+    """What a native run is made from, and its identity."""
+
+    queries: QuerySet
+    model: object  # ModelSpec | None
+    index: str
+    manifest: dict
+    identity: dict
+
+
+def _identify(client, spec: RetrievalSpec, corpus: Corpus) -> _Identified:
     from evalctl.models import get_model
 
-    opts = options or RetrievalOptions()
-    corpus = load_corpus(spec.corpus)
-    if spec.definition.fused and spec.fusion_mode == "client":
-        return _client_fused(client, spec, opts, corpus)
     qset = load_qrels(corpus, spec.qrels)
     queries = load_query_set(corpus, qset, spec.split, spec.qview, spec.query_sample)
     model = get_model(spec.model) if spec.model else None
     prompt = model.prompt_for("query", task_type="retrieval", variant=spec.prompt_variant) if model else None
     index, manifest = resolve_index(client, corpus, spec)
-    identity = run_identity(spec, corpus, qset, queries, index, manifest, prompt)
-    if opts.reuse and (done := find_run(corpus.name, identity)):
+    return _Identified(queries, model, index, manifest,
+                       run_identity(spec, corpus, qset, queries, index, manifest, prompt))
+
+
+def find_stored(client, spec: RetrievalSpec) -> StoredRun | None:
+    """The stored run `retrieve(client, spec)` would return without searching, if there is one (made by
+    `evalctl retrieve`, a study step or any other caller: they share the identity)."""
+    corpus = load_corpus(spec.corpus)
+    if spec.definition.fused and spec.fusion_mode == "client":
+        parts = [find_stored(client, part) for part in _client_parts(spec)]
+        return None if None in parts else find_run(corpus.name, _client_identity(spec, corpus, parts))
+    return find_run(corpus.name, _identify(client, spec, corpus).identity)
+
+
+@long_lived_frozen()  # full collections skip the long-lived heap (evalctl.gc_tuning)
+def retrieve(client, spec: RetrievalSpec, options: RetrievalOptions | None = None) -> StoredRun:
+    """Run `spec` (or find it already stored) and return the stored run."""
+    opts = options or RetrievalOptions()
+    corpus = load_corpus(spec.corpus)
+    if spec.definition.fused and spec.fusion_mode == "client":
+        return _client_fused(client, spec, opts, corpus)
+    it = _identify(client, spec, corpus)
+    if opts.reuse and (done := find_run(corpus.name, it.identity)):
         return done
-    require_available(client, index)
+    require_available(client, it.index)
     if spec.definition.pipeline:
         require_neural_search(client, f"--method {spec.method}")
-    bodies, counts = _bodies(client, spec, queries, manifest, model, opts)
-    hits, stats = search_all(client, index, bodies, batch_size=opts.batch_size, concurrency=opts.concurrency,
-                             progress=opts.progress, desc=f"{spec.method} {index}",
-                             search_type=search_type(spec, manifest))
-    ranking: Ranking = {q: ranked(h, spec.k) for q, h in zip(queries.ids, hits)}
-    extra = {"index_manifest": manifest, "n_queries": len(queries.ids), **counts,
+    bodies, counts = _bodies(client, spec, it.queries, it.manifest, it.model, opts)
+    hits, stats = search_all(client, it.index, bodies, batch_size=opts.batch_size, concurrency=opts.concurrency,
+                             progress=opts.progress, desc=f"{spec.method} {it.index}",
+                             search_type=search_type(spec, it.manifest))
+    ranking: Ranking = {q: ranked(h, spec.k) for q, h in zip(it.queries.ids, hits)}
+    extra = {"index_manifest": it.manifest, "n_queries": len(it.queries.ids), **counts,
              "n_empty": sum(not docs for docs in ranking.values()), "took_ms": stats.took_ms,
              "took_ms_items": stats.took_ms_items, "search_seconds": round(stats.seconds, 3),
              "retried": stats.retried, "batch_size": opts.batch_size, "concurrency": opts.concurrency, **opts.extra}
-    return save_run(corpus.name, identity, ranking, extra)
+    return save_run(corpus.name, it.identity, ranking, extra)
 
 
 def _bodies(client, spec: RetrievalSpec, queries: QuerySet, manifest: dict, model, opts: RetrievalOptions
@@ -317,15 +363,13 @@ def _bodies(client, spec: RetrievalSpec, queries: QuerySet, manifest: dict, mode
     return [by_id.get(q) for q in queries.ids], counts
 
 
-def _client_fused(client, spec: RetrievalSpec, opts: RetrievalOptions, corpus: Corpus) -> StoredRun:
-    """BM25 and dense runs at the same depth on the same index, fused with ranx."""
-    from evalctl.evaluators.fusion.client_fusion import fuse_rankings
+def _client_parts(spec: RetrievalSpec) -> list[RetrievalSpec]:
+    """The BM25 and dense runs (same index, same depth) that client-side fusion fuses."""
+    return [spec.with_(method=m, fusion=FusionSpec(), fusion_mode="native") for m in ("bm25", "dense")]
 
-    if not spec.definition.client:
-        raise RetrievalError(f"--method {spec.method} has no client-side fusion; use --fusion native")
-    parts = [retrieve(client, spec.with_(method=m, fusion=FusionSpec(), fusion_mode="native"),
-                      dataclasses.replace(opts, extra={}, reuse=True)) for m in ("bm25", "dense")]
-    identity = {
+
+def _client_identity(spec: RetrievalSpec, corpus: Corpus, parts: list[StoredRun]) -> dict:
+    return {
         "name": f"{spec.method}-client-{spec.model}-{_views(spec)}-{spec.split or 'all'}",
         "corpus_hash": corpus.content_hash, "method": spec.method, "model": spec.model, "view": spec.view,
         "query_view": spec.qview, "qrels": spec.qrels, "split": spec.split, "k": spec.k,
@@ -333,6 +377,16 @@ def _client_fused(client, spec: RetrievalSpec, opts: RetrievalOptions, corpus: C
         "components": [p.id for p in parts], "query_set": parts[0].manifest["query_set"],
         "index": parts[1].manifest["index"], "qrels_spec": parts[0].manifest.get("qrels_spec"),
     }
+
+
+def _client_fused(client, spec: RetrievalSpec, opts: RetrievalOptions, corpus: Corpus) -> StoredRun:
+    """BM25 and dense runs at the same depth on the same index, fused with ranx."""
+    from evalctl.evaluators.fusion.client_fusion import fuse_rankings
+
+    if not spec.definition.client:
+        raise RetrievalError(f"--method {spec.method} has no client-side fusion; use --fusion native")
+    parts = [retrieve(client, part, dataclasses.replace(opts, extra={}, reuse=True)) for part in _client_parts(spec)]
+    identity = _client_identity(spec, corpus, parts)
     if opts.reuse and (done := find_run(corpus.name, identity)):
         return done
     ranking = fuse_rankings([p.ranking for p in parts], spec.fusion, spec.k)

@@ -81,14 +81,24 @@ def evaluate_run(run: StoredRun, domain: str | None = None, metrics: tuple[str, 
     return score(run.ranking, qset.qrels(split=run.manifest["split"], domain=domain), metrics)
 
 
+def _scores_identity(run: StoredRun, metrics, domain: str | None) -> dict:
+    m = run.manifest
+    return {"name": f"{m['name']}{'-' + domain if domain else ''}", "run": run.id,
+            "qrels": m["qrels"], "split": m["split"], "domain": domain, "metrics": list(metrics)}
+
+
 def store_scores(run: StoredRun, scores: Scores, domain: str | None = None) -> results_store.Result:
     """Keep `scores` of `run` (from evaluate_run on the run's own qrels) as results kind "metrics"."""
-    m = run.manifest
-    identity = {"name": f"{m['name']}{'-' + domain if domain else ''}", "run": run.id,
-                "qrels": m["qrels"], "split": m["split"], "domain": domain, "metrics": list(scores.mean)}
     files = {"metrics.json": json.dumps({"n_queries": scores.n_queries, "mean": scores.mean}, indent=2),
              "per_query.json": json.dumps(scores.per_query)}
-    return results_store.write("metrics", m["corpus"], identity, files, extra={"n_queries": scores.n_queries})
+    return results_store.write("metrics", run.manifest["corpus"], _scores_identity(run, scores.mean, domain), files,
+                               extra={"n_queries": scores.n_queries})
+
+
+def stored_scores(run: StoredRun, domain: str | None = None) -> dict[str, float] | None:
+    """The mean scores evaluate_and_store kept for `run` (every metric), or None: nothing is computed."""
+    res = results_store.find("metrics", run.manifest["corpus"], _scores_identity(run, METRICS, domain))
+    return json.loads(res.file("metrics.json").read_text())["mean"] if res else None
 
 
 def evaluate_and_store(run: StoredRun, domain: str | None = None, qset: QrelsSet | None = None) -> Scores:

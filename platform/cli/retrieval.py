@@ -69,19 +69,12 @@ def _common(f):
 def _spec(method, corpus_name, model_id, view, query_view, qrels_name, split, k, bm25_max_terms, prompt_variant,
           fusion_mode, normalization, combination, dense_weight, rank_constant):
     from evalctl.corpus.default import corpus_for_command
-    from evalctl.evaluators.retrieval.retrieve import RetrievalSpec
-    from evalctl.evaluators.fusion.settings import FusionSpec
+    from evalctl.evaluators.retrieval.retrieve import retrieval_spec
 
-    corpus_name = corpus_for_command(corpus_name)
-    try:
-        fusion = FusionSpec(METHODS.get(method).technique or "linear", normalization, combination, dense_weight,
-                            rank_constant)
-    except ValueError as e:
-        raise UserError(str(e)) from None
-    return RetrievalSpec(corpus=corpus_name, view=view, method=method, model=model_id, query_view=query_view,
-                         qrels=qrels_name, split=None if split == "all" else split, k=k,
-                         bm25_max_terms=bm25_max_terms or None, prompt_variant=prompt_variant,
-                         fusion=fusion, fusion_mode=fusion_mode)
+    return retrieval_spec(corpus_for_command(corpus_name), view, method, model_id, query_view=query_view,
+                          qrels=qrels_name, split=split, k=k, bm25_max_terms=bm25_max_terms,
+                          prompt_variant=prompt_variant, fusion_mode=fusion_mode, normalization=normalization,
+                          combination=combination, dense_weight=dense_weight, rank_constant=rank_constant)
 
 
 def _echo_scores(label: str, scores) -> None:

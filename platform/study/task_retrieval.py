@@ -20,16 +20,18 @@ if TYPE_CHECKING:
 
 def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tuple[str, ...]) -> Step:
     """One run (retrieve + evaluate). Done when a study-step record for the same corpus version,
-    index identity, qrels and settings holds its scores."""
+    index identity, qrels and settings holds its scores, or when the run itself and its scores are
+    stored (`evalctl retrieve` with the same inputs makes the same run: the step then adopts it)."""
     from evalctl import results_store
+    from evalctl.errors import BadInput
     from evalctl.opensearch.connection import make_client
     from evalctl.corpus.store import load_corpus
     from evalctl.evaluators.retrieval.fusion_sweep import fusion_sweep
     from evalctl.evaluators.retrieval.methods import METHODS
-    from evalctl.evaluators.retrieval.retrieve import RetrievalOptions, RetrievalSpec, retrieve
-    from evalctl.evaluators.scoring.metrics import evaluate_and_store
+    from evalctl.evaluators.retrieval.retrieve import (RetrievalOptions, RetrievalSpec, find_stored, retrieval_spec,
+                                                       retrieve)
+    from evalctl.evaluators.scoring.metrics import evaluate_and_store, stored_scores
     from evalctl.evaluators.fusion.search_pipelines import has_neural_search
-    from evalctl.evaluators.fusion.settings import FusionSpec
     from evalctl.indexers.index_layout import index_name
     from evalctl.indexers.index_loader import IDENTITY, read_manifest
     from evalctl.corpus.qrels import qrels_manifest
@@ -40,12 +42,11 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
     sweep = entry.dense_weights if m.tunable else ()
 
     def spec(client) -> RetrievalSpec:
-        fusion = FusionSpec(technique=m.technique or "linear", dense_weight=entry.dense_weight)
         mode = entry.fusion_mode if entry.fusion_mode != "auto" else (
             "native" if has_neural_search(client) else "client")
-        return RetrievalSpec(corpus=entry.corpus, view=view, method=method, model=model_id, query_view=entry.query_view,
-                             qrels=entry.qrels, split=entry.query_split, k=entry.k, fusion=fusion, fusion_mode=mode,
-                             query_sample=entry.exact_queries if method == "exact" else None)
+        return retrieval_spec(entry.corpus, view, method, model_id, query_view=entry.query_view, qrels=entry.qrels,
+                              split=entry.split, k=entry.k, fusion_mode=mode, dense_weight=entry.dense_weight,
+                              query_sample=entry.exact_queries if method == "exact" else None)
 
     def identity() -> dict:
         client = make_client()
@@ -56,8 +57,22 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
                 "qrels_spec": qrels_manifest(corpus, entry.qrels).get("spec"),
                 **({"dense_weights_tuned_on_dev": list(sweep)} if sweep else {})}
 
+    def keep(stored_run, scores) -> None:
+        results_store.write("study-step", entry.corpus, identity(), {},
+                            extra={"scores": scores, "run": stored_run.id, "label": stored_run.label})
+
     def record():
-        return results_store.find("study-step", entry.corpus, identity())
+        if (res := results_store.find("study-step", entry.corpus, identity())) or sweep:
+            return res  # a tuned run's weight is known only after its sweep: no run to look for
+        client = make_client()
+        try:
+            found = find_stored(client, spec(client))
+        except BadInput:  # no corpus, qrels or index yet: nothing to adopt
+            return None
+        if found and (scores := stored_scores(found)):
+            keep(found, scores)
+            return results_store.find("study-step", entry.corpus, identity())
+        return None
 
     def stored() -> dict:
         res = record()
@@ -73,8 +88,7 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
         else:
             stored_run, how = retrieve(client, rspec, RetrievalOptions(progress=False)), ""
         scores = evaluate_and_store(stored_run).mean
-        results_store.write("study-step", entry.corpus, identity(), {},
-                            extra={"scores": scores, "run": stored_run.id, "label": stored_run.label})
+        keep(stored_run, scores)
         return (f"{stored_run.label}: nDCG@10 {scores['ndcg@10']:.4f} ({stored_run.manifest['n_queries']} "
                 f"queries{how})")
 
