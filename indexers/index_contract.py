@@ -17,7 +17,7 @@ from typing import Literal
 from evalctl.errors import BadInput
 from evalctl.indexers.index_layout import field_unit, index_name, task_prompts, vector_field
 from evalctl.indexers.index_loader import read_manifest
-from evalctl.specs import SpecError
+from evalctl.config_files import SpecError
 
 # Which vectors a label task reads: its own prompt's where the model has one ("task"), or the documents'.
 VectorChoice = Literal["task", "document"]

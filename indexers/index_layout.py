@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from evalctl.corpus.label_sets import LabelSetSpec
-from evalctl.specs import build, load_yaml
+from evalctl.config_files import build, load_yaml
 
 BM25_ONLY = "bm25"
 SPACE_TYPES = {"cosine": "cosinesimil", "dot": "innerproduct"}

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evalctl.paths import cache_root
-from evalctl.specs import SpecError, build, configs_dir, load_yaml
+from evalctl.config_files import SpecError, build, configs_dir, load_yaml
 
 Role = Literal["query", "document"]
 TaskType = Literal["retrieval", "classification", "clustering"]

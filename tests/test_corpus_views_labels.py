@@ -7,7 +7,7 @@ from corpus_helpers import FIXTURES, isolated_cache  # noqa: F401
 from evalctl.cli.main import cli
 from evalctl.corpus.importer import import_corpus
 from evalctl.corpus.label_sets import LabelSetSpec, label_matrix, load_label_sets
-from evalctl.specs import SpecError, build
+from evalctl.config_files import SpecError, build
 from evalctl.corpus.views import ViewSpec, load_views, view_coverage
 
 

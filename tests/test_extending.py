@@ -42,7 +42,7 @@ def tsv_format():
 
 
 def _spec(corpus: str, fmt: str, method: str):
-    from evalctl.study.spec import CorpusEntry, ExperimentSpec, ModelEntry, RetrievalEntry
+    from evalctl.study.experiment import CorpusEntry, ExperimentSpec, ModelEntry, RetrievalEntry
 
     return ExperimentSpec(name="toy", corpora=(CorpusEntry(corpus, fmt, ("x",)),), models=(ModelEntry(MODEL),),
                           retrieval=(RetrievalEntry(corpus, views=("TA",), methods=("dense", method)),),
@@ -57,12 +57,12 @@ def test_toy_fusion_method_runs_natively_everywhere(os_client, private_cache, su
     from evalctl.evaluators.retrieval.methods import fused_methods
     from evalctl.evaluators.retrieval.retrieve import RetrievalOptions, RetrievalSpec, retrieve
     from evalctl.study.runner import plan
-    from evalctl.study.spec import validate
+    from evalctl.study.experiment import validate
     from evalctl.indexers.index_layout import corpus_alias
     from evalctl.indexers.index_loader import index_corpus
     from evalctl.models import get_model
     from evalctl.corpus.qrels import QrelsSpec, build_citation_qrels, load_qrels
-    from evalctl.specs import SpecError
+    from evalctl.config_files import SpecError
     from evalctl.corpus.views import load_views
 
     name = f"toy-{uuid.uuid4().hex[:8]}"
@@ -106,8 +106,8 @@ def test_toy_fusion_method_runs_natively_everywhere(os_client, private_cache, su
 def test_toy_import_format_imports_through_the_cli(private_cache, tsv_format):
     from evalctl.cli.main import cli
     from evalctl.corpus.store import load_corpus
-    from evalctl.study.spec import validate
-    from evalctl.specs import SpecError
+    from evalctl.study.experiment import validate
+    from evalctl.config_files import SpecError
 
     rows = grants(5)
     path = private_cache / "toy.tsv"
@@ -136,7 +136,7 @@ def test_label_source_and_clustering_rule_are_registry_entries():
     from evalctl.evaluators.tasks.clustering import RULES, ClusterSettings, single_labels
     from evalctl.corpus.label_sets import LABEL_SOURCES, LabelSetSpec, LabelSource
     from evalctl.corpus.patent_record import PatentRecord
-    from evalctl.specs import SpecError, build
+    from evalctl.config_files import SpecError, build
 
     LABEL_SOURCES.register("jurisdiction", LabelSource(lambda r, level: [r.jurisdiction] if r.jurisdiction else [],
                                                        levelled=False))

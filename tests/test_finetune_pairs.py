@@ -13,7 +13,7 @@ from evalctl.corpus.importer import import_corpus
 from evalctl.finetune.pairs import LeakageError, Pair, PairError, allocate, build_pairs, check_leakage, held_out
 from evalctl.finetune.recipes import get_recipe, load_recipes
 from evalctl.corpus.qrels import QrelsSpec, build_citation_qrels, load_qrels
-from evalctl.specs import SpecError
+from evalctl.config_files import SpecError
 from evalctl.corpus.views import load_views
 
 

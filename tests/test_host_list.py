@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from evalctl.opensearch.connection import load_settings, make_client
-from evalctl.specs import SpecError
+from evalctl.config_files import SpecError
 
 A, B = "http://10.0.0.1:9200", "http://10.0.0.2:9201"
 

@@ -391,7 +391,7 @@ def test_cli_index_with_weights_in_a_folder_gives_the_recipe_vectors(built, tmp_
     from evalctl.corpus.views import load_views
     from evalctl.indexers.index_layout import index_name, vector_field
     from evalctl.indexers.index_loader import read_manifest
-    from evalctl.specs import configs_dir
+    from evalctl.config_files import configs_dir
 
     configs = tmp_path / "configs"
     shutil.copytree(configs_dir(), configs)

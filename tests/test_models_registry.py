@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from evalctl.cli.main import cli
 from evalctl.models import ROLES, TASK_TYPES, get_model, load_models, resolve_prompt
-from evalctl.specs import SpecError
+from evalctl.config_files import SpecError
 
 STUDY_NAMED = {"qwen3-embedding-0.6b", "qwen3-embedding-4b", "qwen3-embedding-8b",
                "llama-nemotron-embed-1b-v2", "llama-embed-nemotron-8b", "kalm-gemma3-12b"}

@@ -12,7 +12,7 @@ from pizza_variants import MODEL, indexed_variants, on_variant
 
 def test_an_encoder_needs_its_engine():
     from evalctl.indexers.index_layout import IndexSettings, knn_method, load_index_settings
-    from evalctl.specs import SpecError
+    from evalctl.config_files import SpecError
 
     sq = load_index_settings(encoder="sq")
     assert knn_method("cosine", sq)["parameters"]["encoder"] == {"name": "sq", "parameters": {"bits": 7}}
@@ -79,8 +79,8 @@ def test_sq_search_against_exact_fp32(os_client, pizza, capsys):
 def test_exact_queries_is_checked_at_spec_load(tmp_path):
     import yaml
 
-    from evalctl.specs import SpecError
-    from evalctl.study.spec import experiment_path, load_experiment
+    from evalctl.config_files import SpecError
+    from evalctl.study.experiment import experiment_path, load_experiment
 
     data = yaml.safe_load(experiment_path("quickstart").read_text())
     data["retrieval"][0]["exact_queries"] = 0

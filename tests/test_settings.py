@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 
 from evalctl.opensearch.connection import load_settings
-from evalctl.specs import SpecError, build
+from evalctl.config_files import SpecError, build
 
 
 def test_env_overrides_config_file_and_hides_password(tmp_path, monkeypatch):

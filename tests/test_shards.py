@@ -33,7 +33,7 @@ K = 100
 
 def test_shard_settings_are_checked_where_they_are_given():
     from evalctl.indexers.index_layout import load_index_settings
-    from evalctl.specs import SpecError
+    from evalctl.config_files import SpecError
 
     s = load_index_settings(shards=3, replicas=1)
     assert (s.shards, s.replicas, s.dfs) == (3, 1, True)

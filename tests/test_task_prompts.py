@@ -190,8 +190,8 @@ def test_index_adds_task_fields_and_label_tasks_read_them(os_client, env):
 def test_study_runner_adds_only_the_fields_its_tasks_read(os_client, env):
     from evalctl.indexers.index_layout import index_name
     from evalctl.study.runner import execute, plan
-    from evalctl.study.spec import ExperimentSpec
-    from evalctl.specs import build
+    from evalctl.study.experiment import ExperimentSpec
+    from evalctl.config_files import build
 
     corpus_name, model = env["run_corpus"], env["model"]
     spec = build(ExperimentSpec, {

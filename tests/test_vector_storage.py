@@ -27,7 +27,7 @@ def _store_bytes(os_client, index: str) -> int:
 
 def test_no_replicas_without_the_vectors_in_source():
     from evalctl.indexers.index_layout import load_index_settings
-    from evalctl.specs import SpecError
+    from evalctl.config_files import SpecError
 
     with pytest.raises(SpecError, match=r"configs/index.yaml.*replicas 1 with vectors_in_source false: a replica"):
         load_index_settings(vectors_in_source=False, replicas=1)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evalctl.specs import SpecError
+from evalctl.config_files import SpecError
 from evalctl.study.tasks import Step, Target
 
 KIND = "pairsim"

@@ -49,7 +49,7 @@ from evalctl.opensearch.connection import search_cbor
 from evalctl.paths import cache_root
 from evalctl.corpus.patent_record import PatentRecord
 from evalctl.provenance import code_version
-from evalctl.specs import SpecError
+from evalctl.config_files import SpecError
 from evalctl.gc_tuning import long_lived_frozen
 
 PIT_KEEP_ALIVE = "5m"

@@ -9,7 +9,7 @@ import click
 from evalctl.cli.choices import RegistryChoice
 from evalctl.errors import UserError
 from evalctl.corpus.import_formats.registry import IMPORT_FORMATS
-from evalctl.specs import SpecError
+from evalctl.config_files import SpecError
 
 
 def _load(name_or_path: str):
@@ -93,7 +93,7 @@ def qrels_cmd(corpus_name, name, source, within_views, direction, level, citatio
     """Build retrieval qrels from CORPUS_NAME's citation graph, or a known-item task."""
     from evalctl.corpus.patent_record import CITATION_TYPES
     from evalctl.corpus.qrels import QrelsSpec, build_qrels
-    from evalctl.specs import build
+    from evalctl.config_files import build
 
     try:
         spec = build(QrelsSpec, dict(name=name, source=source.replace("-", "_"), within_views=list(within_views),

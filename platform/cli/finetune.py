@@ -9,7 +9,7 @@ import click
 
 from evalctl.cli.params import FiniteFloatRange
 from evalctl.errors import UserError
-from evalctl.specs import SpecError
+from evalctl.config_files import SpecError
 
 
 def _user_errors():

@@ -7,7 +7,7 @@ import click
 from evalctl.cli.runtime_options import DEVICE_HELP, runtime_options
 from evalctl.errors import UserError
 from evalctl.models import ROLES, TASK_TYPES, load_models
-from evalctl.specs import SpecError
+from evalctl.config_files import SpecError
 
 
 def _size(params_m: float) -> str:

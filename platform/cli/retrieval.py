@@ -24,7 +24,7 @@ def _user_errors():
     from evalctl.evaluators.scoring.runs import RunNotFound
     from evalctl.evaluators.fusion.search_pipelines import NeuralSearchMissing
     from evalctl.indexers.model_loader import ModelLoadError
-    from evalctl.specs import SpecError
+    from evalctl.config_files import SpecError
 
     try:
         yield

@@ -14,7 +14,7 @@ import click
 from evalctl import paths
 from evalctl.corpus.store import CorpusNotFound, imported_corpora
 from evalctl.errors import UserError
-from evalctl.specs import SpecError, load_yaml
+from evalctl.config_files import SpecError, load_yaml
 
 ENV = "EVALCTL_DEFAULT_CORPUS"
 CONFIG_KEY = "default_corpus"

@@ -14,7 +14,7 @@ from typing import Literal
 from evalctl.corpus.store import Corpus
 from evalctl.corpus.patent_record import PatentRecord
 from evalctl.registry import Registry
-from evalctl.specs import SpecError, build, load_yaml
+from evalctl.config_files import SpecError, build, load_yaml
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from evalctl.corpus.import_formats.source import GivenPair
 from evalctl.names import check_name
 from evalctl.corpus.patent_record import CITATION_TYPES, PatentRecord
 from evalctl.corpus.pubnum import loose_key
-from evalctl.specs import SpecError
+from evalctl.config_files import SpecError
 
 Domain = Literal["IN", "OUT", "UNKNOWN"]
 SPLITS = ("train", "dev", "test")

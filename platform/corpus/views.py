@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from evalctl.corpus.patent_record import PatentRecord
-from evalctl.specs import SpecError, build, load_yaml
+from evalctl.config_files import SpecError, build, load_yaml
 
 FieldName = Literal["title", "abstract", "claims", "independent_claims", "first_claim", "description"]
 

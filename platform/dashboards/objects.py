@@ -18,7 +18,7 @@ from typing import Literal
 from evalctl.errors import BadInput, Failure
 from evalctl.dashboards.settings import DEFAULT_URL
 from evalctl.indexers.index_layout import index_prefix, text_field
-from evalctl.specs import build, load_yaml, package_folder
+from evalctl.config_files import build, load_yaml, package_folder
 
 TEMPLATES = package_folder("docker.dashboards") / "saved_objects.yaml"
 INDEX_REF = "kibanaSavedObjectMeta.searchSourceJSON.index"

@@ -25,7 +25,7 @@ from evalctl.errors import BadInput
 from evalctl.corpus.store import Corpus, load_corpus
 from evalctl.corpus.patent_record import PatentRecord
 from evalctl.corpus.qrels import QrelsSet, list_qrels, load_qrels
-from evalctl.specs import SpecError
+from evalctl.config_files import SpecError
 from evalctl.corpus.views import ViewSpec, load_views
 from evalctl.finetune.recipes import RecipeSpec, SourceSpec
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from evalctl.corpus.class_codes import LEVELS
-from evalctl.specs import SpecError, build, configs_dir, load_yaml
+from evalctl.config_files import SpecError, build, configs_dir, load_yaml
 
 Generator = Literal["citations", "codes", "sections"]
 

@@ -21,7 +21,7 @@ from urllib.parse import unquote, urlparse, urlunparse
 from evalctl import paths
 from evalctl.opensearch.retries import forget_answers, node_answered  # noqa: F401 - cli.main imports them from here
 from evalctl.opensearch.retries import send_with_retries, unparseable
-from evalctl.specs import SpecError, build, load_yaml
+from evalctl.config_files import SpecError, build, load_yaml
 
 ENV = {
     "url": "EVALCTL_OPENSEARCH_URL",

@@ -28,7 +28,7 @@ from pathlib import Path
 from evalctl import paths
 from evalctl.atomic import replace_dir, write_text
 from evalctl.opensearch.artifacts import FetchedPlugin, NodeError, PluginSource, fetch, maven_fetch, sources_from_env
-from evalctl.specs import build, load_yaml
+from evalctl.config_files import build, load_yaml
 
 
 @dataclass(frozen=True)

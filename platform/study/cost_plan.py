@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from evalctl.errors import BadInput
-from evalctl.specs import build, load_yaml
+from evalctl.config_files import build, load_yaml
 
 HASH_BYTES = 32  # per cached vector (evalctl.indexers.embedding_cache)
 GRAPH_OVERHEAD = 1.1  # OpenSearch k-NN's HNSW memory estimate: 1.1 x (4 x dim + 8 x m) bytes per vector
@@ -131,7 +131,7 @@ class IndexCost:
 def _model_spec(model_id: str):
     """The model's spec; a model the study fine-tunes is priced as its base (`base+recipe@corpora`)."""
     from evalctl.models import get_model
-    from evalctl.specs import SpecError
+    from evalctl.config_files import SpecError
 
     try:
         return get_model(model_id)

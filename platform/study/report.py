@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from evalctl.clock import utc_now
 from evalctl.output_folder import check_folder, claim_folder
-from evalctl.study.spec import ExperimentSpec
+from evalctl.study.experiment import ExperimentSpec
 from evalctl.provenance import code_version
 
 INPUTS_FILE = "inputs.json"  # what the report was made from; unchanged inputs keep the report

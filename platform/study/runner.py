@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 
 from evalctl.errors import Failure
 from evalctl.opensearch.retries import node_gone
-from evalctl.study.spec import ExperimentSpec
+from evalctl.study.experiment import ExperimentSpec
 from evalctl.study.tasks import Step
 
 
@@ -214,7 +214,7 @@ def finetune_step(spec: ExperimentSpec, entry, base_id: str, recipe_id: str) -> 
 
 
 def plan(spec: ExperimentSpec) -> list[Step]:
-    from evalctl.study.spec import ModelEntry
+    from evalctl.study.experiment import ModelEntry
     from evalctl.study.tasks import TASKS, PlanContext, remember
 
     steps: list[Step] = []

@@ -7,8 +7,8 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from evalctl.specs import SpecError
-from evalctl.study.spec import LabelTaskEntry
+from evalctl.config_files import SpecError
+from evalctl.study.experiment import LabelTaskEntry
 from evalctl.study.tasks import Step, Target
 
 

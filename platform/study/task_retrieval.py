@@ -8,8 +8,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from evalctl.specs import SpecError
-from evalctl.study.spec import ALL_SPLITS, RetrievalEntry
+from evalctl.config_files import SpecError
+from evalctl.study.experiment import ALL_SPLITS, RetrievalEntry
 from evalctl.study.tasks import Step, Target
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ class RetrievalTask:
         from evalctl.corpus.qrels import SPLITS
         from evalctl.evaluators.retrieval.retrieve import MAX_K
         from evalctl.evaluators.fusion.settings import FusionSpec
-        from evalctl.study.spec import check_spec_name
+        from evalctl.study.experiment import check_spec_name
 
         check_spec_name(entry.qrels, "qrels", at)
         if not 1 <= entry.k <= MAX_K:

@@ -17,7 +17,7 @@ from evalctl.registry import Registry
 
 if TYPE_CHECKING:
     from evalctl.study.report import Report
-    from evalctl.study.spec import ExperimentSpec, Expected, ModelEntry
+    from evalctl.study.experiment import ExperimentSpec, Expected, ModelEntry
 
 
 @dataclass(frozen=True)

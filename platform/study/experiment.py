@@ -18,7 +18,7 @@ from typing import Literal
 from evalctl.corpus.qrels import QrelsSpec
 from evalctl.indexers.runtime import Runtime
 from evalctl.names import BadName, check_name
-from evalctl.specs import SpecError, build, configs_dir, load_yaml, package_folder
+from evalctl.config_files import SpecError, build, configs_dir, load_yaml, package_folder
 
 
 @dataclass(frozen=True)
