@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from evalctl.errors import BadInput, Failure
 from evalctl.corpus.store import Corpus, load_corpus
-from evalctl.evaluators.retrieval_methods import METHODS, BodyContext, RetrievalMethod
+from evalctl.evaluators.retrieval_methods import MAX_K, METHODS, BodyContext, RetrievalMethod
 from evalctl.evaluators.retrieval_queries import DEFAULT_BM25_MAX_TERMS, truncate_terms
 from evalctl.evaluators.runs import Ranking, StoredRun, find_run, ranked, save_run
 from evalctl.evaluators.search_pipelines import FusionSpec, ensure_pipeline, require_neural_search
@@ -34,7 +34,6 @@ from evalctl.opensearch.cluster_info import require_available
 from evalctl.corpus.qrels import QrelsSet, load_qrels
 from evalctl.heap import long_lived_frozen
 
-MAX_K = 10_000  # knn k and index.max_result_window
 
 
 class RetrievalError(BadInput, ValueError):

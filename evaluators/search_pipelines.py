@@ -12,8 +12,6 @@ import json
 from dataclasses import dataclass
 from typing import Literal
 
-from opensearchpy.exceptions import NotFoundError
-
 from evalctl.errors import Failure
 from evalctl.opensearch.cluster_info import installed_plugins
 
@@ -78,6 +76,8 @@ def require_neural_search(client, what: str) -> None:
 
 def ensure_pipeline(client, body: dict) -> tuple[str, dict]:
     """Create the pipeline `body` unless a pipeline of that (hash-derived) name exists."""
+    from opensearchpy.exceptions import NotFoundError  # here: spec validation imports this module, not the client
+
     name = pipeline_name(body)
     try:
         client.search_pipeline.get(id=name)

@@ -13,8 +13,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
-from opensearchpy import helpers
-from opensearchpy.exceptions import RequestError
 from tqdm import tqdm
 
 from evalctl.clock import utc_now
@@ -118,6 +116,8 @@ def ensure_index(client, index: str, meta: dict, settings: IndexSettings, alias:
     fields. Returns the index's manifest: every view and task field it has now."""
     if meta["dim"]:  # before any vector field exists: a node without the engine may die creating one
         require_engine(settings.engine)
+    from opensearchpy.exceptions import RequestError  # here: plans and reports import this module, not the client
+
     existing = read_manifest(client, index)
     if existing is None:
         try:
@@ -163,11 +163,22 @@ def ensure_index(client, index: str, meta: dict, settings: IndexSettings, alias:
     return merged
 
 
+def _loaded_query(client, index: str, views: list[str]) -> dict:
+    client.indices.refresh(index=index)  # a load killed mid-way left refresh off: make its documents visible
+    return {"bool": {"filter": [{"term": {"loaded_views": v}} for v in views]}}
+
+
 def loaded_ids(client, index: str, views: list[str]) -> set[str]:
     """Ids of documents that already carry every one of `views` (views or task fields: field_units)."""
-    client.indices.refresh(index=index)  # a load killed mid-way left refresh off: make its documents visible
-    query = {"query": {"bool": {"filter": [{"term": {"loaded_views": v}} for v in views]}}, "_source": False}
+    from opensearchpy import helpers
+
+    query = {"query": _loaded_query(client, index, views), "_source": False}
     return {hit["_id"] for hit in helpers.scan(client, index=index, query=query, size=5000)}
+
+
+def loaded_count(client, index: str, views: list[str]) -> int:
+    """How many documents carry every one of `views`: a count, for checks that need no ids."""
+    return client.count(index=index, body={"query": _loaded_query(client, index, views)})["count"]
 
 
 def _relax(client, index: str) -> None:

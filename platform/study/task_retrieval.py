@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from evalctl.specs import SpecError
 from evalctl.study.spec import ALL_SPLITS, RetrievalEntry
-from evalctl.study.tasks import Step, Target
+from evalctl.study.tasks import Step, Target, memo
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,8 +55,7 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
                 "qrels_spec": qrels_manifest(corpus, entry.qrels).get("spec"),
                 **({"dense_weights_tuned_on_dev": list(sweep)} if sweep else {})}
 
-    def record():
-        return results_store.find("study-step", entry.corpus, identity())
+    record = memo(lambda: results_store.find("study-step", entry.corpus, identity()))
 
     def stored() -> dict:
         res = record()
@@ -74,6 +73,7 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
         scores = evaluate_and_store(stored_run).mean
         results_store.write("study-step", entry.corpus, identity(), {},
                             extra={"scores": scores, "run": stored_run.id, "label": stored_run.label})
+        record.forget()
         return (f"{stored_run.label}: nDCG@10 {scores['ndcg@10']:.4f} ({stored_run.manifest['n_queries']} "
                 f"queries{how})")
 
@@ -89,7 +89,7 @@ class RetrievalTask:
 
     def validate(self, spec, entry: RetrievalEntry, at: str) -> None:
         from evalctl.corpus.qrels import SPLITS
-        from evalctl.evaluators.retrieve import MAX_K
+        from evalctl.evaluators.retrieval_methods import MAX_K
         from evalctl.evaluators.search_pipelines import FusionSpec
         from evalctl.study.spec import check_spec_name
 
