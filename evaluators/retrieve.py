@@ -167,7 +167,9 @@ def search_all(client, index: str, bodies: list[dict | None], *, batch_size: int
     todo = [i for i, b in enumerate(bodies) if b is not None]
     batches = [todo[s:s + batch_size] for s in range(0, len(todo), batch_size)]
     dumps = client.transport.serializer.dumps
-    header = dumps({"index": index, **({"search_type": search_type} if search_type else {})})
+    # a shard copy lost mid-search must fail its query (retried below), never return the other shards' hits alone
+    header = dumps({"index": index, "allow_partial_search_results": False,
+                    **({"search_type": search_type} if search_type else {})})
 
     def run_batch(batch: list[int]) -> None:
         # each query is serialised once, into the ndjson lines a retry sends again
