@@ -13,8 +13,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
-from opensearchpy import helpers
-from opensearchpy.exceptions import RequestError
 from tqdm import tqdm
 
 from evalctl.clock import utc_now
@@ -25,7 +23,7 @@ from evalctl.indexers.index_layout import (
     index_body, index_name, index_prefix, load_index_settings, record_codes, record_facets, task_units, task_vectors,
     text_field, vector_field, vector_properties, view_properties,
 )
-from evalctl.opensearch.cluster_info import require_available, require_engine, snapshot_read
+from evalctl.opensearch.cluster_info import require_available, require_engine, snapshot_read, wait_until_settled
 from evalctl.provenance import code_version
 
 # Manifest keys that must match for new documents to join an existing index.
@@ -118,6 +116,8 @@ def ensure_index(client, index: str, meta: dict, settings: IndexSettings, alias:
     fields. Returns the index's manifest: every view and task field it has now."""
     if meta["dim"]:  # before any vector field exists: a node without the engine may die creating one
         require_engine(settings.engine)
+    from opensearchpy.exceptions import RequestError  # here: plans and reports import this module, not the client
+
     existing = read_manifest(client, index)
     if existing is None:
         try:
@@ -163,11 +163,26 @@ def ensure_index(client, index: str, meta: dict, settings: IndexSettings, alias:
     return merged
 
 
-def loaded_ids(client, index: str, views: list[str]) -> set[str]:
-    """Ids of documents that already carry every one of `views` (views or task fields: field_units)."""
+def _loaded_query(client, index: str, views: list[str]) -> dict:
     client.indices.refresh(index=index)  # a load killed mid-way left refresh off: make its documents visible
-    query = {"query": {"bool": {"filter": [{"term": {"loaded_views": v}} for v in views]}}, "_source": False}
-    return {hit["_id"] for hit in helpers.scan(client, index=index, query=query, size=5000)}
+    return {"bool": {"filter": [{"term": {"loaded_views": v}} for v in views]}}
+
+
+def loaded_ids(client, index: str, views: list[str]) -> tuple[set[str], set[str]]:
+    """(ids of documents that already carry every one of `views` (views or task fields: field_units), ids of
+    documents in the index without all of them)."""
+    from opensearchpy import helpers
+
+    query = {"query": _loaded_query(client, index, []), "_source": ["loaded_views"]}
+    done, partial = set(), set()
+    for hit in helpers.scan(client, index=index, query=query, size=5000):
+        (done if set(views) <= set(hit["_source"].get("loaded_views", ())) else partial).add(hit["_id"])
+    return done, partial
+
+
+def loaded_count(client, index: str, views: list[str]) -> int:
+    """How many documents carry every one of `views`: a count, for checks that need no ids."""
+    return client.count(index=index, body={"query": _loaded_query(client, index, views)})["count"]
 
 
 def _relax(client, index: str) -> None:
@@ -176,28 +191,47 @@ def _relax(client, index: str) -> None:
     client.indices.put_settings(index=index, body={"index": {"refresh_interval": "-1"}})
 
 
+@dataclass(frozen=True)
+class ShardCopy:
+    shard: str
+    primary: bool
+    segments: int
+    deleted: int  # deleted documents still in its segments: they count in BM25's statistics until merged away
+
+
+def shard_copies(client, index: str) -> list[ShardCopy]:
+    """Every searchable copy of every shard of the index, primaries and replicas."""
+    shards = client.indices.segments(index=index)["indices"][index]["shards"]
+    return [ShardCopy(shard, c["routing"]["primary"], len(c["segments"]),
+                      sum(seg.get("deleted_docs", 0) for seg in c["segments"].values()))
+            for shard, copies in shards.items() for c in copies]
+
+
 def segment_count(client, index: str) -> int:
     """Searchable segments of the index's primary shards."""
-    shards = client.indices.segments(index=index)["indices"][index]["shards"]
-    return sum(len(copy["segments"]) for copies in shards.values() for copy in copies if copy["routing"]["primary"])
+    return sum(c.segments for c in shard_copies(client, index) if c.primary)
 
 
 # A force-merge of a large index takes minutes (a 113k x 384-d graph is rebuilt whole): the call waits for it.
 MERGE_TIMEOUT_S = 3600
+# A copy that was still recovering when the merge was sent keeps its own segments: merged again, a few times.
+MERGE_ROUNDS = 3
 
 
 def _merge_segments(client, index: str, settings: IndexSettings) -> tuple[int, float]:
-    """(segments after, seconds): force-merged to one segment per shard where the settings ask for it, so
+    """(segments after, seconds): force-merged to one segment per shard copy where the settings ask for it, so
     a rebuild searches the same single HNSW graph (several segments are searched one by one, and where their
-    boundaries fall depends on flush timing)."""
-    n, t0 = segment_count(client, index), time.perf_counter()
-    # deleted documents (a chunk sent again after a lost node or a killed load) still count in BM25's statistics
-    deleted = client.indices.stats(index=index, metric="docs")["_all"]["total"]["docs"]["deleted"]
-    if settings.merge_to_one_segment and (n > settings.shards or deleted):
+    boundaries fall depends on flush timing), and every copy holds no deleted documents (a chunk sent again
+    after a lost node or a killed load leaves them; BM25 reads its statistics from whichever copy answers)."""
+    t0 = time.perf_counter()
+    for _ in range(MERGE_ROUNDS if settings.merge_to_one_segment else 0):
+        # a copy still recovering (a replica rebuilt after a lost node) misses a merge sent now
+        wait_until_settled(client, index)
+        if all(c.segments <= 1 and not c.deleted for c in shard_copies(client, index)):
+            break
         client.indices.forcemerge(index=index, max_num_segments=1, request_timeout=MERGE_TIMEOUT_S)
         client.indices.refresh(index=index)
-        n = segment_count(client, index)
-    return n, time.perf_counter() - t0
+    return segment_count(client, index), time.perf_counter() - t0
 
 
 def _restore(client, index: str, settings: IndexSettings) -> None:
@@ -299,13 +333,20 @@ def bulk_requests(lines: Iterable[tuple[str, bytes]], max_docs: int, max_bytes: 
 
 
 # took, and per item its status and error only: a response of 500 items parses in a fraction of the time.
-_BULK_FILTER = "took,errors,items.*.status,items.*.error"
+_BULK_FILTER = "took,errors,items.*.status,items.*.error,items.*._index"
+
+
+def _created_before(op: dict) -> bool:
+    """A `create` refused because the document is there: an earlier send of the same chunk wrote it."""
+    return op["status"] == 409 and (op.get("error") or {}).get("type") == "version_conflict_engine_exception"
 
 
 def send_bulk(client, request: list[tuple[str, bytes]], bulk, report: "IndexReport") -> None:
     """Post one pre-built `_bulk` request; documents refused with 429 (queue full) are sent again after
     a backoff that doubles from bulk.initial_backoff, up to bulk.max_retries times (as opensearch-py's
-    streaming_bulk does); other refusals are recorded in report.failed with the document id."""
+    streaming_bulk does); other refusals are recorded in report.failed with the document id. A document
+    refused because its shard has no active primary (503, after the node's one-minute wait) stops the load
+    with the index named red and its shards (IndexUnavailable) when no copy is left; else it is sent again."""
     pending, backoff = request, bulk.initial_backoff
     for attempt in range(bulk.max_retries + 1):
         resp = client.bulk(body=b"".join(line for _, line in pending), params={"filter_path": _BULK_FILTER})
@@ -315,9 +356,14 @@ def send_bulk(client, request: list[tuple[str, bytes]], bulk, report: "IndexRepo
         retry = []
         for (doc_id, line), item in zip(pending, resp["items"]):
             op = next(iter(item.values()))
-            if op["status"] < 300:
+            if op["status"] < 300 or _created_before(op):
                 report.n_loaded += 1
             elif op["status"] == 429 and attempt < bulk.max_retries:
+                retry.append((doc_id, line))
+            elif op["status"] == 503 and attempt < bulk.max_retries:
+                # every later chunk would wait its minute on that shard
+                require_available(client, op["_index"], done="the documents loaded so far are kept and a rerun "
+                                                             "of the same command loads the rest")
                 retry.append((doc_id, line))
             else:
                 report.failed.append(f"{doc_id}: {op.get('error')}")
@@ -386,7 +432,7 @@ def index_corpus(client, corpus, views, model=None, *, variant: str | None = Non
         from evalctl.corpus.views import load_views
 
         by_name.update({n: v for n, v in load_views().items() if n in all_views})
-    done = loaded_ids(client, name, units)
+    done, partial = loaded_ids(client, name, units)
     report = IndexReport(index=name, n_corpus=len(corpus), n_already=len(done),
                          missing_view={v: 0 for v in all_views}, task_vectors=merged.get("task_vectors", {}))
     dumps = client.transport.serializer.dumps
@@ -417,7 +463,11 @@ def index_corpus(client, corpus, views, model=None, *, variant: str | None = Non
             for r in chunk:
                 doc = document(r, {v: texts[v][r.id] for v in all_views if r.id in texts[v]},
                                {u: vec[r.id] for u, vec in vectors.items() if r.id in vec}, units)
-                yield r.id, f"{dumps({'index': {'_index': name, '_id': r.id}})}\n{dumps(doc)}\n".encode()
+                # a new document is created, never overwritten: a chunk sent again after a lost node or a killed
+                # load is then refused (409) where it arrived, instead of leaving deleted copies whose terms
+                # count in BM25's statistics (soft deletes outlive a force-merge while a lost copy's lease holds)
+                op = "index" if r.id in partial else "create"
+                yield r.id, f"{dumps({op: {'_index': name, '_id': r.id}})}\n{dumps(doc)}\n".encode()
 
     _relax(client, name)
     t0 = time.perf_counter()

@@ -1,28 +1,51 @@
-"""docker-compose.yml stays in step with the managed node and stays local-only (structure only:
-build machines have no Docker engine)."""
+"""docker-compose.yml (one node) and docker/compose.cluster.yml (three) stay in step with the managed node and
+stay local-only (structure only: build machines have no Docker engine)."""
 
+import pytest
 import yaml
 
 from conftest import REPO
 from evalctl.opensearch.node import load_spec
 
-
-def compose():
-    return yaml.safe_load((REPO / "docker-compose.yml").read_text())
+SINGLE, CLUSTER = REPO / "docker-compose.yml", REPO / "docker" / "compose.cluster.yml"
 
 
-def test_images_pin_the_managed_node_version():
+def compose(path=SINGLE):
+    return yaml.safe_load(path.read_text())
+
+
+@pytest.mark.parametrize("path", [SINGLE, CLUSTER], ids=["single", "cluster"])
+def test_images_pin_the_managed_node_version_and_ports_are_loopback_only(path):
     version = load_spec().version
-    services = compose()["services"]
-    assert services["opensearch"]["image"] == f"opensearchproject/opensearch:{version}"
+    services = compose(path)["services"]
     assert services["dashboards"]["image"] == f"opensearchproject/opensearch-dashboards:{version}"
-
-
-def test_ports_are_loopback_only_and_data_in_named_volume():
-    doc = compose()
-    for name, svc in doc["services"].items():
+    nodes = {name: svc for name, svc in services.items() if name != "dashboards"}
+    assert nodes and all(svc["image"] == f"opensearchproject/opensearch:{version}" for svc in nodes.values())
+    for name, svc in services.items():
         for port in svc.get("ports", []):
             assert port.startswith("127.0.0.1:"), f"{name} publishes {port} beyond loopback"
+
+
+def test_cluster_nodes_find_each_other_and_keep_their_own_data():
+    doc = compose(CLUSTER)
+    nodes = {name: svc for name, svc in doc["services"].items() if name != "dashboards"}
+    assert len(nodes) == 3
+    for name, svc in nodes.items():
+        env = svc["environment"]
+        assert env["node.name"] == name and env["cluster.name"] == "evalctl"
+        assert set(env["discovery.seed_hosts"].split(",")) == set(nodes)
+        assert set(env["cluster.initial_cluster_manager_nodes"].split(",")) == set(nodes)  # any two are a quorum
+        for vol in svc["volumes"]:
+            src = vol.split(":")[0]
+            assert (CLUSTER.parent / src).is_file() if src.startswith("./") else src in doc["volumes"], vol
+    data = [v.split(":")[0] for svc in nodes.values() for v in svc["volumes"] if v.endswith("/data")]
+    assert len(set(data)) == 3
+    hosts = next(e for e in doc["services"]["dashboards"]["environment"] if e.startswith("OPENSEARCH_HOSTS="))
+    assert all(f"http://{name}:9200" in hosts for name in nodes)  # Dashboards keeps working when one node is lost
+
+
+def test_single_node_data_in_named_volume():
+    doc = compose()
     assert "opensearch-data" in doc["volumes"]
     assert any(v.startswith("opensearch-data:") for v in doc["services"]["opensearch"]["volumes"])
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 
-from opensearchpy.exceptions import NotFoundError
-
 from evalctl.errors import Failure
 from evalctl.evaluators.fusion.settings import FusionSpec
 from evalctl.opensearch.cluster_info import installed_plugins
@@ -54,6 +52,8 @@ def require_neural_search(client, what: str) -> None:
 
 def ensure_pipeline(client, body: dict) -> tuple[str, dict]:
     """Create the pipeline `body` unless a pipeline of that (hash-derived) name exists."""
+    from opensearchpy.exceptions import NotFoundError  # here: spec validation imports this module, not the client
+
     name = pipeline_name(body)
     try:
         client.search_pipeline.get(id=name)

@@ -17,6 +17,8 @@ from evalctl.registry import Registry
 if TYPE_CHECKING:
     from evalctl.evaluators.fusion.settings import FusionSpec
 
+MAX_K = 10_000  # a run's depth limit: knn k and index.max_result_window
+
 
 @dataclass(frozen=True)
 class BodyContext:

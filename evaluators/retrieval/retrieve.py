@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from evalctl.errors import BadInput, Failure
 from evalctl.corpus.store import Corpus, load_corpus
-from evalctl.evaluators.retrieval.methods import METHODS, BodyContext, RetrievalMethod
+from evalctl.evaluators.retrieval.methods import MAX_K, METHODS, BodyContext, RetrievalMethod
 from evalctl.evaluators.retrieval.query_bodies import DEFAULT_BM25_MAX_TERMS, truncate_terms
 from evalctl.evaluators.scoring.runs import Ranking, StoredRun, find_run, ranked, save_run
 from evalctl.evaluators.fusion.search_pipelines import ensure_pipeline, require_neural_search
@@ -35,7 +35,6 @@ from evalctl.opensearch.cluster_info import require_available
 from evalctl.corpus.qrels import QrelsSet, load_qrels
 from evalctl.gc_tuning import long_lived_frozen
 
-MAX_K = 10_000  # knn k and index.max_result_window
 
 
 class RetrievalError(BadInput, ValueError):
@@ -189,7 +188,9 @@ def search_all(client, index: str, bodies: list[dict | None], *, batch_size: int
     todo = [i for i, b in enumerate(bodies) if b is not None]
     batches = [todo[s:s + batch_size] for s in range(0, len(todo), batch_size)]
     dumps = client.transport.serializer.dumps
-    header = dumps({"index": index, **({"search_type": search_type} if search_type else {})})
+    # a shard copy lost mid-search must fail its query (retried below), never return the other shards' hits alone
+    header = dumps({"index": index, "allow_partial_search_results": False,
+                    **({"search_type": search_type} if search_type else {})})
 
     def run_batch(batch: list[int]) -> None:
         # each query is serialised once, into the ndjson lines a retry sends again

@@ -1,7 +1,7 @@
 """Cross-landscape transfer: does a fine-tuned model retrieve worse than its base on another corpus?
 
 For each tuned model (its base from its lineage, or given), both models' runs on the same corpus,
-view and split come from evaluators.retrieve (exact k-NN by default, so ANN noise cannot decide the
+view and split come from evaluators.retrieval.retrieve (exact k-NN by default, so ANN noise cannot decide the
 test); ranx scores each query (nDCG@10 by default); a paired test per (model, recipe) combination
 (evaluators/scoring/significance.py, scipy) gives a p-value; Holm's step-down correction controls the
 family-wise error over all combinations (study-notes section 12: "5 of 8 combinations significantly worse").

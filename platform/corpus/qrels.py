@@ -22,9 +22,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from evalctl.atomic import replace_dir, staging_dir
 from evalctl.corpus.store import Corpus, load_corpus, write_json
 from evalctl.errors import BadInput
@@ -281,9 +278,7 @@ def write_qrels_set(corpus: Corpus, spec: QrelsSpec, queries: list[QrelsQuery], 
                     w = csv.writer(f, delimiter="\t", lineterminator="\n")
                     w.writerow(["query-id", "corpus-id", "score"])
                     w.writerows((p.query_id, p.doc_id, p.score) for p in rows)
-        pq.write_table(pa.Table.from_pylist([asdict(p) for p in pairs], schema=_PAIRS), tmp / "pairs.parquet")
-        pq.write_table(pa.Table.from_pylist([{**asdict(q), "exclude": sorted(q.exclude)} for q in queries],
-                                            schema=_QUERIES), tmp / "queries.parquet")
+        _write_tables(tmp, pairs, queries)
         if train_pairs is not None:
             with open(tmp / "train_pairs.tsv", "w", newline="") as f:
                 w = csv.writer(f, delimiter="\t", lineterminator="\n")
@@ -302,10 +297,17 @@ def write_qrels_set(corpus: Corpus, spec: QrelsSpec, queries: list[QrelsQuery], 
     return QrelsSet(spec.name, final, json.loads(json.dumps(manifest)), tuple(queries), tuple(pairs))
 
 
-_PAIRS = pa.schema([("query_id", pa.string()), ("doc_id", pa.string()), ("score", pa.int32()),
-                    ("domain", pa.string()), ("split", pa.string())])
-_QUERIES = pa.schema([("id", pa.string()), ("split", pa.string()), ("jurisdiction", pa.string()),
-                      ("source", pa.string()), ("exclude", pa.list_(pa.string()))])
+def _write_tables(folder: Path, pairs, queries) -> None:
+    import pyarrow as pa  # here, not at the top: reruns and reports read only the manifest
+    import pyarrow.parquet as pq
+
+    pairs_schema = pa.schema([("query_id", pa.string()), ("doc_id", pa.string()), ("score", pa.int32()),
+                              ("domain", pa.string()), ("split", pa.string())])
+    queries_schema = pa.schema([("id", pa.string()), ("split", pa.string()), ("jurisdiction", pa.string()),
+                                ("source", pa.string()), ("exclude", pa.list_(pa.string()))])
+    pq.write_table(pa.Table.from_pylist([asdict(p) for p in pairs], schema=pairs_schema), folder / "pairs.parquet")
+    pq.write_table(pa.Table.from_pylist([{**asdict(q), "exclude": sorted(q.exclude)} for q in queries],
+                                        schema=queries_schema), folder / "queries.parquet")
 
 
 @dataclass(frozen=True)
@@ -361,6 +363,8 @@ def qrels_manifest(corpus: Corpus, name: str) -> dict:
 
 def load_qrels(corpus: Corpus | str | Path, name: str) -> QrelsSet:
     corpus = corpus if isinstance(corpus, Corpus) else load_corpus(corpus)
+    import pyarrow.parquet as pq
+
     d = _qrels_dir(corpus, name)
     queries = tuple(QrelsQuery(q["id"], q["split"], q["jurisdiction"], q["source"], frozenset(q["exclude"]))
                     for q in pq.read_table(d / "queries.parquet").to_pylist())

@@ -7,14 +7,12 @@ depend on the writer version), so importing the same source twice gives the same
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from evalctl.atomic import write_text
 from evalctl.errors import BadInput
@@ -27,17 +25,23 @@ QUERIES_FILE = "queries.parquet"  # query records shipped with a source (BEIR, D
 MANIFEST_FILE = "manifest.json"
 PROBLEMS_FILE = "problems.jsonl"
 
-_CODES = pa.list_(pa.string())
-SCHEMA = pa.schema([
-    ("id", pa.string()), ("jurisdiction", pa.string()), ("kind", pa.string()), ("family_id", pa.string()),
-    ("publication_date", pa.string()), ("priority_date", pa.string()),
-    ("title", pa.string()), ("abstract", pa.string()),
-    ("claims", pa.list_(pa.struct([("text", pa.string()), ("independent", pa.bool_())]))),
-    ("description", pa.string()), ("cpc", _CODES), ("ipc", _CODES),
-    ("citations", pa.list_(pa.struct([("target", pa.string()), ("type", pa.string()), ("direction", pa.string())]))),
-    ("labels", _CODES), ("aliases", _CODES),
-    ("title_lang", pa.string()), ("abstract_lang", pa.string()), ("applicants", _CODES),
-])
+
+@functools.cache
+def schema():
+    """The corpus table's Parquet schema (pyarrow imported on first use: `evalctl report` and reruns never need it)."""
+    import pyarrow as pa
+
+    codes = pa.list_(pa.string())
+    return pa.schema([
+        ("id", pa.string()), ("jurisdiction", pa.string()), ("kind", pa.string()), ("family_id", pa.string()),
+        ("publication_date", pa.string()), ("priority_date", pa.string()),
+        ("title", pa.string()), ("abstract", pa.string()),
+        ("claims", pa.list_(pa.struct([("text", pa.string()), ("independent", pa.bool_())]))),
+        ("description", pa.string()), ("cpc", codes), ("ipc", codes),
+        ("citations", pa.list_(pa.struct([("target", pa.string()), ("type", pa.string()), ("direction", pa.string())]))),
+        ("labels", codes), ("aliases", codes),
+        ("title_lang", pa.string()), ("abstract_lang", pa.string()), ("applicants", codes),
+    ])
 
 
 def corpora_root() -> Path:
@@ -57,7 +61,9 @@ class RecordWriter:
         self._hash = hashlib.sha256()
         self._batch: list[dict] = []
         self._batch_size = batch_size
-        self._writer = pq.ParquetWriter(path, SCHEMA, compression="zstd")
+        import pyarrow.parquet as pq
+
+        self._writer = pq.ParquetWriter(path, schema(), compression="zstd")
 
     def add(self, record: PatentRecord) -> None:
         self._hash.update(canonical_json(record) + b"\n")
@@ -68,7 +74,9 @@ class RecordWriter:
 
     def _flush(self) -> None:
         if self._batch:
-            self._writer.write_table(pa.Table.from_pylist(self._batch, schema=SCHEMA))
+            import pyarrow as pa
+
+            self._writer.write_table(pa.Table.from_pylist(self._batch, schema=schema()))
             self._batch = []
 
     def close(self) -> str:
@@ -81,6 +89,8 @@ class RecordWriter:
 def iter_records(path: Path, batch_size: int = 2000, columns: Iterable[str] | None = None) -> Iterator[PatentRecord]:
     """Records of a corpus file; with `columns`, only those (and the id) are read, the other fields left
     empty: a pass that needs a view's text and the codes skips claims, descriptions and citations."""
+    import pyarrow.parquet as pq
+
     cols = None if columns is None else list(dict.fromkeys(("id", *columns)))
     for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_size, columns=cols):
         for d in batch.to_pylist():

@@ -40,12 +40,19 @@ class IndexUnavailable(Failure, RuntimeError):
     """An index with a shard that no node holds (red): named at once instead of waited on."""
 
 
-def require_available(client, index: str, wait: str = "10s") -> None:
+def wait_until_settled(client, index: str, wait: str = "120s") -> dict:
+    """The index's health once no copy of it is initializing or relocating (or `wait` has passed: 408)."""
+    # the health API's own `timeout` goes into the path: opensearch-py reads a `timeout` param as its request timeout
+    return client.transport.perform_request(
+        "GET", f"/_cluster/health/{quote(index)}?wait_for_no_initializing_shards=true"
+               f"&wait_for_no_relocating_shards=true&timeout={wait}", params={"ignore": 408})
+
+
+def require_available(client, index: str, wait: str = "10s", done: str = "nothing was sent") -> None:
     """Refuse an index in red health: a shard without a started primary (every node holding a copy is gone),
     whose searches would miss its documents and whose loads would wait on it and time out. A red index is
-    given `wait` to turn yellow first (a node starting again)."""
-    # the health API's own `timeout` is written into the path: opensearch-py takes a `timeout` param as the
-    # client's request timeout; 408: still red when the wait ends
+    given `wait` to turn yellow first (a node starting again); `done` says what became of the command's work."""
+    # the health API's own `timeout` is in the path (see wait_until_settled); 408: still red when the wait ends
     health = client.transport.perform_request(
         "GET", f"/_cluster/health/{quote(index)}?wait_for_status=yellow&timeout={wait}", params={"ignore": 408})
     if health.get("status") != "red":
@@ -56,7 +63,7 @@ def require_available(client, index: str, wait: str = "10s") -> None:
     raise IndexUnavailable(
         f"index {index} is red: shard(s) {', '.join(map(str, lost))} of {health.get('active_primary_shards', 0) + len(lost)} "
         f"have no copy on any of the cluster's {health.get('number_of_nodes')} node(s) (unassigned: "
-        f"{', '.join(why) or '?'}); nothing was sent. "
+        f"{', '.join(why) or '?'}); {done}. "
         + ("Start the node(s) that held them again (`evalctl index status` lists every copy), or restore the index; "
            "replicas (evalctl index --replicas 1) keep a shard when one node is lost" if "NODE_LEFT" in why else
            "GET _cluster/allocation/explain says why the cluster cannot place them"))

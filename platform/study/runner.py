@@ -99,15 +99,15 @@ def import_step(spec: ExperimentSpec, entry) -> Step:
 
 def qrels_step(spec: ExperimentSpec, entry) -> Step:
     from evalctl.corpus.store import load_corpus
-    from evalctl.corpus.qrels import build_qrels, load_qrels
+    from evalctl.corpus.qrels import build_qrels, qrels_manifest
 
     def is_done() -> bool:
-        try:
-            q = load_qrels(entry.name, entry.qrels.name)
+        corpus = load_corpus(entry.name)
+        try:  # the manifest alone: reading the queries and pairs costs a Parquet import on every rerun
+            manifest = qrels_manifest(corpus, entry.qrels.name)
         except FileNotFoundError:
             return False
-        corpus = load_corpus(entry.name)
-        return q.manifest.get("corpus_hash") == corpus.content_hash and q.manifest.get("spec") == json.loads(
+        return manifest.get("corpus_hash") == corpus.content_hash and manifest.get("spec") == json.loads(
             json.dumps(asdict(entry.qrels)))
 
     def run() -> str:
@@ -124,7 +124,7 @@ def index_step(corpus_name: str, model_id: str | None, variant: str | None, view
     from evalctl.corpus.store import load_corpus
     from evalctl.indexers.index_contract import inspect_index
     from evalctl.indexers.index_layout import field_units, index_name
-    from evalctl.indexers.index_loader import loaded_ids
+    from evalctl.indexers.index_loader import loaded_count
     from evalctl.models import get_model
     from evalctl.corpus.views import load_views
 
@@ -143,7 +143,7 @@ def index_step(corpus_name: str, model_id: str | None, variant: str | None, view
         if model and (meta.get("revision") != model.revision
                       or meta.get("prompt_variant") != (variant or model.default_variant)):
             return False
-        return len(loaded_ids(client, name, field_units(meta))) == len(corpus)
+        return loaded_count(client, name, field_units(meta)) == len(corpus)
 
     def run() -> str:
         from evalctl.indexers.index_loader import index_corpus

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from evalctl.config_files import SpecError
 from evalctl.study.experiment import LabelTaskEntry
-from evalctl.study.tasks import Step, Target
+from evalctl.study.tasks import Step, Target, memo
 
 
 def label_task_step(kind: str, corpus_name: str, model_id: str, view: str, label_set: str, deps: tuple[str, ...],
@@ -19,20 +19,32 @@ def label_task_step(kind: str, corpus_name: str, model_id: str, view: str, label
     from evalctl import results_store
     from evalctl.opensearch.connection import make_client
     from evalctl.corpus.store import load_corpus
-    from evalctl.evaluators.tasks.classification import ClassifySettings, result_identity, run_classification
-    from evalctl.evaluators.tasks.clustering import ClusterSettings, run_clustering
-    from evalctl.indexers.index_contract import IndexState, vector_source
     from evalctl.indexers.index_layout import index_name
-    from evalctl.indexers.index_loader import read_manifest
     from evalctl.corpus.label_sets import load_label_sets
     from evalctl.corpus.views import load_views
 
-    runner, settings, prefix = ((run_classification, ClassifySettings(), "classify") if kind == "classification"
-                                else (run_clustering, ClusterSettings(), "cluster"))
+    prefix = "classify" if kind == "classification" else "cluster"
     spec = load_label_sets()[label_set]
 
+    def task():
+        """(runner, settings): imported when a step is checked or run, not planned (a report plans, with numpy
+        and scikit-learn unimported)."""
+        if kind == "classification":
+            from evalctl.evaluators.tasks.classification import ClassifySettings, run_classification
+
+            return run_classification, ClassifySettings()
+        from evalctl.evaluators.tasks.clustering import ClusterSettings, run_clustering
+
+        return run_clustering, ClusterSettings()
+
+    @memo
     def record():
         """The stored result for the index as it is now (same model revision, vectors, view)."""
+        from evalctl.evaluators.tasks.classification import result_identity
+        from evalctl.indexers.index_contract import IndexState, vector_source
+        from evalctl.indexers.index_loader import read_manifest
+
+        settings = task()[1]
         idx = index_name(corpus_name, model_id)
         meta = read_manifest(make_client(), idx)
         if not meta:
@@ -49,8 +61,10 @@ def label_task_step(kind: str, corpus_name: str, model_id: str, view: str, label
                 for metric, v in metrics.items() if isinstance(v, dict)}
 
     def run() -> str:
+        runner, settings = task()
         res = runner(make_client(), load_corpus(corpus_name), load_views()[view], model_id, spec, settings,
                      vectors=vectors, progress=False)
+        record.forget()
         summary = res.manifest["summary"]
         if kind == "classification":
             return "; ".join(f"{p} micro-F1 {100 * v['micro_f1']['mean']:.1f}" for p, v in summary.items())

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from evalctl.config_files import SpecError
 from evalctl.study.experiment import ALL_SPLITS, RetrievalEntry
-from evalctl.study.tasks import Step, Target
+from evalctl.study.tasks import Step, Target, memo
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -61,6 +61,7 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
         results_store.write("study-step", entry.corpus, identity(), {},
                             extra={"scores": scores, "run": stored_run.id, "label": stored_run.label})
 
+    @memo
     def record():
         if (res := results_store.find("study-step", entry.corpus, identity())) or sweep:
             return res  # a tuned run's weight is known only after its sweep: no run to look for
@@ -89,6 +90,7 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
             stored_run, how = retrieve(client, rspec, RetrievalOptions(progress=False)), ""
         scores = evaluate_and_store(stored_run).mean
         keep(stored_run, scores)
+        record.forget()
         return (f"{stored_run.label}: nDCG@10 {scores['ndcg@10']:.4f} ({stored_run.manifest['n_queries']} "
                 f"queries{how})")
 
@@ -104,7 +106,7 @@ class RetrievalTask:
 
     def validate(self, spec, entry: RetrievalEntry, at: str) -> None:
         from evalctl.corpus.qrels import SPLITS
-        from evalctl.evaluators.retrieval.retrieve import MAX_K
+        from evalctl.evaluators.retrieval.methods import MAX_K
         from evalctl.evaluators.fusion.settings import FusionSpec
         from evalctl.study.experiment import check_spec_name
 

@@ -90,6 +90,20 @@ class Task(Protocol):
         """Per-query (or per-split/seed) values of `metric` behind a step's mean, for paired tests."""
 
 
+def memo(lookup: Callable[[], Any]) -> Callable[[], Any]:
+    """`lookup()` once until `.forget()`: a step's is_done, scores, ref and study record read one stored result,
+    not one each (every read rebuilds the step's identity from the corpus, qrels and the index manifest)."""
+    cache: list = []
+
+    def get():
+        if not cache:
+            cache.append(lookup())
+        return cache[0]
+
+    get.forget = cache.clear
+    return get
+
+
 TASKS: Registry[Task] = Registry("task", {
     "retrieval": "evalctl.study.task_retrieval:TASK",
     "classification": "evalctl.study.task_labels:CLASSIFICATION",
