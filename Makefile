@@ -30,10 +30,11 @@ quickstart: setup
 	HF_HUB_OFFLINE=1 $(BIN)/evalctl run quickstart
 	$(BIN)/evalctl report quickstart
 
-# Tests run against a real node: the configured cluster, else the managed node (started if needed).
+# Tests run against a real node: the configured cluster, else the managed node (started if needed), and
+# against a real 3-node local cluster of their own (tests/test_cluster.py).
 test: setup
-	$(BIN)/python -m pytest -q -rs
+	EVALCTL_CLUSTER_TESTS=1 $(BIN)/python -m pytest -q -rs
 
-# The real 3-node local cluster (tests/test_cluster.py, about 5-7 min here): node faults and red indexes.
+# The real 3-node local cluster alone (tests/test_cluster.py, about 4-6 min here): node faults and red indexes.
 test-cluster: setup
 	EVALCTL_CLUSTER_TESTS=1 $(BIN)/python -m pytest -q -rs -m cluster
