@@ -262,7 +262,7 @@ def plan(spec: ExperimentSpec) -> list[Step]:
             step.deps += (trained[model_id],)
         index_keys[(corpus, model_id)] = step.key
         steps.append(step)
-    ctx = PlanContext(spec, list(steps), models_of, index_keys)
+    ctx = PlanContext(spec, list(steps), models_of, index_keys, base_of)
     for name, task in TASKS.items():
         for entry in spec.entries(name):
             for step in task.steps(ctx, entry):

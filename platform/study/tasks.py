@@ -1,4 +1,5 @@
-"""The task registry: what a study can ask of a corpus x model x view (retrieval, classification, clustering).
+"""The task registry: what a study can ask of a corpus x model x view (retrieval, classification, clustering,
+cross-landscape transfer).
 
 A task is one module with a `Task` and one line in `TASKS` (docs/extending.md): spec validation, the
 runner's plan, expected-score checks and the report loop over the registry, so a new task touches no other
@@ -60,6 +61,7 @@ class PlanContext:
     steps: list[Step]  # the steps planned before the tasks' (imports, qrels, fine-tuning, indexes)
     models_of: Callable[[Any], list[ModelEntry]]  # an entry's models, fine-tuned ones included
     index_keys: dict[tuple[str, str | None], str]  # (corpus, model id or None) -> its index step's key
+    base_of: dict[str, str] = dataclasses.field(default_factory=dict)  # a model fine-tuned by the spec -> its base
 
 
 class Task(Protocol):
@@ -108,6 +110,7 @@ TASKS: Registry[Task] = Registry("task", {
     "retrieval": "evalctl.study.task_retrieval:TASK",
     "classification": "evalctl.study.task_labels:CLASSIFICATION",
     "clustering": "evalctl.study.task_labels:CLUSTERING",
+    "transfer": "evalctl.study.task_transfer:TASK",
 })
 
 

@@ -1,0 +1,179 @@
+"""The cross-landscape transfer task: does a model fine-tuned on one corpus retrieve worse than its base on
+another? One step per corpus x view x fine-tuned model: both models' runs (exact k-NN by default, so ANN noise
+cannot decide it) and a paired test over the queries (evaluators/tasks/transfer.py). The report corrects the
+p-values with Holm's step-down over every fine-tuned model of a corpus and view, as the study does ("5 of 8
+combinations significantly worse", study notes section 12). `evalctl transfer` runs one by hand.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from evalctl.config_files import SpecError
+from evalctl.study.tasks import Step, Target, memo
+
+KIND = "transfer"
+SCORES = ("delta", "base_score", "tuned_score", "p")  # the tuned model's mean minus its base's, both means, p
+
+
+@dataclass(frozen=True)
+class TransferEntry:
+    corpus: str  # the other landscape: where fine-tuned models meet their bases
+    views: tuple[str, ...] = ("T",)
+    models: tuple[str, ...] = ()  # base models whose fine-tuned versions are compared (default: all)
+    include_tuned: bool = True  # the task compares fine-tuned models: it must stay true
+    method: str = "exact"
+    qrels: str = "citations"
+    split: str = "test"
+    metric: str = "ndcg@10"
+    test: str = "wilcoxon"  # wilcoxon | student | permutation
+    alpha: float = 0.05
+    k: int = 100
+
+
+def _settings(entry: TransferEntry) -> dict:
+    return {k: v for k, v in asdict(entry).items() if k not in ("corpus", "views", "models", "include_tuned")}
+
+
+def transfer_step(entry: TransferEntry, tuned: str, base: str, view: str, deps: tuple[str, ...]) -> Step:
+    """Done when a study-step record for the same corpus version, both indexes and the settings holds its scores."""
+    from evalctl import results_store
+    from evalctl.corpus.qrels import qrels_manifest
+    from evalctl.corpus.store import load_corpus
+    from evalctl.indexers.index_layout import index_name
+    from evalctl.indexers.index_loader import IDENTITY, read_manifest
+    from evalctl.opensearch.connection import make_client
+
+    key = f"transfer {entry.corpus} {tuned} {view}"
+
+    def identity() -> dict:
+        client, corpus = make_client(), load_corpus(entry.corpus)
+        indexes = {m: {k: (read_manifest(client, index_name(entry.corpus, m)) or {}).get(k) for k in IDENTITY}
+                   for m in (base, tuned)}
+        return {"name": key.replace(" ", "_"), "corpus_hash": corpus.content_hash, "view": view, "indexes": indexes,
+                "settings": _settings(entry), "qrels_spec": qrels_manifest(corpus, entry.qrels).get("spec")}
+
+    record = memo(lambda: results_store.find("study-step", entry.corpus, identity()))
+
+    def stored() -> dict:
+        res = record()
+        return res.manifest["scores"] if res else {}
+
+    def run() -> str:
+        from evalctl.evaluators.tasks.transfer import save_report, transfer
+
+        rep = transfer(make_client(), [tuned], entry.corpus, view, base=base, method=entry.method, qrels=entry.qrels,
+                       split=entry.split, metric=entry.metric, test=entry.test, alpha=entry.alpha, k=entry.k,
+                       progress=False)
+        row = rep.rows[0]
+        scores = {"delta": row.delta, "base_score": row.base_score, "tuned_score": row.tuned_score, "p": row.p}
+        res = save_report(rep)
+        results_store.write("study-step", entry.corpus, identity(), {}, extra={"scores": scores, "result": res.id})
+        record.forget()
+        return (f"{entry.metric} {row.base_score:.4f} -> {row.tuned_score:.4f} ({row.delta:+.4f}, p {row.p:.3g}, "
+                f"{row.n_queries} queries)")
+
+    return Step(key, KIND, run, lambda: bool(stored()), deps=deps, scores=stored,
+                target=Target(KIND, entry.corpus, tuned, view, entry.method),
+                ref=lambda: (r := record()) and r.manifest["result"])
+
+
+def _stored_report(step: Step) -> dict:
+    from evalctl import results_store
+
+    res = next(r for r in results_store.iter_results(KIND, step.target.corpus) if r.id == step.ref())
+    return json.loads(res.file("report.json").read_text())
+
+
+class TransferTask:
+    name = KIND
+    entry = TransferEntry
+    command = "transfer"
+
+    def validate(self, spec, entry: TransferEntry, at: str) -> None:
+        from evalctl.corpus.qrels import SPLITS
+        from evalctl.evaluators.retrieval.methods import MAX_K, METHODS
+        from evalctl.evaluators.scoring.metrics import METRICS
+        from evalctl.study.experiment import check_spec_name
+
+        check_spec_name(entry.qrels, "qrels", at)
+        if not entry.include_tuned:
+            raise SpecError(f"{at}: include_tuned: false leaves a transfer nothing to compare")
+        if not spec.finetune:
+            raise SpecError(f"{at}: the spec fine-tunes no model (a finetune section) to compare with its base")
+        if entry.method not in METHODS or not METHODS.get(entry.method).vector:
+            dense = [m for m in METHODS if METHODS.get(m).vector]
+            raise SpecError(f"{at}: method {entry.method!r}: a transfer compares models, one of {', '.join(dense)}")
+        if entry.metric not in METRICS:
+            raise SpecError(f"{at}: unknown metric {entry.metric!r} (one of {', '.join(METRICS)})")
+        if entry.test not in ("wilcoxon", "student", "permutation"):
+            raise SpecError(f"{at}: unknown test {entry.test!r} (wilcoxon, student or permutation)")
+        if not 0 < entry.alpha < 1:
+            raise SpecError(f"{at}: alpha {entry.alpha} must be between 0 and 1")
+        if entry.split not in SPLITS:
+            raise SpecError(f"{at}: unknown split {entry.split!r} (one of {', '.join(SPLITS)})")
+        if not 1 <= entry.k <= MAX_K:
+            raise SpecError(f"{at}: k {entry.k} is outside the allowed range 1-{MAX_K}")
+
+    def steps(self, ctx, entry: TransferEntry):
+        qrels = tuple(k for k in (f"qrels {entry.corpus} {entry.qrels}",) if any(s.key == k for s in ctx.steps))
+        for m in ctx.models_of(entry):
+            if (base := ctx.base_of.get(m.id)) is None:
+                continue  # a base model: the other side of every comparison
+            for view in entry.views:
+                deps = qrels + (ctx.index_keys[(entry.corpus, base)], ctx.index_keys[(entry.corpus, m.id)])
+                yield transfer_step(entry, m.id, base, view, deps)
+
+    def expected_target(self, e) -> Target:
+        return Target(KIND, e.corpus, e.model, e.view, e.method or "exact")
+
+    def metrics(self, e, at: str) -> tuple[str, ...]:
+        return SCORES
+
+    def check_stored(self, spec, entry: TransferEntry) -> None:
+        """Its results hold everything its section shows."""
+
+    def per_unit(self, step: Step, metric: str, runs: dict) -> dict[str, float]:
+        """Per query: the base's or the tuned model's score, or their difference (`p` has none)."""
+        from evalctl.evaluators.scoring.metrics import evaluate_run
+        from evalctl.study.task_retrieval import stored_run
+
+        rep = _stored_report(step)
+        (row,) = rep["rows"]
+        base, tuned = (evaluate_run(stored_run(rep["runs"][m], runs)).per_query[rep["metric"]]
+                       for m in (row["base"], row["tuned"]))
+        if metric == "p":
+            raise ValueError("p is one value per comparison, not per query")
+        return {"base_score": base, "tuned_score": tuned, "delta": {q: tuned[q] - base[q] for q in base}}[metric]
+
+    def report(self, report, spec, steps, out: Path) -> None:
+        import pandas as pd
+
+        from evalctl.evaluators.scoring.significance import holm
+
+        report.h("Cross-landscape transfer")
+        done = [s for s in steps if s.kind == KIND and s.scores()]
+        if not done:
+            report.p("No transfer results yet (`evalctl run`; one by hand: `evalctl transfer`).")
+            return
+        for (corpus, view), group in pd.DataFrame([
+                {"corpus": s.target.corpus, "view": s.target.view, "step": s} for s in done]).groupby(["corpus", "view"]):
+            mine = list(group["step"])
+            adjusted = holm([s.scores()["p"] for s in mine])
+            rows = []
+            for s, p_holm in zip(mine, adjusted):
+                rep, sc = _stored_report(s), s.scores()
+                alpha = rep["alpha"]
+                verdict = "n.s." if p_holm >= alpha else ("degrades" if sc["delta"] < 0 else "improves")
+                rows.append({"model": s.target.model, "base": rep["rows"][0]["base"],
+                             "recipe": rep["rows"][0]["recipe"] or "-", f"base {rep['metric']}": round(sc["base_score"], 4),
+                             f"tuned {rep['metric']}": round(sc["tuned_score"], 4), "delta": round(sc["delta"], 4),
+                             "p": f"{sc['p']:.3g}", "p (Holm)": f"{p_holm:.3g}", "verdict": verdict, "result": s.ref()})
+            report.p(f"Corpus {corpus}, view {view}: each fine-tuned model against its base ({rep['test']} test per "
+                     f"query, Holm-corrected over the {len(mine)} model(s), alpha {alpha}).")
+            report.table(pd.DataFrame(rows))
+
+
+TASK = TransferTask()
