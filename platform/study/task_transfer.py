@@ -153,6 +153,8 @@ class TransferTask:
 
         from evalctl.evaluators.scoring.significance import holm
 
+        if not spec.entries(KIND):
+            return  # a section only for a spec that asks for transfer
         report.h("Cross-landscape transfer")
         done = [s for s in steps if s.kind == KIND and s.scores()]
         if not done:
