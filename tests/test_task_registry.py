@@ -37,8 +37,10 @@ def test_task_registry_holds_the_study_tasks():
     from evalctl.study.tasks import TASKS
 
     assert TASKS.names() == ("retrieval", "classification", "clustering", "transfer")
-    for name, task in TASKS.items():  # each task's entries are a spec section of its name
-        assert task.name == name
+    from evalctl.cli.main import cli
+
+    for name, task in TASKS.items():  # each task's entries are a spec section of its name, and its step has a command
+        assert task.name == name and task.command in cli.commands, task.command
     # transfer came as a plug-in does (one module, one registry line): its section has no field of its own
     fields = ExperimentSpec.__dataclass_fields__
     assert [n for n in TASKS.names() if n in fields] == ["retrieval", "classification", "clustering"]
