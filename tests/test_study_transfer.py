@@ -27,14 +27,16 @@ def _spec(tmp_path, tag: str, transfer: list[dict], expected: list[dict] = ()) -
     return path
 
 
-def test_a_spec_without_fine_tuning_or_with_a_text_method_is_refused(tmp_path):
+def test_a_transfer_without_fine_tuning_with_a_text_method_or_on_the_training_corpus_is_refused(tmp_path):
     from evalctl.config_files import SpecError
     from evalctl.study.experiment import load_experiment
 
     path = _spec(tmp_path, "v", [{"corpus": "rt-v-pizza"}])
     doc = yaml.safe_load(path.read_text())
     for change, message in ((lambda d: d.pop("finetune"), r"transfer\[0\]: the spec fine-tunes no model"),
-                            (lambda d: d["transfer"][0].update(method="bm25"), r"transfer\[0\]: method 'bm25'")):
+                            (lambda d: d["transfer"][0].update(method="bm25"), r"transfer\[0\]: method 'bm25'"),
+                            (lambda d: d["transfer"][0].update(corpus="rt-v-grants"),
+                             r"transfer\[0\]: corpus rt-v-grants is where the spec fine-tunes")):
         bad = yaml.safe_load(yaml.safe_dump(doc))
         change(bad)
         path.write_text(yaml.safe_dump(bad))

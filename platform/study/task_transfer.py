@@ -104,6 +104,9 @@ class TransferTask:
             raise SpecError(f"{at}: include_tuned: false leaves a transfer nothing to compare")
         if not spec.finetune:
             raise SpecError(f"{at}: the spec fine-tunes no model (a finetune section) to compare with its base")
+        if entry.corpus in {ft.corpus for ft in spec.finetune}:  # its qrels would not guard the training pairs
+            raise SpecError(f"{at}: corpus {entry.corpus} is where the spec fine-tunes; a transfer compares on another "
+                            "landscape (a retrieval entry compares tuned and base models on the training corpus)")
         if entry.method not in METHODS:
             raise SpecError(f"{at}: method {entry.method!r}: a transfer compares two models' runs, {' or '.join(METHODS)}")
         if entry.metric not in METRICS:
