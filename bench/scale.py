@@ -1,7 +1,7 @@
 """How evalctl's costs grow with the corpus (issue 27 items 2-3): every step a user runs, through the
 `evalctl` CLI itself, on replicated corpora of N records built from the bundled OPS pizza sample.
 
-    python bench/scale.py [--sizes 10000,30000] [--full] [--noise 0.005] [--view TA] [--keep]
+    python bench/scale.py [--sizes 10000,30000] [--full] [--noise 0.005] [--view TA] [--query-sample 2000] [--keep]
 
 Corpus of size N: replica 0 is the sample itself (2,973 records); replica k >= 1 copies every record
 with id `r<k>-<id>` (not a publication number, so the native import keeps it as written), family
@@ -14,7 +14,8 @@ and reused by later runs); a replica's vector is its seed's plus Gaussian noise 
 through `evalctl vectors import` (document and query role), so nothing else is encoded.
 
 Timed steps, each one `evalctl` process (its wall time and peak RSS from wait4): corpus import, vectors
-import (document, query), qrels, index, retrieve bm25 / dense / exact / hybrid / rrf (test split),
+import (document, query), qrels, index, retrieve bm25 / dense / exact / hybrid / rrf (a seeded
+sample of --query-sample test queries of each size: per-query costs without hours of search),
 vectors export (read-back), classify and cluster (--task-seeds). Then the node's JVM heap and the bench's
 index store size. Between consecutive sizes it prints each step's growth exponent log(t2/t1)/log(n2/n1)
 (per query for the retrieval steps, also of the run's own search time; per seed for the label tasks), and
@@ -203,8 +204,9 @@ def run_size(n: int, args, tmp: Path, prefix: str) -> dict:
     qs = json.loads(child("--query-set", name, "--view", args.view))
     queries = qs["queries"]
     for method in METHODS:
-        step = steps[f"retrieve {method}"] = timed(evalctl + ["retrieve", "--method", method, *model])
-        step["units"] = queries
+        step = steps[f"retrieve {method}"] = timed(evalctl + ["retrieve", "--method", method, *model,
+                                                               "--query-sample", str(args.query_sample)])
+        step["units"] = min(queries, args.query_sample)
         # the run's own search time (its _msearch batches), without the process's fixed costs
         runs = sorted((tmp / "results" / name / "run").glob(f"{method}-*/manifest.json"), key=os.path.getmtime)
         step["search_seconds"] = json.loads(runs[-1].read_text())["search_seconds"]
@@ -215,14 +217,16 @@ def run_size(n: int, args, tmp: Path, prefix: str) -> dict:
     steps["cluster"] = timed(evalctl + ["cluster", *model, *seeds])
     for s in ("classify", "cluster"):
         steps[s]["units"] = n_seeds
-    spec = study_spec(data / "study.yaml", name, data / "corpus.jsonl", args.model, args.view, args.label_set)
+    spec = study_spec(data / "study.yaml", name, data / "corpus.jsonl", args.model, args.view, args.label_set,
+                      args.query_sample)
     steps["run --dry-run"] = timed(evalctl + ["run", str(spec), "--dry-run"])
     state = node_state(prefix)
     return {"n": made["records"], "vectors": made["vectors"], "dim": made["dim"], "queries": queries,
             "query_set_seconds": qs["seconds"], "steps": steps, "node": state, "load": load()}
 
 
-def study_spec(path: Path, name: str, corpus_file: Path, model: str, view: str, label_set: str) -> Path:
+def study_spec(path: Path, name: str, corpus_file: Path, model: str, view: str, label_set: str,
+               query_sample: int) -> Path:
     """The same steps as a study spec, for `evalctl run --dry-run` (item 3: <= 5 s at 113k, and the plan
     should find the CLI's runs done: one identity for both)."""
     who = f"corpus: {name}\n    models: [{model}]\n    views: [{view}]"
@@ -237,6 +241,7 @@ models:
 retrieval:
   - {who}
     methods: [{", ".join(METHODS)}]
+    query_sample: {query_sample}
 classification:
   - {who}
     label_sets: [{label_set}]
@@ -265,9 +270,15 @@ def report(results: list[dict]) -> None:
                   f"{s['peak_mb']:>13.0f}")
         plan = res["steps"]["run --dry-run"]["out"]
         print(f"run --dry-run's plan: {plan.count(': done')} steps done, {plan.count(': to run')} to run "
-              "(every step was made by the CLI before: all should be done)")
+              "(the CLI made every step before; a spec's classify and cluster take 5 seeds, the bench's --task-seeds "
+              "may differ): " + "; ".join(line.strip() for line in plan.splitlines() if ": to run" in line))
         print(f"retrieve's query set (load_query_set, test split) built in {res['query_set_seconds']:.2f} s "
               "(target at 113k: <= 1 s)")
+        print("exact vs dense (HNSW) on the sample: " + " | ".join(
+            line.strip() for line in res["steps"]["retrieve exact"]["out"].splitlines() if "ANN vs exact" in line))
+        for label in ("classify", "cluster"):
+            print(f"{label}: " + " | ".join(line.strip() for line in res["steps"][label]["out"].splitlines()
+                                             if line.strip() and not line.startswith("->")))
         node = res["node"]
         stores = ", ".join(f"{k} {v:.1f} MB" for k, v in node["store_mb"].items())
         print(f"node: JVM heap used {node['heap_used_mb']:.0f} of {node['heap_max_mb']:.0f} MB; store: {stores}")
@@ -296,6 +307,8 @@ def main() -> None:
     ap.add_argument("--view", default="TA")
     ap.add_argument("--label-set", default="cpc_subclass")
     ap.add_argument("--task-seeds", default="0", help="classify/cluster --seeds")
+    ap.add_argument("--query-sample", type=int, default=2000,
+                    help="every retrieve searches this seeded sample of the test queries (per-query costs)")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "evalctl-bench-scale",
                     help="keeps the sample's encoded vectors between runs")
     ap.add_argument("--keep", action="store_true", help="keep the bench's indexes and data")

@@ -42,6 +42,7 @@ def test_probes_reproduce_sklearn_and_record_splits():
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import train_test_split
     from sklearn.multiclass import OneVsRestClassifier
+    from sklearn.neighbors import KNeighborsClassifier
 
     rng = np.random.default_rng(1)
     centres = np.eye(3) * 4
@@ -54,9 +55,18 @@ def test_probes_reproduce_sklearn_and_record_splits():
 
     train, test = train_test_split(np.arange(len(y)), test_size=0.25, random_state=3)
     assert out["splits"][0]["test_ids"] == [ids[i] for i in test]
-    ref = OneVsRestClassifier(LogisticRegression(solver="liblinear", random_state=3)).fit(x[train], y[train])
+    ref = OneVsRestClassifier(LogisticRegression()).fit(x[train], y[train])
     assert out["probes"]["logreg"]["splits"][0] == {"seed": 3, **f1_scores(y[test], ref.predict(x[test]))}
+    # the kNN probe's euclidean neighbours of unit rows are scikit-learn's cosine neighbours
+    knn = KNeighborsClassifier(n_neighbors=5, metric="cosine").fit(x[train], y[train])
+    assert out["probes"]["knn"]["splits"][0] == {"seed": 3, **f1_scores(y[test], knn.predict(x[test]))}
     assert out["probes"]["knn"]["summary"]["micro_f1"]["mean"] > 0.9  # well separated blobs
+    # the memory-mapped export's way in: rows picked by position give the same numbers
+    shuffled = np.random.default_rng(2).permutation(len(y))
+    stored = np.empty_like(x)
+    stored[shuffled] = x
+    assert classify(stored, y, ids, settings, rows=shuffled) == out
+    assert np.array_equal(stored[shuffled], x)  # the caller's vectors are not normalised in place
     values = [s["macro_f1"] for s in out["probes"]["logreg"]["splits"]]
     assert out["probes"]["logreg"]["summary"]["macro_f1"] == {
         "mean": pytest.approx(np.mean(values)), "sd": pytest.approx(np.std(values, ddof=1))}

@@ -23,3 +23,16 @@ def test_documents_from_the_loading_columns_equal_full_ones(fmt, source):
         texts = {v.name: v.render(a) for v in views if v.render(a)}
         assert {v.name: v.render(b) for v in views if v.render(b)} == texts
         assert document(b, texts, {}, ["T"]) == document(a, texts, {}, ["T"]), a.id
+
+
+def test_records_with_ids_reads_exactly_those_records():
+    """A query set reads only its records (retrieve at 113k must not scan the corpus): the same records, in
+    file order, as a full pass filtered by id; an id the corpus lacks is simply absent."""
+    corpus = import_corpus("lens", [FIXTURES / "lens_pizza_sample.csv"], name="cols-ids").corpus
+    columns = load_views()["TA"].columns
+    every = list(corpus.records(columns))
+    wanted = {r.id for r in every[::7]} | {"XX-NOT-THERE"}
+    got = list(corpus.records_with_ids(wanted, columns))
+    assert [r.id for r in got] == [r.id for r in every if r.id in wanted]
+    assert got == [r for r in every if r.id in wanted]
+    assert list(corpus.records_with_ids([], columns)) == []

@@ -91,6 +91,10 @@ def test_exact_queries_is_checked_at_spec_load(tmp_path):
     data["retrieval"][0]["exact_queries"] = 100
     bad.write_text(yaml.safe_dump(data))
     assert load_experiment(str(bad)).retrieval[0].exact_queries == 100
+    data["retrieval"][0]["query_sample"] = 0
+    bad.write_text(yaml.safe_dump(data))
+    with pytest.raises(SpecError, match=r"bad.yaml: retrieval\[0\]: query_sample 0: must be 1 or more"):
+        load_experiment(str(bad))
 
 
 @pytest.mark.models

@@ -36,7 +36,6 @@ from evalctl.corpus.qrels import QrelsSet, load_qrels
 from evalctl.gc_tuning import long_lived_frozen
 
 
-
 class RetrievalError(BadInput, ValueError):
     """Bad retrieval request (unknown index, view, split ...): one message naming what is wrong."""
 
@@ -135,12 +134,15 @@ def load_query_set(corpus: Corpus, qset: QrelsSet, split: str | None, view_name:
     if sample is not None and sample < len(queries):
         queries = random.Random(SAMPLE_SEED).sample(sorted(queries, key=lambda q: q.id), sample)
     wanted = {q.id: q.source for q in queries}
+    view = views[view_name]
     texts: dict[str, str] = {}
-    for source, records in (("corpus", corpus.records(views[view_name].columns)), ("queries", corpus.queries())):
-        if source not in wanted.values():
-            continue
+    in_corpus = [i for i, source in wanted.items() if source == "corpus"]
+    # only the queries' own records are read: a query set costs its size, not the corpus's
+    sources = (("corpus", corpus.records_with_ids(in_corpus, view.columns) if in_corpus else ()),
+               ("queries", corpus.queries() if len(in_corpus) < len(wanted) else ()))
+    for source, records in sources:
         for r in records:
-            if wanted.get(r.id) == source and (t := views[view_name].render(r)):
+            if wanted.get(r.id) == source and (t := view.render(r)):
                 texts[r.id] = t
     ids = tuple(sorted(wanted))
     return QuerySet(ids, texts, {q.id: q.exclude for q in queries})

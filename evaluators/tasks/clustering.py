@@ -76,13 +76,14 @@ def cluster_scores(gold, predicted) -> dict[str, float]:
     }
 
 
-def cluster(x: np.ndarray, gold: list[str], settings: ClusterSettings) -> dict:
-    """Per-seed scores and their summary for k = number of gold classes."""
+def cluster(x: np.ndarray, gold: list[str], settings: ClusterSettings, *, copy: bool = True) -> dict:
+    """Per-seed scores and their summary for k = number of gold classes. copy=False: `x` (the caller's
+    own copy) is normalised in place, so the client holds the vectors once."""
     from sklearn.cluster import MiniBatchKMeans
     from sklearn.preprocessing import normalize
     from threadpoolctl import threadpool_limits
 
-    x = normalize(np.asarray(x, dtype=np.dtype(settings.precision)))
+    x = normalize(np.asarray(x, dtype=np.dtype(settings.precision)), copy=copy)
     k = len(set(gold))
     per_seed = []
     for seed in settings.seeds:
@@ -123,7 +124,7 @@ def run_clustering(client, corpus, view_spec, model_id: str, spec: LabelSetSpec,
     for lv_spec in level_specs(spec, settings.levels):
         rows = labelled_rows(exp, lv_spec)
         gold = single_labels(rows.labels, rows.support, settings.rule)
-        by_level[lv_spec.level or "labels"] = cluster(exp.rows(rows.ids), gold, settings)
+        by_level[lv_spec.level or "labels"] = cluster(exp.rows(rows.ids), gold, settings, copy=False)
         dropped[lv_spec.level or "labels"] = rows.dropped
     meta = exp.manifest["index_manifest"]
     identity = result_identity("cluster", exp.manifest["index"], meta, rep.source, spec, asdict(settings))

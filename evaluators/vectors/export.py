@@ -73,9 +73,12 @@ class VectorExport:
     vectors: np.ndarray
     codes: list[dict]
 
-    def rows(self, ids: list[str]) -> np.ndarray:
+    def positions(self, ids: list[str]) -> np.ndarray:
         pos = {d: i for i, d in enumerate(self.ids)}
-        return np.asarray(self.vectors[[pos[d] for d in ids]])
+        return np.array([pos[d] for d in ids], dtype=np.int64)
+
+    def rows(self, ids: list[str]) -> np.ndarray:
+        return np.asarray(self.vectors[self.positions(ids)])
 
     def records(self) -> Iterator[PatentRecord]:
         """Id and codes of each row as a PatentRecord, so label sets apply unchanged."""

@@ -67,14 +67,15 @@ def _common(f):
 
 
 def _spec(method, corpus_name, model_id, view, query_view, qrels_name, split, k, bm25_max_terms, prompt_variant,
-          fusion_mode, normalization, combination, dense_weight, rank_constant):
+          fusion_mode, normalization, combination, dense_weight, rank_constant, query_sample=None):
     from evalctl.corpus.default import corpus_for_command
     from evalctl.evaluators.retrieval.retrieve import retrieval_spec
 
     return retrieval_spec(corpus_for_command(corpus_name), view, method, model_id, query_view=query_view,
                           qrels=qrels_name, split=split, k=k, bm25_max_terms=bm25_max_terms,
                           prompt_variant=prompt_variant, fusion_mode=fusion_mode, normalization=normalization,
-                          combination=combination, dense_weight=dense_weight, rank_constant=rank_constant)
+                          combination=combination, dense_weight=dense_weight, rank_constant=rank_constant,
+                          query_sample=query_sample)
 
 
 def _echo_scores(label: str, scores) -> None:
@@ -89,8 +90,11 @@ def _echo_scores(label: str, scores) -> None:
 @click.option("--fusion", "fusion_mode", type=click.Choice(["native", "client"]), default="native", show_default=True,
               help="hybrid/rrf: neural-search pipeline, or ranx fusion of the BM25 and dense runs (any node).")
 @click.option("--rerun", is_flag=True, help="Search again even if this exact run is stored.")
+@click.option("--query-sample", type=click.IntRange(min=1), default=None,
+              help="Search a seeded sample of N of the split's queries (part of the run's identity), e.g. exact at scale.")
 def retrieve(method, corpus_name, model_id, view, query_view, qrels_name, split, k, bm25_max_terms, prompt_variant,
-             batch_size, concurrency, normalization, combination, dense_weight, rank_constant, fusion_mode, rerun) -> None:
+             batch_size, concurrency, normalization, combination, dense_weight, rank_constant, fusion_mode, rerun,
+             query_sample) -> None:
     """Run one retrieval method over a qrels split; store the run and its metrics."""
     from evalctl.opensearch.connection import make_client
     from evalctl.evaluators.retrieval.retrieve import RetrievalOptions
@@ -98,7 +102,7 @@ def retrieve(method, corpus_name, model_id, view, query_view, qrels_name, split,
     from evalctl.evaluators.scoring.metrics import ann_loss, evaluate_and_store
 
     spec = _spec(method, corpus_name, model_id, view, query_view, qrels_name, split, k, bm25_max_terms,
-                 prompt_variant, fusion_mode, normalization, combination, dense_weight, rank_constant)
+                 prompt_variant, fusion_mode, normalization, combination, dense_weight, rank_constant, query_sample)
     client = make_client()
     with _user_errors():
         run = run_retrieval(client, spec, RetrievalOptions(batch_size=batch_size, concurrency=concurrency, reuse=not rerun))

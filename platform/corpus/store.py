@@ -97,6 +97,20 @@ def iter_records(path: Path, batch_size: int = 2000, columns: Iterable[str] | No
             yield PatentRecord.from_dict(d)
 
 
+def records_with_ids(path: Path, ids: Iterable[str], columns: Iterable[str] | None = None) -> Iterator[PatentRecord]:
+    """Only the records with these ids, in file order: Parquet filters on the id column, so a query set
+    of a few thousand never turns the other records into objects (113k records: the whole pass took 9-10 s)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    cols = None if columns is None else list(dict.fromkeys(("id", *columns)))
+    table = pq.read_table(path, columns=cols, filters=pc.field("id").isin(pa.array(list(ids), pa.string())))
+    for batch in table.to_batches(max_chunksize=2000):
+        for d in batch.to_pylist():
+            yield PatentRecord.from_dict(d)
+
+
 @dataclass(frozen=True)
 class Corpus:
     name: str
@@ -105,6 +119,9 @@ class Corpus:
 
     def records(self, columns: Iterable[str] | None = None) -> Iterator[PatentRecord]:
         return iter_records(self.path / CORPUS_FILE, columns=columns)
+
+    def records_with_ids(self, ids: Iterable[str], columns: Iterable[str] | None = None) -> Iterator[PatentRecord]:
+        return records_with_ids(self.path / CORPUS_FILE, ids, columns)
 
     def queries(self) -> Iterator[PatentRecord]:
         """Query records shipped with the source (BEIR, DAPFAM); none for citation corpora."""

@@ -62,6 +62,9 @@ class RetrievalEntry:
     # `exact` searches a seeded sample of this many of the split's queries (brute force costs corpus x queries;
     # an ANN-fidelity check at scale needs only a sample); None: every query
     exact_queries: int | None = None
+    # every method searches a seeded sample of this many of the split's queries (`evalctl retrieve
+    # --query-sample`: per-query costs at scale); `exact_queries`, when given, still decides exact's
+    query_sample: int | None = None
 
     @property
     def query_split(self) -> str | None:

@@ -46,7 +46,8 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
             "native" if has_neural_search(client) else "client")
         return retrieval_spec(entry.corpus, view, method, model_id, query_view=entry.query_view, qrels=entry.qrels,
                               split=entry.split, k=entry.k, fusion_mode=mode, dense_weight=entry.dense_weight,
-                              query_sample=entry.exact_queries if method == "exact" else None)
+                              query_sample=entry.exact_queries if method == "exact" and entry.exact_queries
+                              else entry.query_sample)
 
     def identity() -> dict:
         client = make_client()
@@ -124,8 +125,9 @@ class RetrievalTask:
                 FusionSpec(dense_weight=w)
             except ValueError as e:
                 raise SpecError(f"{at}: {key}: {e}") from None
-        if entry.exact_queries is not None and entry.exact_queries < 1:
-            raise SpecError(f"{at}: exact_queries {entry.exact_queries}: must be 1 or more (or left out: every query)")
+        for key in ("exact_queries", "query_sample"):
+            if (n := getattr(entry, key)) is not None and n < 1:
+                raise SpecError(f"{at}: {key} {n}: must be 1 or more (or left out: every query)")
         if entry.dense_weights and entry.split == "dev":  # as fusion_sweep refuses it: the weights are tuned on dev
             raise SpecError(f"{at}: dense_weights are tuned on the dev queries: report on another split (split: test)")
 
