@@ -36,3 +36,28 @@ def test_records_with_ids_reads_exactly_those_records():
     assert [r.id for r in got] == [r.id for r in every if r.id in wanted]
     assert got == [r for r in every if r.id in wanted]
     assert list(corpus.records_with_ids([], columns)) == []
+
+
+def test_spread_records_spans_the_file(tmp_path):
+    """A cost plan measures a large corpus on evenly spaced row groups: every record when the file is small,
+    else whole row groups from the start to the end of the file, about the asked number of records."""
+    import dataclasses
+
+    from evalctl.corpus.store import RecordWriter, spread_records
+
+    base = list(import_corpus("lens", [FIXTURES / "lens_pizza_sample.csv"], name="cols-spread").corpus.records())
+    every = [dataclasses.replace(r, id=f"{k}-{r.id}") for k in range(8) for r in base]
+    path = tmp_path / "c.parquet"
+    w = RecordWriter(path, batch_size=10)  # one row group per 10 records
+    for r in every:
+        w.add(r)
+    w.close()
+    order = [r.id for r in every]
+    assert [r.id for r in spread_records(path, len(every))] == order
+    got = [r.id for r in spread_records(path, len(every) // 4)]
+    assert abs(len(got) - len(every) // 4) <= 10 and len(set(got)) == len(got)
+    pos = [order.index(i) for i in got]
+    assert pos == sorted(pos)  # file order
+    groups = {p // 10 for p in pos}
+    assert all(sum(p // 10 == g for p in pos) == min(10, len(every) - 10 * g) for g in groups)  # whole groups
+    assert 0 in groups and max(groups) >= 0.7 * (len(every) // 10)  # from the start to near the end

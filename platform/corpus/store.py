@@ -111,6 +111,24 @@ def records_with_ids(path: Path, ids: Iterable[str], columns: Iterable[str] | No
             yield PatentRecord.from_dict(d)
 
 
+def spread_records(path: Path, n: int, columns: Iterable[str] | None = None) -> Iterator[PatentRecord]:
+    """Every record when the file holds at most `n`, else those of evenly spaced row groups holding about
+    `n` records, so a sample spans the whole file (imports write it in source order: dates, offices)."""
+    import pyarrow.parquet as pq
+
+    f = pq.ParquetFile(path)
+    groups = f.metadata.num_row_groups
+    if f.metadata.num_rows <= n or groups <= 1:
+        yield from iter_records(path, columns=columns)
+        return
+    k = max(1, round(n * groups / f.metadata.num_rows))  # row groups to read
+    picked = sorted({i * groups // k for i in range(k)})
+    cols = None if columns is None else list(dict.fromkeys(("id", *columns)))
+    for batch in f.iter_batches(batch_size=2000, row_groups=picked, columns=cols):
+        for d in batch.to_pylist():
+            yield PatentRecord.from_dict(d)
+
+
 @dataclass(frozen=True)
 class Corpus:
     name: str
@@ -119,6 +137,9 @@ class Corpus:
 
     def records(self, columns: Iterable[str] | None = None) -> Iterator[PatentRecord]:
         return iter_records(self.path / CORPUS_FILE, columns=columns)
+
+    def spread_records(self, n: int, columns: Iterable[str] | None = None) -> Iterator[PatentRecord]:
+        return spread_records(self.path / CORPUS_FILE, n, columns)
 
     def records_with_ids(self, ids: Iterable[str], columns: Iterable[str] | None = None) -> Iterator[PatentRecord]:
         return records_with_ids(self.path / CORPUS_FILE, ids, columns)
