@@ -493,6 +493,11 @@ def index_corpus(client, corpus, views, model=None, *, variant: str | None = Non
     report.segments_loaded = segment_count(client, name)
     report.segments, report.merge_seconds = _merge_segments(client, name, settings)
     final = {**merged, "segments": report.segments, **({"vectors_import": imported.provenance} if imported else {})}
+    # whether a merge ever rebuilt the graph (then a rebuild's k-NN hits can differ: docs/index-layout.md);
+    # left out for an index loaded before this was recorded, until a merge settles it
+    rebuilt = report.segments < report.segments_loaded
+    if rebuilt or "graph_merged" in merged or "segments" not in merged:
+        final["graph_merged"] = rebuilt or merged.get("graph_merged", False)
     if final != merged:
         client.indices.put_mapping(index=name, body={"_meta": final})
     return report

@@ -81,6 +81,7 @@ def test_a_load_is_merged_to_one_segment_and_the_manifest_says_so(os_client, env
     assert load_index_settings().merge_to_one_segment  # on by default (configs/index.yaml)
     merged, before, manifest = _build(os_client, env, env["prefixes"][0] + "m", pieces=4)
     assert before == 4 and merged.segments == manifest["segments"] == 1 and merged.merge_seconds > 0
+    assert merged.segments_loaded == 5 and manifest["graph_merged"]
     assert merged.n_loaded + merged.n_already == len(env["corpus"]) - merged.missing_view["T"]
     env["mp"].setenv("EVALCTL_INDEX_PREFIX", env["prefixes"][1] + "x")
     unmerged = dataclasses.replace(env["settings"], merge_to_one_segment=False)
@@ -88,7 +89,8 @@ def test_a_load_is_merged_to_one_segment_and_the_manifest_says_so(os_client, env
         for n in (300, 600):
             rep = index_corpus(os_client, First(env["corpus"], n), [env["view"]], env["model"], settings=unmerged,
                                progress=False)
-        assert rep.segments == 2 and read_manifest(os_client, rep.index)["segments"] == 2
+        manifest = read_manifest(os_client, rep.index)
+        assert rep.segments == rep.segments_loaded == manifest["segments"] == 2 and not manifest["graph_merged"]
     finally:
         for p in (env["prefixes"][0] + "m", env["prefixes"][1] + "x"):
             os_client.indices.delete(index=f"{p}-*", ignore_unavailable=True)
@@ -108,7 +110,8 @@ def test_two_full_builds_give_identical_knn_hits(os_client, env):
     for prefix in env["prefixes"]:
         env["mp"].setenv("EVALCTL_INDEX_PREFIX", prefix)
         rep = index_corpus(os_client, env["corpus"], [env["view"]], env["model"], settings=settings, progress=False)
-        assert rep.segments_loaded == rep.segments == read_manifest(os_client, rep.index)["segments"] == 1
+        manifest = read_manifest(os_client, rep.index)
+        assert rep.segments_loaded == rep.segments == manifest["segments"] == 1 and not manifest["graph_merged"]
         indexes.append(rep.index)
     field = vector_field(env["view"].name)
     docs = os_client.search(index=indexes[0], body={"size": 60, "sort": [{"doc_id": "asc"}], "_source": [field]})
