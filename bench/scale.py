@@ -16,7 +16,9 @@ through `evalctl vectors import` (document and query role), so nothing else is e
 Timed steps, each one `evalctl` process (its wall time and peak RSS from wait4): corpus import, vectors
 import (document, query), qrels, index, retrieve bm25 / dense / exact / hybrid / rrf (a seeded
 sample of --query-sample test queries of each size: per-query costs without hours of search),
-vectors export (read-back), classify and cluster (--task-seeds). Then the node's JVM heap and the bench's
+vectors export (read-back), classify and cluster (--task-seeds); with --variants (e.g. encoder=sq,data_type=byte)
+the corpus is indexed again per configs/index.yaml setting and its dense run scored against the float32 exact
+run (nDCG@10, recall of the exact top 10). Then the node's JVM heap and the bench's
 index store size. Between consecutive sizes it prints each step's growth exponent log(t2/t1)/log(n2/n1)
 (per query for the retrieval steps, also of the run's own search time; per seed for the label tasks), and
 each step's peak-RSS growth over the float32 matrix's growth (the imports' RSS cancels out). Also timed:
@@ -142,6 +144,14 @@ def query_set(corpus_name: str, view: str, split: str = "test") -> dict:
     return {"queries": len(queries.ids), "seconds": time.perf_counter() - t0}
 
 
+def ann_fidelity(ann_run: str, exact_run: str) -> dict:
+    """nDCG@10 of a run on a variant index and its recall of the float32 exact top 10 (item 5)."""
+    from evalctl.evaluators.scoring.metrics import ann_loss
+    from evalctl.evaluators.scoring.runs import load_run
+
+    return ann_loss(load_run(ann_run), load_run(exact_run))
+
+
 # ---- the parent: times each evalctl process
 
 def child(*args: str) -> str:
@@ -149,10 +159,10 @@ def child(*args: str) -> str:
                           env=os.environ).stdout.strip().splitlines()[-1]
 
 
-def timed(argv: list[str]) -> dict:
+def timed(argv: list[str], env: dict | None = None) -> dict:
     """One evalctl process: wall seconds and its peak RSS (wait4's ru_maxrss, this child alone)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - t0
@@ -204,12 +214,7 @@ def run_size(n: int, args, tmp: Path, prefix: str) -> dict:
     qs = json.loads(child("--query-set", name, "--view", args.view))
     queries = qs["queries"]
     for method in METHODS:
-        step = steps[f"retrieve {method}"] = timed(evalctl + ["retrieve", "--method", method, *model,
-                                                               "--query-sample", str(args.query_sample)])
-        step["units"] = min(queries, args.query_sample)
-        # the run's own search time (its _msearch batches), without the process's fixed costs
-        runs = sorted((tmp / "results" / name / "run").glob(f"{method}-*/manifest.json"), key=os.path.getmtime)
-        step["search_seconds"] = json.loads(runs[-1].read_text())["search_seconds"]
+        steps[f"retrieve {method}"] = retrieve_step(method, evalctl, model, args, tmp, name, queries)
     steps["read-back (vectors export)"] = timed(evalctl + ["vectors", "export", *model, "--force"])
     seeds = ["--label-set", args.label_set, "--seeds", args.task_seeds]
     n_seeds = len(args.task_seeds.split(","))
@@ -217,12 +222,49 @@ def run_size(n: int, args, tmp: Path, prefix: str) -> dict:
     steps["cluster"] = timed(evalctl + ["cluster", *model, *seeds])
     for s in ("classify", "cluster"):
         steps[s]["units"] = n_seeds
+    exact_run = newest_run(tmp, name, "exact")
+    for variant in args.variants:
+        steps.update(run_variant(variant, evalctl, model, args, tmp, prefix, name, queries, exact_run))
     spec = study_spec(data / "study.yaml", name, data / "corpus.jsonl", args.model, args.view, args.label_set,
                       args.query_sample)
     steps["run --dry-run"] = timed(evalctl + ["run", str(spec), "--dry-run"])
     state = node_state(prefix)
     return {"n": made["records"], "vectors": made["vectors"], "dim": made["dim"], "queries": queries,
             "query_set_seconds": qs["seconds"], "steps": steps, "node": state, "load": load()}
+
+
+def newest_run(tmp: Path, corpus: str, method: str) -> Path:
+    return sorted((tmp / "results" / corpus / "run").glob(f"{method}-*/manifest.json"), key=os.path.getmtime)[-1].parent
+
+
+def retrieve_step(method: str, evalctl: list[str], model: list[str], args, tmp: Path, name: str, queries: int,
+                  env: dict | None = None) -> dict:
+    step = timed(evalctl + ["retrieve", "--method", method, *model, "--query-sample", str(args.query_sample)], env)
+    step["units"] = min(queries, args.query_sample)
+    # the run's own search time (its _msearch batches), without the process's fixed costs
+    step["search_seconds"] = json.loads((newest_run(tmp, name, method) / "manifest.json").read_text())["search_seconds"]
+    return step
+
+
+def run_variant(variant: str, evalctl: list[str], model: list[str], args, tmp: Path, prefix: str, name: str,
+                queries: int, exact_run: Path) -> dict[str, dict]:
+    """`key=value` of configs/index.yaml (encoder=sq, data_type=byte): the same corpus indexed again with it
+    (its own configs folder and index prefix; the embedding cache is shared), its dense run on the same
+    query sample, and that run's nDCG@10 and recall of the float32 exact top 10."""
+    import yaml
+
+    key, _, value = variant.partition("=")
+    configs = tmp / f"configs-{key}-{value}"
+    if not configs.exists():
+        shutil.copytree(REPO / "configs", configs)
+        settings = yaml.safe_load((configs / "index.yaml").read_text())
+        settings[key] = yaml.safe_load(value)
+        (configs / "index.yaml").write_text(yaml.safe_dump(settings))
+    env = {**os.environ, "EVALCTL_CONFIGS": str(configs), "EVALCTL_INDEX_PREFIX": f"{prefix}{key[:1]}{value[:1]}"}
+    index = timed(evalctl + ["index", *model], env)
+    dense = retrieve_step("dense", evalctl, model, args, tmp, name, queries, env)
+    dense["fidelity"] = json.loads(child("--ann-fidelity", str(newest_run(tmp, name, "dense")), str(exact_run)))
+    return {f"index {variant}": index, f"retrieve dense {variant}": dense}
 
 
 def study_spec(path: Path, name: str, corpus_file: Path, model: str, view: str, label_set: str,
@@ -276,6 +318,9 @@ def report(results: list[dict]) -> None:
               "(target at 113k: <= 1 s)")
         print("exact vs dense (HNSW) on the sample: " + " | ".join(
             line.strip() for line in res["steps"]["retrieve exact"]["out"].splitlines() if "ANN vs exact" in line))
+        for label, step in res["steps"].items():
+            if "fidelity" in step:
+                print(f"{label} vs float32 exact: " + "  ".join(f"{k}={v:.4f}" for k, v in step["fidelity"].items()))
         for label in ("classify", "cluster"):
             print(f"{label}: " + " | ".join(line.strip() for line in res["steps"][label]["out"].splitlines()
                                              if line.strip() and not line.startswith("->")))
@@ -311,10 +356,13 @@ def main() -> None:
                     help="every retrieve searches this seeded sample of the test queries (per-query costs)")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "evalctl-bench-scale",
                     help="keeps the sample's encoded vectors between runs")
+    ap.add_argument("--variants", type=lambda v: [x for x in v.split(",") if x], default=[],
+                    help="configs/index.yaml settings to index again and compare, e.g. encoder=sq,data_type=byte")
     ap.add_argument("--keep", action="store_true", help="keep the bench's indexes and data")
     ap.add_argument("--replicate", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--query-set", help=argparse.SUPPRESS)
+    ap.add_argument("--ann-fidelity", nargs=2, help=argparse.SUPPRESS)
     ap.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -322,6 +370,9 @@ def main() -> None:
         return prepare_seed(args.workdir, args.model, args.view)
     if args.replicate:
         return replicate(args.workdir, args.replicate, args.noise, args.out)
+    if args.ann_fidelity:
+        print(json.dumps(ann_fidelity(*args.ann_fidelity)))
+        return
     if args.query_set:
         print(json.dumps(query_set(args.query_set, args.view)))
         return
