@@ -25,6 +25,11 @@ GRAPH_OVERHEAD = 1.1  # OpenSearch k-NN's HNSW memory estimate: 1.1 x (4 x dim +
 COMPONENT_BYTES = {"flat": 4, "sq": 1, "sq_fp16": 2}
 
 
+def component_bytes(index_settings) -> int:
+    """Bytes a graph vector's component takes: a byte index's are int8 whatever the encoder (which is flat)."""
+    return 1 if index_settings.data_type == "byte" else COMPONENT_BYTES[index_settings.encoder]
+
+
 @dataclass(frozen=True)
 class CostSettings:
     gpu: str
@@ -162,7 +167,7 @@ def index_cost(corpus: str, model_id: str | None, variant: str | None, views: tu
         gpu_hours=2 * model.params_m * 1e6 * tokens / settings.flops_per_s / 3600,
         cache_bytes=vectors * (4 * model.dim + HASH_BYTES),
         index_bytes=text + vectors * model.dim * settings.vector_bytes_per_dim,
-        graph_bytes=vectors * GRAPH_OVERHEAD * (COMPONENT_BYTES[index_settings.encoder] * model.dim
+        graph_bytes=vectors * GRAPH_OVERHEAD * (component_bytes(index_settings) * model.dim
                                                 + 8 * index_settings.hnsw.m), measured=measured)
 
 
