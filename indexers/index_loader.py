@@ -18,7 +18,7 @@ from tqdm import tqdm
 from evalctl.clock import utc_now
 from evalctl.errors import BadInput
 from evalctl.gc_tuning import long_lived_frozen
-from evalctl.indexers.byte_vectors import max_abs, quantisation, stored
+from evalctl.indexers.byte_vectors import is_byte, max_abs, quantisation, stored
 from evalctl.indexers.index_layout import (
     BM25_ONLY, CODE_FIELDS, FACETS, LABEL_TASKS, IndexSettings, corpus_alias, facet_manifest, field_unit, field_units,
     index_body, index_name, index_prefix, load_index_settings, record_codes, record_facets, task_units, task_vectors,
@@ -47,7 +47,7 @@ _BEFORE_DATA_TYPE = {"data_type": "float"}  # made before data_type: float vecto
 def result_identity(manifest: dict, extra: tuple[str, ...] = ()) -> dict:
     """What of an index manifest identifies the results made from the index (IDENTITY and the `extra` keys,
     and for a byte index BYTE_IDENTITY)."""
-    keys = (*IDENTITY, *extra, *(BYTE_IDENTITY if manifest.get("data_type") == "byte" else ()))
+    keys = (*IDENTITY, *extra, *(BYTE_IDENTITY if is_byte(manifest) else ()))
     return {k: manifest.get(k) for k in keys}
 
 

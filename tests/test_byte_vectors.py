@@ -16,10 +16,12 @@ from pizza_variants import MODEL, indexed_variants, on_variant
 def test_byte_vectors_need_encoder_flat_and_the_lucene_engine():
     from evalctl.config_files import SpecError
     from evalctl.indexers.index_layout import load_index_settings, vector_properties
+    from evalctl.study.cost_plan import component_bytes
 
     byte = load_index_settings(data_type="byte")
     field = vector_properties(["T"], 384, "cosine", byte)["vec_T"]
     assert field["data_type"] == "byte" and field["method"]["engine"] == "lucene"
+    assert component_bytes(byte) == 1 and component_bytes(load_index_settings()) == 4  # the cost plan's graph memory
     assert "data_type" not in vector_properties(["T"], 384, "cosine", load_index_settings())["vec_T"]
     with pytest.raises(SpecError, match=r"configs/index.yaml.*data_type byte with encoder sq: byte vectors are "
                                         r"already quantised"):
