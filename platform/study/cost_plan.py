@@ -4,7 +4,7 @@ Per corpus x model index: tokens to encode (every view's text, and each label ta
 the model has one, cut at the model's max_seq_length) and the GPU-hours they take at 2 x parameters FLOP a
 token on the stated GPU at the stated utilisation; disk for the embedding cache (float32 + a 32-byte text
 hash a vector) and for the index; node memory for the HNSW graphs, by OpenSearch's k-NN formula
-1.1 x (4 x dim + 8 x m) bytes a vector (1 x dim with Lucene's `encoder: sq`). An imported corpus is measured record by record (the characters of
+1.1 x (4 x dim + 8 x m) bytes a vector (1 x dim with Lucene's `encoder: sq` or `data_type: byte`). An imported corpus is measured record by record (the characters of
 each view it renders); one not imported yet needs its size (`--corpus-size NAME=N`) and is priced with
 typical field lengths. Rates and where they come from: configs/cost_plan.yaml.
 """
