@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from evalctl.errors import BadInput
+from evalctl.indexers.byte_vectors import is_byte, tolerance as byte_tolerance
 from evalctl.indexers.index_layout import field_unit, index_name, task_prompts, vector_field
 from evalctl.indexers.index_loader import read_manifest
 from evalctl.config_files import SpecError
@@ -48,7 +49,10 @@ class IndexState:
     @property
     def tolerance(self) -> float:
         """How far a vector read back may be from the cached one (sq_fp16 vs the float32 of flat and of sq, whose
-        quantised copy serves the graph only)."""
+        quantised copy serves the graph only; a byte index's, dequantised: half its step, plus a re-encoding's
+        difference, which can move a component across a rounding boundary)."""
+        if is_byte(self.manifest):
+            return byte_tolerance(self.manifest) + REENCODE_TOLERANCE
         return FP16_TOLERANCE if self.manifest.get("encoder") == "sq_fp16" else REENCODE_TOLERANCE
 
     def cache_key(self, view: str, model=None, prompt: str | None = None):

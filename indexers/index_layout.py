@@ -27,8 +27,15 @@ META_FIELDS = ("doc_id", "family_id", "jurisdiction", "kind", "cpc", "ipc", "lab
 # A document's vector as script fields read it from the field's vector values (not from _source, which may
 # exclude them: `vectors_in_source: false`). A copy: k-NN 3.5's script doc values hand out one reused array, so
 # a page of hits that keeps the array itself shows the last document's vector in every hit.
-VECTOR_SCRIPT = ("float[] v = doc[params.field].value; float[] c = new float[v.length]; "
-                 "for (int i = 0; i < v.length; ++i) { c[i] = v[i]; } return c;")
+# A byte field's doc value is a byte[] (copied into floats the same way; evalctl.indexers.byte_vectors dequantises).
+_COPY = ("{t}[] v = doc[params.field].value; float[] c = new float[v.length]; "
+         "for (int i = 0; i < v.length; ++i) {{ c[i] = v[i]; }} return c;")
+VECTOR_SCRIPTS = {"float": _COPY.format(t="float"), "byte": _COPY.format(t="byte")}
+
+
+def vector_script(manifest: dict) -> str:
+    """The script that reads an index's vectors (an index made before data_type holds floats)."""
+    return VECTOR_SCRIPTS[manifest.get("data_type") or "float"]
 
 
 # The tasks that read vectors back from the index; each may have its own prompt, hence its own field.
@@ -106,11 +113,20 @@ class IndexSettings:
     # mapping's _source cannot change); a _reindex would lose the vectors, and so would a replica replaying
     # that history: refused with replicas.
     vectors_in_source: bool = True
+    # byte: knn_vector fields of int8 values, which evalctl quantises from the float vectors by the rule in
+    # evalctl.indexers.byte_vectors (a quarter of float32's bytes on disk and in the graph); part of the identity
+    data_type: Literal["float", "byte"] = "float"
 
     def __post_init__(self):
         needs = {"sq": "lucene", "sq_fp16": "faiss"}.get(self.encoder, self.engine)
         if needs != self.engine:
             raise ValueError(f"encoder {self.encoder} needs engine {needs}, not {self.engine}")
+        if self.data_type == "byte" and self.encoder != "flat":  # the node refuses an encoder on byte fields too
+            raise ValueError(f"data_type byte with encoder {self.encoder}: byte vectors are already quantised "
+                             f"(by evalctl); use encoder flat, or data_type float for {self.encoder}")
+        if self.data_type == "byte" and self.engine != "lucene":
+            raise ValueError(f"data_type byte needs engine lucene, not {self.engine} (the engine evalctl's byte "
+                             f"vectors are built and tested on)")
         if not 1 <= self.shards <= MAX_SHARDS:  # OpenSearch's own bound on number_of_shards
             raise ValueError(f"shards {self.shards}: must be between 1 and {MAX_SHARDS}")
         if self.replicas < 0:
@@ -223,7 +239,8 @@ def view_properties(views: list[str], dim: int | None, similarity: str | None, s
 
 def vector_properties(units: list[str], dim: int, similarity: str, settings: IndexSettings) -> dict:
     """A knn_vector field per unit (a view, or a view's task field)."""
-    return {vector_field(u): {"type": "knn_vector", "dimension": dim, "method": knn_method(similarity, settings)}
+    kind = {"data_type": "byte"} if settings.data_type == "byte" else {}
+    return {vector_field(u): {"type": "knn_vector", "dimension": dim, **kind, "method": knn_method(similarity, settings)}
             for u in units}
 
 

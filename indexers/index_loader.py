@@ -18,6 +18,7 @@ from tqdm import tqdm
 from evalctl.clock import utc_now
 from evalctl.errors import BadInput
 from evalctl.gc_tuning import long_lived_frozen
+from evalctl.indexers.byte_vectors import is_byte, max_abs, quantisation, stored
 from evalctl.indexers.index_layout import (
     BM25_ONLY, CODE_FIELDS, FACETS, LABEL_TASKS, IndexSettings, corpus_alias, facet_manifest, field_unit, field_units,
     index_body, index_name, index_prefix, load_index_settings, record_codes, record_facets, task_units, task_vectors,
@@ -33,10 +34,21 @@ IDENTITY = ("corpus_hash", "model", "hf_id", "revision", "prompt_variant", "docu
 # of a result's index identity): the code-prefix keyword fields every document carries, and whether _source
 # holds the vectors (fixed by the mapping).
 LAYOUT = ("facets", "vectors_in_source")
+# Identity keys of byte vectors (evalctl.indexers.byte_vectors): compared on every load like IDENTITY, but in a
+# result's index identity only for a byte index, so the runs of every float index keep the ids they were stored under.
+BYTE_IDENTITY = ("data_type", "byte_quantisation")
 # A model index's manifest written before precision was recorded: its vectors were float32, of unknown package
 # versions (no encoding_versions; see evalctl.indexers.embedding_cache.CacheKey).
 _BEFORE_PRECISION = {"precision": "float32"}
 _BEFORE_SOURCE_SETTING = {"vectors_in_source": True}  # made before vectors_in_source: they were in _source
+_BEFORE_DATA_TYPE = {"data_type": "float"}  # made before data_type: float vectors
+
+
+def result_identity(manifest: dict, extra: tuple[str, ...] = ()) -> dict:
+    """What of an index manifest identifies the results made from the index (IDENTITY and the `extra` keys,
+    and for a byte index BYTE_IDENTITY)."""
+    keys = (*IDENTITY, *extra, *(BYTE_IDENTITY if is_byte(manifest) else ()))
+    return {k: manifest.get(k) for k in keys}
 
 
 class IndexMismatch(BadInput, ValueError):
@@ -81,6 +93,7 @@ def index_manifest(corpus, model, variant: str | None, prompt: str | None, views
         "views": sorted(views),
         "engine": settings.engine if model else None,
         "encoder": settings.encoder if model else None,
+        "data_type": settings.data_type if model else None,
         "vectors_in_source": settings.vectors_in_source if model else None,
         "hnsw": vars(settings.hnsw) if model else None,
         "bm25": vars(settings.bm25),
@@ -102,7 +115,7 @@ def read_manifest(client, index: str) -> dict | None:
         meta = mapping[index]["mappings"].get("_meta", {})
         if meta and "shards" not in meta:  # made before the manifest recorded it: the index itself knows
             meta["shards"] = shard_count(client, index)
-        return {**_BEFORE_PRECISION, **_BEFORE_SOURCE_SETTING, **meta} if meta.get("dim") else meta
+        return {**_BEFORE_PRECISION, **_BEFORE_SOURCE_SETTING, **_BEFORE_DATA_TYPE, **meta} if meta.get("dim") else meta
 
     return snapshot_read(("manifest", index), read)
 
@@ -133,7 +146,8 @@ def ensure_index(client, index: str, meta: dict, settings: IndexSettings, alias:
         if existing is None:
             return meta
     had, asked = existing.get("task_vectors", {}), meta.get("task_vectors", {})
-    diff = [(k, existing.get(k), meta.get(k)) for k in (*IDENTITY, *LAYOUT) if existing.get(k) != meta.get(k)]
+    diff = [(k, existing.get(k), meta.get(k)) for k in (*IDENTITY, *BYTE_IDENTITY, *LAYOUT)
+            if existing.get(k) != meta.get(k)]
     diff += [(f"task_vectors.{t}.prompt", had[t]["prompt"], asked[t]["prompt"])
              for t in sorted(set(had) & set(asked)) if had[t]["prompt"] != asked[t]["prompt"]]
     if diff:
@@ -377,6 +391,14 @@ def send_bulk(client, request: list[tuple[str, bytes]], bulk, report: "IndexRepo
         pending = retry
 
 
+def _vector_fields(manifest: dict) -> dict[str, list[tuple[str, str | None]]]:
+    """Each view's vector fields as (unit, task), the document vectors first (task None)."""
+    fields = {v: [(v, None)] for v in manifest["views"]}
+    for v, t in task_units(manifest):
+        fields[v].append((field_unit(v, t), t))
+    return fields
+
+
 def _dim_proven(model, views, variant: str | None, prompt: str | None) -> bool:
     """Every view already has vectors of this model, revision, prompt and dim in the embedding cache, which
     stores no vector of another dim: the weights gave the spec's dim, no need to load them to check (a
@@ -423,14 +445,36 @@ def index_corpus(client, corpus, views, model=None, *, variant: str | None = Non
     if imported is None and encoder is not None and read_manifest(client, name) is None \
             and not _dim_proven(model, views, variant, prompt):
         encoder.load()  # a spec whose dim disagrees with its weights fails here, before an empty index exists
+    by_name = {v.name: v for v in views}
+
+    def render(chunk: list, names: list[str]) -> dict[str, dict[str, str]]:
+        """{view: {id: text}} of the records of `chunk` that render each view."""
+        return {v: {r.id: t for r in chunk if (t := by_name[v].render(r))} for v in names}
+
+    def encode(texts: dict[str, dict[str, str]], fields: dict) -> dict[str, tuple[list[str], object]]:
+        """{unit: (ids, vectors)} of the rendered texts, from the embedding cache or the model."""
+        out = {}
+        for v, by_id in texts.items():
+            ids = list(by_id)
+            for unit, task in fields[v] if ids else ():
+                out[unit] = (ids, get_or_encode(model, "document", v, ids, list(by_id.values()), variant=variant,
+                                                task_type=task or "retrieval", encoder=encoder, progress=False,
+                                                versions=IMPORTED if imported else INSTALLED))
+        return out
+
+    if model is not None and settings.data_type == "byte":
+        existing = read_manifest(client, name)
+        if existing is None:  # the scale comes from every vector of this first load: encoded (cached) first
+            columns = {c for v in views for c in v.columns}
+            meta["byte_quantisation"] = quantisation(max(
+                (max_abs(arr for _, arr in encode(render(chunk, meta["views"]), _vector_fields(meta)).values())
+                 for chunk in _chunks(corpus.records(columns), chunk_docs)), default=0.0))
+        else:  # the index's own rule; a float index is refused by ensure_index, naming data_type
+            meta["byte_quantisation"] = existing.get("byte_quantisation")
     merged = ensure_index(client, name, meta, settings, corpus_alias(corpus.name))
     require_available(client, name)
     all_views, units = merged["views"], field_units(merged)
-    # each view's vector fields: (unit, task), the document vectors first (task None)
-    fields = {v: [(v, None)] if model is not None else [] for v in all_views}
-    for v, t in task_units(merged):
-        fields[v].append((field_unit(v, t), t))
-    by_name = {v.name: v for v in views}
+    fields = _vector_fields(merged) if model is not None else {v: [] for v in all_views}
     if set(all_views) - set(by_name):
         from evalctl.corpus.views import load_views
 
@@ -447,22 +491,11 @@ def index_corpus(client, corpus, views, model=None, *, variant: str | None = Non
         todo = (r for r in corpus.records(columns) if r.id not in done)
         # the first chunk is one request's worth: the node starts on it while the next is prepared
         for chunk in _chunks(todo, chunk_docs, first=settings.bulk.max_docs):
-            texts = {v: {} for v in all_views}
-            for r in chunk:
-                for v in all_views:
-                    t = by_name[v].render(r)
-                    if t:
-                        texts[v][r.id] = t
-                    else:
-                        report.missing_view[v] += 1
-            vectors: dict[str, dict] = {u: {} for v in all_views for u, _ in fields[v]}
+            texts = render(chunk, all_views)
             for v in all_views:
-                ids = list(texts[v])
-                for unit, task in fields[v] if ids else ():
-                    arr = get_or_encode(model, "document", v, ids, [texts[v][i] for i in ids], variant=variant,
-                                        task_type=task or "retrieval", encoder=encoder, progress=False,
-                                        versions=IMPORTED if imported else INSTALLED)
-                    vectors[unit] = dict(zip(ids, arr))  # numpy rows: the serializer writes them directly
+                report.missing_view[v] += len(chunk) - len(texts[v])
+            # numpy rows (int8 for a byte index): the serializer writes them directly
+            vectors = {u: dict(zip(ids, stored(arr, merged))) for u, (ids, arr) in encode(texts, fields).items()}
             for r in chunk:
                 doc = document(r, {v: texts[v][r.id] for v in all_views if r.id in texts[v]},
                                {u: vec[r.id] for u, vec in vectors.items() if r.id in vec}, units)

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from evalctl.indexers.index_contract import inspect_index
-from evalctl.indexers.index_layout import VECTOR_SCRIPT, index_prefix, owned_by_prefix, text_field, vector_field
+from evalctl.indexers.byte_vectors import is_byte, read_back
+from evalctl.indexers.index_layout import index_prefix, vector_script, owned_by_prefix, text_field, vector_field
 from evalctl.indexers.index_loader import read_manifest
 
 
@@ -67,7 +68,7 @@ def verify_index(client, corpus, views: dict, model=None, *, sample: int = 50, s
         (rep.checks if dim == model.dim else rep.problems).append(f"{vector_field(v)} dimension {dim}, model {model.dim}")
         if not picked[v]:
             continue
-        stored = _stored_vectors(client, name, vector_field(v), picked[v])
+        stored = _stored_vectors(client, name, vector_field(v), picked[v], vector_script(meta))
         if absent := [i for i in picked[v] if i not in stored]:
             rep.problems.append(
                 f"{vector_field(v)}: {len(absent)} of {len(picked[v])} sampled records have no vector in the index "
@@ -77,13 +78,14 @@ def verify_index(client, corpus, views: dict, model=None, *, sample: int = 50, s
             continue
         cached, found = EmbeddingCache(state.cache_key(v, model)).lookup([texts[i][v] for i in ids])
         found = np.asarray(found, dtype=bool)
-        stored_arr = np.array([stored[i] for i in ids], dtype=np.float32)
+        stored_arr = read_back([stored[i] for i in ids], meta)  # a byte index's dequantised
         if not found.all():
             rep.problems.append(f"{vector_field(v)}: {int((~found).sum())} sampled texts are not in the embedding cache")
         tol = state.tolerance
         err = float(np.abs(stored_arr[found] - cached[found]).max()) if found.any() else 0.0
         (rep.checks if err <= tol else rep.problems).append(
-            f"{vector_field(v)}: {int(found.sum())} sampled vectors read back, max |diff| {err:.3g} (tolerance {tol})")
+            f"{vector_field(v)}: {int(found.sum())} sampled vectors read back, max |diff| {err:.3g} (tolerance {tol:.3g}"
+            + (", byte vectors dequantised" if is_byte(meta) else "") + ")")
     return rep
 
 
@@ -96,11 +98,11 @@ def _load_command(corpus, model, meta: dict) -> str:
     return f"`evalctl index {' '.join(args)}`"
 
 
-def _stored_vectors(client, index: str, field: str, ids: list[str]) -> dict[str, list]:
+def _stored_vectors(client, index: str, field: str, ids: list[str], script: str) -> dict[str, list]:
     """The `field` vector of each id that has one in `index` (a document not loaded, or loaded without the
     view, is left out)."""
     body = {"query": {"bool": {"filter": [{"ids": {"values": ids}}, {"exists": {"field": field}}]}}, "size": len(ids),
-            "_source": False, "script_fields": {"v": {"script": {"source": VECTOR_SCRIPT, "params": {"field": field}}}}}
+            "_source": False, "script_fields": {"v": {"script": {"source": script, "params": {"field": field}}}}}
     return {h["_id"]: h["fields"]["v"][0] for h in client.search(index=index, body=body)["hits"]["hits"]}
 
 

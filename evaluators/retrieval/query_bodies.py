@@ -35,7 +35,9 @@ def _not_ids(exclude: Collection[str]) -> dict:
 
 def _vector(vector: Sequence[float]) -> np.ndarray:
     # float32, serialised in its shortest exact form (orjson): about 40% fewer bytes for the node to
-    # parse than the same values written as doubles
+    # parse than the same values written as doubles; a byte index's int8 query (its integers) as it is
+    if isinstance(vector, np.ndarray) and vector.dtype == np.int8:
+        return vector
     return np.asarray(vector, dtype=np.float32)
 
 

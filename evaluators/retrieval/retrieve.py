@@ -28,9 +28,10 @@ from evalctl.evaluators.retrieval.query_bodies import DEFAULT_BM25_MAX_TERMS, tr
 from evalctl.evaluators.scoring.runs import Ranking, StoredRun, find_run, ranked, save_run
 from evalctl.evaluators.fusion.search_pipelines import ensure_pipeline, require_neural_search
 from evalctl.evaluators.fusion.settings import FusionSpec
+from evalctl.indexers.byte_vectors import stored
 from evalctl.indexers.index_contract import open_index
 from evalctl.indexers.index_layout import load_index_settings, text_field, vector_field
-from evalctl.indexers.index_loader import IDENTITY
+from evalctl.indexers.index_loader import result_identity
 from evalctl.opensearch.cluster_info import require_available
 from evalctl.corpus.qrels import QrelsSet, load_qrels
 from evalctl.gc_tuning import long_lived_frozen
@@ -259,7 +260,7 @@ def run_identity(spec: RetrievalSpec, corpus: Corpus, qset: QrelsSet, queries: Q
     identity = {
         "name": f"{spec.method}-{spec.model or 'bm25'}-{_views(spec)}-{spec.split or 'all'}",
         "corpus_hash": corpus.content_hash, "index": index,
-        "index_identity": {k: manifest.get(k) for k in (*IDENTITY, "views")},
+        "index_identity": result_identity(manifest, ("views",)),
         "method": spec.method, "model": spec.model, "view": spec.view, "query_view": spec.qview,
         "qrels": qset.name, "qrels_spec": qset.manifest.get("spec"), "split": spec.split, "k": spec.k,
         "query_set": queries.digest(), "exclusion": "query and its family (qrels exclude), must_not ids",
@@ -356,7 +357,7 @@ def _bodies(client, spec: RetrievalSpec, queries: QuerySet, manifest: dict, mode
         arr = get_or_encode(model, "query", spec.qview, ids, [queries.texts[q] for q in ids],
                             variant=spec.prompt_variant, task_type="retrieval", progress=opts.progress,
                             **query_encoding(manifest))
-        vectors = dict(zip(ids, arr))
+        vectors = dict(zip(ids, stored(arr, manifest)))  # a byte index's rule applies to its queries too
     pipeline = None
     if m.pipeline:
         body = m.pipeline(spec.fusion)

@@ -21,7 +21,9 @@ The export is written under a temporary name and renamed into place once it is c
 Checks: the count equals the documents of the snapshot carrying the field and the corpus records that
 render the view (same ids); every vector whose text is in the embedding cache equals the cached one
 (bit-identical when the index was loaded from this cache; within REENCODE_TOLERANCE when another run
-filled the cache; within the fp16 tolerance for sq_fp16 indexes), as `index verify` does for a sample.
+filled the cache; within the fp16 tolerance for sq_fp16 indexes; for a byte index, its vectors dequantised
+by the manifest's rule, within half a quantisation step: the export manifest's `dequantised`), as `index
+verify` does for a sample.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ from evalctl.atomic import new_staging_dir, replace_dir
 from evalctl.clock import utc_now
 from evalctl.errors import BadInput
 from evalctl.indexers.index_contract import IndexState, VectorChoice, VectorSource, open_index, vector_source
-from evalctl.indexers.index_layout import CODE_FIELDS, VECTOR_SCRIPT, record_codes
+from evalctl.indexers.byte_vectors import is_byte, read_back
+from evalctl.indexers.index_layout import CODE_FIELDS, record_codes, vector_script
 from evalctl.opensearch.connection import search_cbor
 from evalctl.paths import cache_root
 from evalctl.corpus.patent_record import PatentRecord
@@ -147,7 +150,7 @@ def iter_pages(client, pit: str, query: dict, size: int, slice_: tuple[int, int]
         after = hits["hits"][-1]["sort"]
 
 
-def _stream(client, index: str, vec: str, dim: int, dest: Path, page_docs: int, progress: bool) -> int:
+def _stream(client, index: str, meta: dict, vec: str, dest: Path, page_docs: int, progress: bool) -> int:
     """Write vectors.npy and ids.txt into `dest`; returns the row count.
 
     Two passes over one point-in-time: the ids in doc_id order, from the sort values alone (no `_source`
@@ -157,7 +160,7 @@ def _stream(client, index: str, vec: str, dim: int, dest: Path, page_docs: int, 
     parses whole documents (texts and every view's vector) to cut one field out. Measured on this 2-core
     machine, 2,471 x 384-d: `_source` filtering took 550-600 ms of node time, the script field 120-180 ms,
     same float32 bits. Codes are not read here: they come from the corpus (same hash as the index).
-    `vec`: the vector field."""
+    `meta`: the index manifest (a byte index's vectors are dequantised by its rule); `vec`: the vector field."""
     query = {"exists": {"field": vec}}
     pit = client.create_pit(index=index, keep_alive=PIT_KEEP_ALIVE)["pit_id"]
     try:
@@ -170,10 +173,10 @@ def _stream(client, index: str, vec: str, dim: int, dest: Path, page_docs: int, 
                         raise ReadbackError(f"{index}: duplicate doc_id values in the index ({doc_id!r})")
                     row[doc_id] = len(row)
                     ids_f.write(doc_id + "\n")
-        vectors = open_memmap(dest / "vectors.npy", mode="w+", dtype=np.float32, shape=(len(row), dim))
+        vectors = open_memmap(dest / "vectors.npy", mode="w+", dtype=np.float32, shape=(len(row), meta["dim"]))
         seen = np.zeros(len(row), dtype=bool)
         lock = threading.Lock()
-        script = {"v": {"script": {"source": VECTOR_SCRIPT, "params": {"field": vec}}}}
+        script = {"v": {"script": {"source": vector_script(meta), "params": {"field": vec}}}}
 
         def fetch(part: int) -> None:
             for _, hits in iter_pages(client, pit, query, max(50, page_docs // SLICES),
@@ -182,7 +185,7 @@ def _stream(client, index: str, vec: str, dim: int, dest: Path, page_docs: int, 
                     rows = np.fromiter((row[h["sort"][0]] for h in hits), dtype=np.int64, count=len(hits))
                 except KeyError as e:
                     raise ReadbackError(f"{index}: document {e} came back with a vector but not in the id pass")
-                vectors[rows] = np.array([h["fields"]["v"][0] for h in hits], dtype=np.float32)
+                vectors[rows] = read_back([h["fields"]["v"][0] for h in hits], meta)
                 seen[rows] = True
                 with lock:
                     bar.update(len(hits))
@@ -275,7 +278,7 @@ def export_vectors(client, corpus, view_spec, model_id: str, *, task: str | None
     try:
         t0 = time.perf_counter()
         with ThreadPoolExecutor(max_workers=1) as pool:
-            streaming = pool.submit(_stream, client, index, source.field, meta["dim"], tmp,
+            streaming = pool.submit(_stream, client, index, meta, source.field, tmp,
                                     page_docs or page_size(meta["dim"]), progress)
             rendered = _rendered(corpus, view_spec)  # client work while the node serves the pages
             n = streaming.result()
@@ -283,6 +286,8 @@ def export_vectors(client, corpus, view_spec, model_id: str, *, task: str | None
         manifest = {"index": index, "view": view, **source.describe(),
                     "index_manifest": meta, "count": n, "dim": meta["dim"], "dtype": "float32",
                     "order": "doc_id ascending", "codes": "corpus records (the index's corpus hash)",
+                    **({"dequantised": {**meta["byte_quantisation"], "tolerance": state.tolerance}}
+                       if is_byte(meta) else {}),
                     "seconds": round(seconds, 3),
                     "code_version": code_version(), "created_at": utc_now()}
         export = VectorExport(tmp, manifest, (tmp / "ids.txt").read_text(encoding="utf-8").splitlines(),

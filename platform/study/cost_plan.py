@@ -4,8 +4,9 @@ Per corpus x model index: tokens to encode (every view's text, and each label ta
 the model has one, cut at the model's max_seq_length) and the GPU-hours they take at 2 x parameters FLOP a
 token on the stated GPU at the stated utilisation; disk for the embedding cache (float32 + a 32-byte text
 hash a vector) and for the index; node memory for the HNSW graphs, by OpenSearch's k-NN formula
-1.1 x (4 x dim + 8 x m) bytes a vector (1 x dim with Lucene's `encoder: sq`). An imported corpus is measured record by record (the characters of
-each view it renders; above MEASURED_RECORDS records, on evenly spaced row groups of that many); one not imported yet needs its size (`--corpus-size NAME=N`) and is priced with
+1.1 x (4 x dim + 8 x m) bytes a vector (1 x dim with Lucene's `encoder: sq` or `data_type: byte`). An imported
+corpus is measured record by record (the characters of each view it renders; above MEASURED_RECORDS records, on
+evenly spaced row groups of that many); one not imported yet needs its size (`--corpus-size NAME=N`) and is priced with
 typical field lengths. Rates and where they come from: configs/cost_plan.yaml.
 """
 
@@ -23,6 +24,11 @@ GRAPH_OVERHEAD = 1.1  # OpenSearch k-NN's HNSW memory estimate: 1.1 x (4 x dim +
 # Bytes a graph vector's component takes by the index's encoder (configs/index.yaml): sq is Lucene's 7-bit
 # quantisation (one byte), sq_fp16 half precision; the float32 copy stays on disk either way.
 COMPONENT_BYTES = {"flat": 4, "sq": 1, "sq_fp16": 2}
+
+
+def component_bytes(index_settings) -> int:
+    """Bytes a graph vector's component takes: a byte index's are int8 whatever the encoder (which is flat)."""
+    return 1 if index_settings.data_type == "byte" else COMPONENT_BYTES[index_settings.encoder]
 
 
 @dataclass(frozen=True)
@@ -169,7 +175,7 @@ def index_cost(corpus: str, model_id: str | None, variant: str | None, views: tu
         gpu_hours=2 * model.params_m * 1e6 * tokens / settings.flops_per_s / 3600,
         cache_bytes=vectors * (4 * model.dim + HASH_BYTES),
         index_bytes=text + vectors * model.dim * settings.vector_bytes_per_dim,
-        graph_bytes=vectors * GRAPH_OVERHEAD * (COMPONENT_BYTES[index_settings.encoder] * model.dim
+        graph_bytes=vectors * GRAPH_OVERHEAD * (component_bytes(index_settings) * model.dim
                                                 + 8 * index_settings.hnsw.m), measured=measured)
 
 

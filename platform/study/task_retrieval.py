@@ -33,7 +33,7 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
     from evalctl.evaluators.scoring.metrics import evaluate_and_store, stored_scores
     from evalctl.evaluators.fusion.search_pipelines import has_neural_search
     from evalctl.indexers.index_layout import index_name
-    from evalctl.indexers.index_loader import IDENTITY, read_manifest
+    from evalctl.indexers.index_loader import read_manifest, result_identity
     from evalctl.corpus.qrels import qrels_manifest
 
     qview = entry.query_view or view
@@ -54,7 +54,7 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
         corpus = load_corpus(entry.corpus)
         meta = read_manifest(client, index_name(entry.corpus, model_id)) or {}
         return {"name": key.replace(" ", "_"), "corpus_hash": corpus.content_hash,
-                "index": {k: meta.get(k) for k in IDENTITY}, "retrieval": asdict(spec(client)),
+                "index": result_identity(meta), "retrieval": asdict(spec(client)),
                 "qrels_spec": qrels_manifest(corpus, entry.qrels).get("spec"),
                 **({"dense_weights_tuned_on_dev": list(sweep)} if sweep else {})}
 

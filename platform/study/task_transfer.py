@@ -44,15 +44,14 @@ def transfer_step(entry: TransferEntry, tuned: str, base: str, view: str, deps: 
     from evalctl.corpus.qrels import qrels_manifest
     from evalctl.corpus.store import load_corpus
     from evalctl.indexers.index_layout import index_name
-    from evalctl.indexers.index_loader import IDENTITY, read_manifest
+    from evalctl.indexers.index_loader import read_manifest, result_identity
     from evalctl.opensearch.connection import make_client
 
     key = f"transfer {entry.corpus} {tuned} {view}"
 
     def identity() -> dict:
         client, corpus = make_client(), load_corpus(entry.corpus)
-        indexes = {m: {k: (read_manifest(client, index_name(entry.corpus, m)) or {}).get(k) for k in IDENTITY}
-                   for m in (base, tuned)}
+        indexes = {m: result_identity(read_manifest(client, index_name(entry.corpus, m)) or {}) for m in (base, tuned)}
         return {"name": key.replace(" ", "_"), "corpus_hash": corpus.content_hash, "view": view, "indexes": indexes,
                 "settings": _settings(entry), "qrels_spec": qrels_manifest(corpus, entry.qrels).get("spec")}
 
