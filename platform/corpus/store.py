@@ -105,7 +105,8 @@ def records_with_ids(path: Path, ids: Iterable[str], columns: Iterable[str] | No
     import pyarrow.parquet as pq
 
     cols = None if columns is None else list(dict.fromkeys(("id", *columns)))
-    table = pq.read_table(path, columns=cols, filters=pc.field("id").isin(pa.array(list(ids), pa.string())))
+    table = pq.ParquetFile(path).read(columns=cols)  # not read_table: its dataset layer costs 0.5 s of imports
+    table = table.filter(pc.is_in(table["id"], value_set=pa.array(list(ids), pa.string())))
     for batch in table.to_batches(max_chunksize=2000):
         for d in batch.to_pylist():
             yield PatentRecord.from_dict(d)
