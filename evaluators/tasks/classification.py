@@ -27,6 +27,7 @@ deviation (ddof=1) over the splits. Test ids per seed are stored, so every split
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import time
 import warnings
@@ -58,6 +59,9 @@ class ClassifySettings:
     max_iter: int = 1000
     knn_k: int = 5
     solver: str = "lbfgs"  # in the result identity: results made by liblinear keep their own ids
+    # scikit-learn's lbfgs scales the loss by 1/n: its default 1e-4 stopped after 11 iterations at twice the
+    # optimum's objective on 74k training rows (1e-8: 23 iterations, the optimum, still 4x faster than liblinear)
+    tol: float = 1e-8
 
     def __post_init__(self):
         if not 0 < self.test_size < 1:
@@ -119,10 +123,18 @@ def make_probe(name: str, settings: ClassifySettings, n_train: int):
     from sklearn.neighbors import KNeighborsClassifier
 
     if name == "logreg":
-        return OneVsRestClassifier(LogisticRegression(C=settings.C, solver=settings.solver, max_iter=settings.max_iter))
+        return OneVsRestClassifier(LogisticRegression(C=settings.C, solver=settings.solver, max_iter=settings.max_iter,
+                                                      tol=settings.tol))
     # Cosine neighbours are the euclidean neighbours of unit vectors (classify normalises the rows first):
     # scikit-learn's chunked float32 kernel, where metric="cosine" computes float64 distance blocks.
     return KNeighborsClassifier(n_neighbors=min(settings.knn_k, n_train), metric="euclidean", algorithm="brute")
+
+
+def _release_pages(x: np.ndarray) -> None:
+    """Once a split's rows are copied, a memory-mapped export's pages leave this process's memory (they stay
+    in the page cache, and come back if read again): the export and the copies are not held side by side."""
+    if (mm := getattr(x, "_mmap", None)) is not None:
+        mm.madvise(mmap.MADV_DONTNEED)
 
 
 def _unit_rows(x: np.ndarray) -> np.ndarray:
@@ -158,6 +170,7 @@ def classify(x: np.ndarray, y: np.ndarray, ids: list[str], settings: ClassifySet
         splits.append({"seed": seed, "n_train": len(train), "test_ids": [ids[i] for i in test]})
         x_train = np.array(x[rows[train]], dtype=np.float32)
         x_test = np.array(x[rows[test]], dtype=np.float32)
+        _release_pages(x)
         for name in sorted(settings.probes, key=lambda p: p == "knn"):  # knn last: it normalises in place
             if name == "knn":
                 _unit_rows(x_train), _unit_rows(x_test)
@@ -172,6 +185,7 @@ def classify(x: np.ndarray, y: np.ndarray, ids: list[str], settings: ClassifySet
                 probe.fit(x_train, y[train])
             pred = np.asarray(probe.predict(x_test))
             results[name]["splits"].append({"seed": seed, **f1_scores(y[test], pred)})
+        del x_train, x_test  # before the next split's copies
     for name in settings.probes:
         results[name]["summary"] = summarise([{m: s[m] for m in METRICS} for s in results[name]["splits"]])
     return {"probes": results, "splits": splits}
