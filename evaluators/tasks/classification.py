@@ -102,6 +102,14 @@ def labelled_rows(export, spec: LabelSetSpec, *, min_records: int = MIN_RECORDS,
     return rows
 
 
+def label_indicators(rows: LabelledRows) -> np.ndarray:
+    """One row per record, one 0/1 column per kept label, as bytes: int64 indicators (8 bytes a label) held
+    two thirds of the 384-d vectors' memory at 127 labels."""
+    from sklearn.preprocessing import MultiLabelBinarizer
+
+    return MultiLabelBinarizer(classes=list(rows.support)).fit_transform(rows.labels).astype(np.uint8)
+
+
 def f1_scores(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
     """Micro/samples F1 over all labels, macro F1 over labels with a positive in y_true."""
     from sklearn.metrics import f1_score
@@ -197,7 +205,6 @@ def run_classification(client, corpus, view_spec, model_id: str, spec: LabelSetS
     """Export (or reuse) the view's vectors (`vectors`: "task" or "document", see the module docstring),
     probe them, store the result (kind "classification")."""
     import sklearn
-    from sklearn.preprocessing import MultiLabelBinarizer
 
     from evalctl import results_store
     from evalctl.evaluators.vectors.export import export_vectors
@@ -206,8 +213,7 @@ def run_classification(client, corpus, view_spec, model_id: str, spec: LabelSetS
     rep = export_vectors(client, corpus, view_spec, model_id, task="classification", vectors=vectors, progress=progress)
     exp = rep.export
     rows = labelled_rows(exp, spec)
-    # 0/1 as bytes: int64 indicators (8 bytes a label) held two thirds of the 384-d vectors' memory at 127 labels
-    y = MultiLabelBinarizer(classes=list(rows.support)).fit_transform(rows.labels).astype(np.uint8)
+    y = label_indicators(rows)
     t0 = time.perf_counter()
     out = classify(exp.vectors, y, rows.ids, settings, exp.positions(rows.ids))
     meta = exp.manifest["index_manifest"]
