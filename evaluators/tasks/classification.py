@@ -12,7 +12,7 @@ reported, and so are documents left without a label. For each seed, a shuffled t
 Memory stays near the vectors' own float32 size: each split copies its train and test rows once (from the
 memory-mapped export), both probes share them, and neither makes float64 copies (liblinear, used before,
 copied the train rows to float64 and into its own sparse nodes for every label fit in flight: 7x the
-matrix at 40k rows, and 6x slower than lbfgs on the quickstart's ipc3 at micro-F1 0.666 vs 0.664).
+matrix at 40k rows, and 3x slower than lbfgs on the quickstart's ipc3 at micro-F1 0.666 vs 0.665).
 
 The vectors are the view's under the model's classification prompt where it differs from the document
 prompt (`vectors="task"`, as MTEB encodes classification texts), else, or with `vectors="document"`,
@@ -184,7 +184,7 @@ def classify(x: np.ndarray, y: np.ndarray, ids: list[str], settings: ClassifySet
                 _unit_rows(x_train), _unit_rows(x_test)
             probe = make_probe(name, settings, len(train))
             # One-vs-rest fits its labels on threads, each with one BLAS thread: threads x BLAS threads
-            # oversubscribe 2 cores (ipc3 on the quickstart: 33 s with, 2 s without).
+            # oversubscribe 2 cores (ipc3 on the quickstart, default tol: 33 s with, 2 s without).
             with warnings.catch_warnings(), parallel_backend("threading", n_jobs=FIT_THREADS), \
                     threadpool_limits(limits=1, user_api="blas"):
                 # a label constant in a training split is learned as a constant: expected, not noise
