@@ -59,11 +59,11 @@ def test_instruction_models_get_task_fields_where_their_prompts_differ():
 QUICKSTART_MANIFEST = {"model": "all-minilm-l6-v2", "revision": "8b3219a92973c328a8e22fadcfa821b5dc75636a",
                        "prompt_variant": "plain", "corpus_hash": "abc123", "document_prompt": "", "views": ["T", "TA"],
                        "dim": 384}
-# classify's ids changed once since, on purpose: the probe's solver (lbfgs, was liblinear) joined its settings
-BEFORE = {("classify", "T", "ipc3"): "e282adc608093061", ("cluster", "T", "ipc3"): "5c4da823893644b6",
-          ("classify", "T", "cpc_subclass"): "5ece5bf04a7cbdec", ("cluster", "T", "cpc_subclass"): "7abf8f52b132bddc",
-          ("classify", "TA", "ipc3"): "743555a196a884d0", ("cluster", "TA", "ipc3"): "6c7d1fc832490be3",
-          ("classify", "TA", "cpc_subclass"): "72f0525441b68474", ("cluster", "TA", "cpc_subclass"): "d88a070e6cf457ff"}
+# classify's ids changed once since, on purpose: the probe's solver (lbfgs, was liblinear) and tol joined its settings
+BEFORE = {("classify", "T", "ipc3"): "06f5e9697d1f47d2", ("cluster", "T", "ipc3"): "5c4da823893644b6",
+          ("classify", "T", "cpc_subclass"): "5896ef0379cce7bd", ("cluster", "T", "cpc_subclass"): "7abf8f52b132bddc",
+          ("classify", "TA", "ipc3"): "7b3fa7cebc8ec3a2", ("cluster", "TA", "ipc3"): "6c7d1fc832490be3",
+          ("classify", "TA", "cpc_subclass"): "38537218130820e4", ("cluster", "TA", "cpc_subclass"): "d88a070e6cf457ff"}
 
 
 def test_document_vector_results_keep_their_ids():
