@@ -105,7 +105,7 @@ class IndexSettings:
     bulk: BulkSettings = field(default_factory=BulkSettings)
     # After a load, force-merge to one segment per shard: HNSW search runs per segment and segment boundaries
     # differ between builds (flush timing). Lucene 10.3's merged graph itself differs from merge to merge, so
-    # the same k-NN hits on every rebuild come from a load that ends in one segment (docs/index-layout.md).
+    # only a load that ends in one segment can give the same k-NN hits on a rebuild (docs/index-layout.md).
     merge_to_one_segment: bool = True
     # False: _source and the recovery source (the operation history kept for replicas) leave out the vec_*
     # fields, so each vector is stored once (in the vector format), not again as JSON text; read-back and

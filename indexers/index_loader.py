@@ -239,7 +239,7 @@ def _merge_segments(client, index: str, settings: IndexSettings) -> tuple[int, f
     depends on flush timing), and every copy holds no deleted documents (a chunk sent again after a lost node
     or a killed load leaves them; BM25 reads its statistics from whichever copy answers). Lucene 10.3's merged
     graph is not the same on every merge of the same segments (docs/index-layout.md): a load that ends in one
-    segment is not merged, and only such builds give the same k-NN hits every time."""
+    segment is not merged, and only such builds can give the same k-NN hits (docs/index-layout.md)."""
     t0 = time.perf_counter()
     for _ in range(MERGE_ROUNDS if settings.merge_to_one_segment else 0):
         # a copy still recovering (a replica rebuilt after a lost node) misses a merge sent now

@@ -1,11 +1,11 @@
-"""Segments and k-NN hits after a load, on 1,000 real Lens patents (MiniLM titles): two full builds of the same
-corpus give the same k-NN hits (each load ends in one segment, so nothing rebuilds its graph); a load that
-leaves several segments (resumed loads) is force-merged to one (merge_to_one_segment, on by default), which the
-manifest records; the setting off leaves them.
+"""Segments after a load, on 1,000 real Lens patents (MiniLM titles): a full load ends in one segment, which no
+merge rebuilds; a load that leaves several segments (resumed loads) is force-merged to one (merge_to_one_segment,
+on by default), which the manifest records (segments, graph_merged); the setting off leaves them.
 
-Not asserted, because it does not hold on Lucene 10.3 (measured, docs/index-layout.md): identical hits after a
-merge. Two merges of the same segments gave different graphs (36-55 of 60 queries differed with a coarse m=4
-graph): Lucene's MergingHnswGraphBuilder inserts nodes in a hash set's order, which a JVM-wide counter seeds.
+Not asserted, because it does not hold on this node (measured, docs/index-layout.md): identical k-NN hits of two
+builds. After a merge they differ (Lucene 10.3's MergingHnswGraphBuilder inserts nodes in a hash set's order,
+which a JVM-wide counter seeds: 36-55 of 60 queries differed with a coarse m=4 graph); two one-segment full
+builds agreed on a warm node but not in the first builds after a node start.
 """
 
 from __future__ import annotations
@@ -96,31 +96,16 @@ def test_a_load_is_merged_to_one_segment_and_the_manifest_says_so(os_client, env
             os_client.indices.delete(index=f"{p}-*", ignore_unavailable=True)
 
 
-def test_two_full_builds_give_identical_knn_hits(os_client, env):
-    """Two full loads of the same corpus, vectors and settings into new indexes: documents go in corpus order,
-    one bulk request in flight, refresh off until the end, so each load ends in one segment whose graph was
-    built in the same order, and no merge rebuilds it. The exact ids and scores of 40 k-NN queries agree on a
-    coarse m=4 graph, where another graph changes the hits (two merges of the same segments: 36 of 60 differed)."""
-    from evalctl.evaluators.retrieval.query_bodies import knn_body
-    from evalctl.indexers.index_layout import HnswSettings, vector_field
+def test_a_full_load_ends_in_one_segment_that_no_merge_rebuilds(os_client, env):
+    """A full load of a new index sends documents in corpus order, one bulk request in flight, refresh off until
+    the end: it ends in one segment, so no merge rebuilds its graph (graph_merged false). Identical k-NN hits of
+    two such builds are not asserted: they agreed on a warm node in every pair tried but not on a node just started
+    (the first pair after each of 2 starts differed on a coarse m=4 graph; docs/index-layout.md)."""
+    from evalctl.indexers.index_layout import HnswSettings
     from evalctl.indexers.index_loader import index_corpus, read_manifest
 
     settings = dataclasses.replace(env["settings"], hnsw=HnswSettings(m=4, ef_construction=16, ef_search=10))
-    indexes = []
-    for prefix in env["prefixes"]:
-        env["mp"].setenv("EVALCTL_INDEX_PREFIX", prefix)
-        rep = index_corpus(os_client, env["corpus"], [env["view"]], env["model"], settings=settings, progress=False)
-        manifest = read_manifest(os_client, rep.index)
-        assert rep.segments_loaded == rep.segments == manifest["segments"] == 1 and not manifest["graph_merged"]
-        indexes.append(rep.index)
-    field = vector_field(env["view"].name)
-    docs = os_client.search(index=indexes[0], body={"size": 60, "sort": [{"doc_id": "asc"}], "_source": [field]})
-    queries = [d["_source"][field] for d in docs["hits"]["hits"] if field in d["_source"]][:40]
-
-    def hits(index: str) -> list[list[tuple[str, float]]]:
-        return [[(h["_id"], h["_score"]) for h in os_client.search(index=index, body=knn_body(field, q, 10))["hits"]["hits"]]
-                for q in queries]
-
-    first = hits(indexes[0])
-    assert len(queries) == 40 and all(first)  # a coarse graph's search may stop short of k (9 of 10 here)
-    assert hits(indexes[1]) == first
+    env["mp"].setenv("EVALCTL_INDEX_PREFIX", env["prefixes"][0])
+    rep = index_corpus(os_client, env["corpus"], [env["view"]], env["model"], settings=settings, progress=False)
+    manifest = read_manifest(os_client, rep.index)
+    assert rep.segments_loaded == rep.segments == manifest["segments"] == 1 and not manifest["graph_merged"]
