@@ -91,8 +91,15 @@ def iter_records(path: Path, batch_size: int = 2000, columns: Iterable[str] | No
     empty: a pass that needs a view's text and the codes skips claims, descriptions and citations."""
     import pyarrow.parquet as pq
 
-    cols = None if columns is None else list(dict.fromkeys(("id", *columns)))
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_size, columns=cols):
+    yield from _from_batches(pq.ParquetFile(path).iter_batches(batch_size=batch_size, columns=_with_id(columns)))
+
+
+def _with_id(columns: Iterable[str] | None) -> list[str] | None:
+    return None if columns is None else list(dict.fromkeys(("id", *columns)))
+
+
+def _from_batches(batches) -> Iterator[PatentRecord]:
+    for batch in batches:
         for d in batch.to_pylist():
             yield PatentRecord.from_dict(d)
 
@@ -104,12 +111,9 @@ def records_with_ids(path: Path, ids: Iterable[str], columns: Iterable[str] | No
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    cols = None if columns is None else list(dict.fromkeys(("id", *columns)))
-    table = pq.ParquetFile(path).read(columns=cols)  # not read_table: its dataset layer costs 0.5 s of imports
+    table = pq.ParquetFile(path).read(columns=_with_id(columns))  # not read_table: its dataset layer costs imports
     table = table.filter(pc.is_in(table["id"], value_set=pa.array(list(ids), pa.string())))
-    for batch in table.to_batches(max_chunksize=2000):
-        for d in batch.to_pylist():
-            yield PatentRecord.from_dict(d)
+    yield from _from_batches(table.to_batches(max_chunksize=2000))
 
 
 def spread_records(path: Path, n: int, columns: Iterable[str] | None = None) -> Iterator[PatentRecord]:
@@ -124,10 +128,7 @@ def spread_records(path: Path, n: int, columns: Iterable[str] | None = None) -> 
         return
     k = max(1, round(n * groups / f.metadata.num_rows))  # row groups to read
     picked = sorted({i * groups // k for i in range(k)})
-    cols = None if columns is None else list(dict.fromkeys(("id", *columns)))
-    for batch in f.iter_batches(batch_size=2000, row_groups=picked, columns=cols):
-        for d in batch.to_pylist():
-            yield PatentRecord.from_dict(d)
+    yield from _from_batches(f.iter_batches(batch_size=2000, row_groups=picked, columns=_with_id(columns)))
 
 
 @dataclass(frozen=True)
