@@ -24,7 +24,8 @@ from evalctl.indexers.index_layout import (
     index_body, index_name, index_prefix, load_index_settings, record_codes, record_facets, task_units, task_vectors,
     text_field, vector_field, vector_properties, view_properties,
 )
-from evalctl.opensearch.cluster_info import require_available, require_engine, snapshot_read, wait_until_settled
+from evalctl.opensearch.cluster_info import (require_available, require_engine, simd_vectors, snapshot_read,
+                                             wait_until_settled)
 from evalctl.provenance import code_version
 
 # Manifest keys that must match for new documents to join an existing index.
@@ -531,6 +532,9 @@ def index_corpus(client, corpus, views, model=None, *, variant: str | None = Non
     rebuilt = report.segments < report.segments_loaded
     if rebuilt or "graph_merged" in merged or "segments" not in merged:
         final["graph_merged"] = rebuilt or merged.get("graph_merged", False)
+    # whether any load built graphs with Lucene's SIMD code (then so can a rebuild's hits differ)
+    if merged.get("dim") and ("simd_vectors" in merged or "segments" not in merged):
+        final["simd_vectors"] = merged.get("simd_vectors", False) or simd_vectors(client)
     if final != merged:
         client.indices.put_mapping(index=name, body={"_meta": final})
     return report

@@ -158,3 +158,24 @@ def test_brand_new_home_with_neural_search_then_bad_zips_leave_the_node_up(monke
     finally:
         node.stop()
         shutil.rmtree(home, ignore_errors=True)
+
+
+JVM_OPTIONS = ("# JDK 20+ Incubating Vector Module for SIMD optimizations;\n"  # as OpenSearch 3.5.0 ships it
+               "# disabling may reduce performance on vector optimized lucene\n"
+               "20-:--add-modules=jdk.incubator.vector\n\n"
+               "21-:-javaagent:agent/opensearch-agent.jar\n")
+
+
+def test_simd_vectors_off_comments_out_only_the_vector_module_and_on_restores_it(tmp_path):
+    from evalctl.opensearch.node import set_simd_vectors
+
+    path = tmp_path / "jvm.options"
+    path.write_text(JVM_OPTIONS)
+    set_simd_vectors(path, on=False)
+    off = path.read_text()
+    changed = [(a, b) for a, b in zip(JVM_OPTIONS.splitlines(), off.splitlines()) if a != b]
+    assert len(changed) == 1 and changed[0][1].startswith("#") and changed[0][1].endswith(changed[0][0])
+    set_simd_vectors(path, on=False)  # again: unchanged
+    assert path.read_text() == off
+    set_simd_vectors(path, on=True)
+    assert path.read_text() == JVM_OPTIONS

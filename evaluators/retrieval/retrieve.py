@@ -32,7 +32,7 @@ from evalctl.indexers.byte_vectors import stored
 from evalctl.indexers.index_contract import open_index
 from evalctl.indexers.index_layout import load_index_settings, text_field, vector_field
 from evalctl.indexers.index_loader import result_identity
-from evalctl.opensearch.cluster_info import require_available
+from evalctl.opensearch.cluster_info import require_available, simd_vectors
 from evalctl.corpus.qrels import QrelsSet, load_qrels
 from evalctl.gc_tuning import long_lived_frozen
 
@@ -334,7 +334,9 @@ def retrieve(client, spec: RetrievalSpec, options: RetrievalOptions | None = Non
     extra = {"index_manifest": it.manifest, "n_queries": len(it.queries.ids), **counts,
              "n_empty": sum(not docs for docs in ranking.values()), "took_ms": stats.took_ms,
              "took_ms_items": stats.took_ms_items, "search_seconds": round(stats.seconds, 3),
-             "retried": stats.retried, "batch_size": opts.batch_size, "concurrency": opts.concurrency, **opts.extra}
+             "retried": stats.retried, "batch_size": opts.batch_size, "concurrency": opts.concurrency,
+             # scores from Lucene's SIMD code can differ in the last bits from run to run (opensearch.yaml)
+             **({"search_simd_vectors": simd_vectors(client)} if it.model else {}), **opts.extra}
     return save_run(corpus.name, it.identity, ranking, extra)
 
 

@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 from evalctl.errors import BadInput, Failure
 from evalctl.opensearch.connection import load_settings, make_client, resolve_url
-from evalctl.opensearch.node import ManagedNode
+from evalctl.opensearch.node import VECTOR_MODULE, ManagedNode
 
 
 class ClusterUnavailable(Failure, RuntimeError):
@@ -103,6 +103,17 @@ def plugin_versions(client) -> dict[str, str]:
     return {p["component"]: p["version"] for p in client.cat.plugins(format="json")}
 
 
+def simd_vectors(client) -> bool:
+    """Whether a node of the cluster may compute vector similarities with Lucene's SIMD code (its JVM reads the
+    Vector API module), so that two builds of an index, or one query asked before and after the JIT compiled
+    that code, can score differently in the last bits (evalctl.opensearch.node, simd_vectors)."""
+    def read():
+        nodes = client.nodes.info(metric="jvm", filter_path="nodes.*.jvm.input_arguments")["nodes"]
+        return any(VECTOR_MODULE in arg for n in nodes.values() for arg in n["jvm"]["input_arguments"])
+
+    return snapshot_read(("simd_vectors",), read)
+
+
 def cluster_status() -> dict:
     from opensearchpy.exceptions import ConnectionError as OSConnectionError
     from opensearchpy.exceptions import TransportError
@@ -121,6 +132,7 @@ def cluster_status() -> dict:
             nodes=health["number_of_nodes"],
             indices=len(client.cat.indices(format="json")),
             plugins={n: {"version": v} for n, v in sorted(plugin_versions(client).items())},
+            simd_vectors=simd_vectors(client),
         )
     except OSConnectionError:
         raise  # reported by the CLI with the URL and what to do (cli.explain)

@@ -54,6 +54,7 @@ class NodeSettings:
     heap: str = "1g"
     cluster_name: str = "evalctl"
     service_user: str = "evalctl-os"
+    simd_vectors: bool = False  # Lucene's SIMD vector code: faster, but a rebuild's k-NN hits can differ (see below)
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,28 @@ def load_spec(path: str = "opensearch.yaml") -> OpenSearchSpec:
 
 
 # --------------------------------------------------------------------------- Java
+
+# Lucene computes vector similarities with the JDK's incubating Vector API (SIMD) when the JVM may read this
+# module, else with plain Java loops. The SIMD code's sums are rounded differently by the interpreter and by
+# the JIT-compiled code, so the first HNSW build after a start (cold code) differs from the next; the plain
+# loops give the same floats every time (measured: docs/index-layout.md, bench/ann_reproducible.py).
+VECTOR_MODULE = "jdk.incubator.vector"
+_OFF = "# off (evalctl: simd_vectors false) "
+
+
+def set_simd_vectors(jvm_options: Path, on: bool) -> None:
+    """Let a distribution's JVM read the Vector API module (on) or not: its line in config/jvm.options is
+    commented out, or restored; a JVM option cannot take back an --add-modules that jvm.options gives."""
+    text = jvm_options.read_text()
+    lines = []
+    for line in text.splitlines(keepends=True):
+        bare = line.removeprefix(_OFF)
+        if VECTOR_MODULE in bare and not bare.lstrip().startswith("#"):
+            line = bare if on else _OFF + bare
+        lines.append(line)
+    if "".join(lines) != text:
+        write_text(jvm_options, "".join(lines))
+
 
 
 def java_major(java_home: Path) -> int | None:
@@ -383,6 +406,7 @@ class ManagedNode:
             (self.run_dir / sub).mkdir(parents=True, exist_ok=True)
         pid_file = self.run_dir / "opensearch.pid"
         pid_file.unlink(missing_ok=True)
+        set_simd_vectors(self.dist / "config" / "jvm.options", self.spec.node.simd_vectors)
         prefix = self._as_service_user()
         cmd = prefix + [
             "env", f"OPENSEARCH_JAVA_HOME={java}", f"OPENSEARCH_JAVA_OPTS=-Xms{self.heap} -Xmx{self.heap} {self.jvm_options}".strip(),
