@@ -532,9 +532,10 @@ def index_corpus(client, corpus, views, model=None, *, variant: str | None = Non
     rebuilt = report.segments < report.segments_loaded
     if rebuilt or "graph_merged" in merged or "segments" not in merged:
         final["graph_merged"] = rebuilt or merged.get("graph_merged", False)
-    # whether any load built graphs with Lucene's SIMD code (then so can a rebuild's hits differ)
+    # whether any load built graphs with Lucene's SIMD code (then so can a rebuild's hits differ); None: unknown
     if merged.get("dim") and ("simd_vectors" in merged or "segments" not in merged):
-        final["simd_vectors"] = merged.get("simd_vectors", False) or simd_vectors(client)
+        loads = (merged.get("simd_vectors", False), simd_vectors(client))
+        final["simd_vectors"] = True if True in loads else None if None in loads else False
     if final != merged:
         client.indices.put_mapping(index=name, body={"_meta": final})
     return report

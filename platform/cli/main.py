@@ -180,8 +180,9 @@ def status() -> None:
     click.echo(f"url:      {info['url']}")
     click.echo(f"version:  {info['version']} ({info['distribution']})")
     click.echo(f"health:   {info['health']} ({info['nodes']} node(s), {info['indices']} indices)")
-    click.echo("vectors:  " + ("Lucene's SIMD code (scores can differ in the last bits from build to build)"
-                               if info["simd_vectors"] else "Lucene's plain Java code (the same scores every build)"))
+    click.echo("vectors:  " + {True: "Lucene's SIMD code (scores can differ in the last bits from build to build)",
+                               False: "Lucene's plain Java code (the same scores every build)",
+                               None: "unknown (this user may not read the nodes' JVM arguments)"}[info["simd_vectors"]])
     click.echo("plugins:  " + ("" if info["plugins"] else "(none)"))
     for name, p in info["plugins"].items():
         click.echo(f"  {name} {p['version']}" + (f"  from {p['source']}" if p.get("source") else ""))

@@ -103,12 +103,18 @@ def plugin_versions(client) -> dict[str, str]:
     return {p["component"]: p["version"] for p in client.cat.plugins(format="json")}
 
 
-def simd_vectors(client) -> bool:
+def simd_vectors(client) -> bool | None:
     """Whether a node of the cluster may compute vector similarities with Lucene's SIMD code (its JVM reads the
     Vector API module), so that two builds of an index, or one query asked before and after the JIT compiled
-    that code, can score differently in the last bits (evalctl.opensearch.node, simd_vectors)."""
+    that code, can score differently in the last bits (evalctl.opensearch.node, simd_vectors). None: unknown,
+    for a user whose role may not read node info (a load or a search must not fail on a fact for its manifest)."""
+    from opensearchpy.exceptions import AuthorizationException
+
     def read():
-        nodes = client.nodes.info(metric="jvm", filter_path="nodes.*.jvm.input_arguments")["nodes"]
+        try:
+            nodes = client.nodes.info(metric="jvm", filter_path="nodes.*.jvm.input_arguments")["nodes"]
+        except AuthorizationException:
+            return None
         return any(VECTOR_MODULE in arg for n in nodes.values() for arg in n["jvm"]["input_arguments"])
 
     return snapshot_read(("simd_vectors",), read)
