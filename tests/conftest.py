@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import os
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -48,7 +49,7 @@ _used_cluster: dict = {}
 # What makes a test an integration test: it talks to the node (a fixture built on os_client) or loads a real
 # model (marked `models`). `pytest -m "not integration"` is then the fast loop of pure logic.
 NODE_FIXTURES = {"os_client"}
-INTEGRATION_MARKS = {"opensearch", "models"}
+INTEGRATION_MARKS = {"opensearch", "models", "neural_search"}
 
 
 # The 3-node cluster module (about 4-6 min here) runs in `make test` and CI; a plain `pytest` (the fast loop)
@@ -140,16 +141,53 @@ def on_private_node(private_node, monkeypatch):
     return private_node
 
 
-@pytest.fixture
-def neural_search(os_client):
-    """Skips a test that needs the hybrid query and search-pipeline processors when the node lacks them."""
-    from evalctl.evaluators.fusion.search_pipelines import has_neural_search
+# The one rule for the neural-search plugin (native hybrid/RRF): a test that needs it carries
+# @pytest.mark.neural_search, and is skipped with the reason on a node without the plugin, or fails there when
+# EVALCTL_REQUIRE_NEURAL_SEARCH=1 (CI and `make test` on a machine that has the plugin zip). A test that reaches
+# the plugin (REQUIRED_EVENT: require_neural_search, ensure_pipeline) without the marker fails on every node, so
+# a missing marker is found where the plugin is installed, not on a user's clone; except where evalctl asked
+# first whether the node has it (ASKED_EVENT: fusion "auto" in a study, a fusion sweep), as such code adapts.
+REQUIRE_NEURAL_SEARCH = "EVALCTL_REQUIRE_NEURAL_SEARCH"
+_plugin_events: list[tuple[str, str]] = []
 
-    if not has_neural_search(os_client):
-        if os.environ.get("EVALCTL_REQUIRE_NEURAL_SEARCH"):
-            pytest.fail("EVALCTL_REQUIRE_NEURAL_SEARCH is set but the node has no opensearch-neural-search")
-        pytest.skip("opensearch-neural-search is not installed on this node (Maven Central does not serve it; "
-                    "use docker-compose or `evalctl opensearch start --plugin-zip`)")
+
+def pytest_configure(config):
+    from evalctl.evaluators.fusion.search_pipelines import ASKED_EVENT, REQUIRED_EVENT
+
+    def audit(event: str, args: tuple) -> None:  # runs on every audit event of the process: compare, nothing more
+        if event in (REQUIRED_EVENT, ASKED_EVENT):
+            _plugin_events.append((event, str(args[0])))
+
+    sys.addaudithook(audit)  # hooks cannot be removed: one per process
+
+
+def _unadapted_requirement() -> str | None:
+    """What the first requirement of the plugin asked for, unless the node was asked about it before."""
+    from evalctl.evaluators.fusion.search_pipelines import ASKED_EVENT
+
+    for event, what in _plugin_events:
+        if event == ASKED_EVENT:
+            return None
+        return what
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _neural_search_rule(request):
+    marked = request.node.get_closest_marker("neural_search") is not None
+    if marked:
+        from evalctl.evaluators.fusion.search_pipelines import has_neural_search
+
+        if not has_neural_search(request.getfixturevalue("os_client")):
+            if os.environ.get(REQUIRE_NEURAL_SEARCH):
+                pytest.fail(f"{REQUIRE_NEURAL_SEARCH} is set but the node has no opensearch-neural-search")
+            pytest.skip("opensearch-neural-search is not installed on this node (Maven Central does not publish it; "
+                        "use docker-compose or `evalctl opensearch start --plugin-zip`)")
+    del _plugin_events[:]
+    yield
+    if not marked and (what := _unadapted_requirement()):
+        pytest.fail(f"this test reaches the neural-search plugin ({what}) but is not marked "
+                    "@pytest.mark.neural_search: it would fail on a node without the plugin instead of skipping")
 
 
 @pytest.fixture

@@ -83,9 +83,10 @@ COMBOS = [(n, c) for n, c in itertools.product(("min_max", "l2", "z_score"),
           if n != "z_score" or c == "arithmetic_mean"]  # z_score combines with arithmetic_mean only
 
 
+@pytest.mark.neural_search
 @pytest.mark.parametrize("normalization,combination", COMBOS)
 @pytest.mark.parametrize("dense_weight", [0.5, 0.7, 1.0])
-def test_normalization_processor_matches_reference(os_client, index, sub_lists, neural_search,
+def test_normalization_processor_matches_reference(os_client, index, sub_lists,
                                                    normalization, combination, dense_weight):
     from evalctl.evaluators.fusion.settings import FusionSpec
 
@@ -94,8 +95,9 @@ def test_normalization_processor_matches_reference(os_client, index, sub_lists, 
     _assert_same(_native(os_client, index, fusion), {d: s for d, s in expected.items() if s > 0})
 
 
+@pytest.mark.neural_search
 @pytest.mark.parametrize("rank_constant,dense_weight", [(60, 0.5), (1, 0.5), (20, 0.8)])
-def test_score_ranker_rrf_matches_reference(os_client, index, sub_lists, neural_search, rank_constant, dense_weight):
+def test_score_ranker_rrf_matches_reference(os_client, index, sub_lists, rank_constant, dense_weight):
     from evalctl.evaluators.fusion.settings import FusionSpec
 
     fusion = FusionSpec("rrf", dense_weight=dense_weight, rank_constant=rank_constant)

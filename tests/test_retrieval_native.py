@@ -161,8 +161,9 @@ def test_fusion_values_on_a_toy_index(os_client, index_name):
     assert rrf == pytest.approx({d: sum(1 / (60 + r[d]) for r in (rank_b, rank_v) if d in r) for d in rrf})
 
 
+@pytest.mark.neural_search
 @pytest.mark.parametrize("method,fusion", [("hybrid", "linear"), ("rrf", "rrf")])
-def test_native_and_client_fusion_agree_but_for_explained_cases(os_client, env, neural_search, method, fusion):
+def test_native_and_client_fusion_agree_but_for_explained_cases(os_client, env, method, fusion):
     """Native pipelines and ranx fusion of the same two runs: every query whose top 10 differ is explained
     (the plugin's 0.001 floor / single-valued lists, or tied scores), and the runs score alike."""
     from evalctl.evaluators.fusion.parity import parity

@@ -100,7 +100,8 @@ def test_hybrid_template_renders_a_hybrid_body_of_the_two_sub_queries(os_client,
         assert ids(os_client.search(index=patents, body={"size": 1, "query": sub})) == [expected]
 
 
-def test_hybrid_template_runs_with_neural_search(os_client, patents, docs, neural_search):
+@pytest.mark.neural_search
+def test_hybrid_template_runs_with_neural_search(os_client, patents, docs):
     vector = [1.0 if j == 2 else 0.0 for j in range(DIM)]
     resp = run(os_client, patents, "evalctl-hybrid", query_text="sauce", vector=vector, k=3, size=3)
     hits = resp["hits"]["hits"]

@@ -188,8 +188,9 @@ def test_bm25_on_3_shards_needs_dfs(os_client, pizza):
     assert sum(a != b for a, b in zip(per_shard, dfs)) > len(queries) // 2
 
 
+@pytest.mark.neural_search
 @pytest.mark.models
-def test_dense_recall_and_fusion_on_1_and_3_shards(os_client, pizza, neural_search, capsys):
+def test_dense_recall_and_fusion_on_1_and_3_shards(os_client, pizza, capsys):
     from evalctl.evaluators.scoring.metrics import ann_loss, evaluate_run
 
     recall = {n: ann_loss(_run(os_client, pizza, n, "dense", k=10), _run(os_client, pizza, n, "exact", k=10))

@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 
 from evalctl.errors import Failure
 from evalctl.evaluators.fusion.settings import FusionSpec
 from evalctl.opensearch.cluster_info import installed_plugins
 
 NEURAL_SEARCH = "opensearch-neural-search"
+# Audit events (sys.audit) for the test suite's conftest: REQUIRED by every requirement of the plugin, met or not,
+# so a test that needs it is known on a node that has it, not only when it fails on one that lacks it; ASKED by
+# the check that code adapting to the node (native fusion where the plugin is, client fusion elsewhere) makes first.
+REQUIRED_EVENT = "evalctl.neural_search.required"
+ASKED_EVENT = "evalctl.neural_search.asked"
 
 
 class NeuralSearchMissing(Failure, RuntimeError):
@@ -38,11 +44,13 @@ def pipeline_name(body: dict) -> str:
 
 
 def has_neural_search(client) -> bool:
+    sys.audit(ASKED_EVENT, "")
     return NEURAL_SEARCH in installed_plugins(client)
 
 
 def require_neural_search(client, what: str) -> None:
-    if not has_neural_search(client):
+    sys.audit(REQUIRED_EVENT, what)
+    if NEURAL_SEARCH not in installed_plugins(client):
         raise NeuralSearchMissing(
             f"{what} needs the {NEURAL_SEARCH} plugin, which this node lacks (Maven Central does not publish "
             f"it; use docker-compose or `evalctl opensearch start --plugin-zip PATH|URL[#sha256=HEX]`). Client-side "
@@ -54,6 +62,7 @@ def ensure_pipeline(client, body: dict) -> tuple[str, dict]:
     """Create the pipeline `body` unless a pipeline of that (hash-derived) name exists."""
     from opensearchpy.exceptions import NotFoundError  # here: spec validation imports this module, not the client
 
+    sys.audit(REQUIRED_EVENT, "a hybrid search pipeline")
     name = pipeline_name(body)
     try:
         client.search_pipeline.get(id=name)
