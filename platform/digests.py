@@ -3,8 +3,9 @@
 Every cache and stored result whose files another command reads later (a results-store entry, a vector
 export, an embedding-cache shard) records the sha256 of each file in its manifest; the reader checks them
 before using a byte, so a damaged, truncated or edited file is refused by name (DamagedFile, with the
-command that rebuilds it) instead of silently giving other numbers. sha256 of a 173 MB file (113k x 384
-float32) takes about 0.13 s from the page cache on this machine, a fraction of reading it for a probe.
+command that rebuilds it) instead of silently giving other numbers. Cost, measured on the 2-core dev machine:
+sha256 of a 113k x 384 float32 file (173 MB, page cache) takes 0.13 s idle, 0.4 s under load, once per
+write and once per read; a probe that reads those vectors takes seconds.
 """
 
 from __future__ import annotations

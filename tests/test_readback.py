@@ -116,19 +116,6 @@ def test_commands_end_to_end_and_too_few_examples_reported(os_client, env):
     assert "label set 'landscape'" in out.output and "0 keep a label" in out.output
 
 
-def test_missing_documents_are_reported(os_client, env):
-    """Runs last: removes one document from the index, which the export must notice."""
-    from evalctl.evaluators.vectors.export import ReadbackError, export_vectors
-    from evalctl.indexers.index_layout import index_name
-
-    corpus, model, view = env["corpus"], env["model"], env["view"]
-    name = index_name(corpus.name, model.id)
-    gone = sorted(r.id for r in corpus.records())[3]
-    os_client.delete(index=name, id=gone, refresh=True)
-    with pytest.raises(ReadbackError, match=f"1 missing \\(e.g. \\['{gone}'\\]\\)"):
-        export_vectors(os_client, corpus, view, model.id, progress=False)
-
-
 @pytest.mark.parametrize("damage", ["rows shuffled", "ids cut short", "vectors truncated", "manifest truncated"])
 def test_a_damaged_export_is_exported_again_never_reused(os_client, env, damage):
     """An export whose files differ from the digests its manifest recorded is refused (named in the
@@ -153,3 +140,16 @@ def test_a_damaged_export_is_exported_again_never_reused(os_client, env, damage)
         in rep.checks[0]
     assert rep.export.ids == ids and np.array_equal(np.asarray(rep.export.vectors), vectors)
     assert export_vectors(os_client, corpus, view, model.id, progress=False).reused  # the new export is whole
+
+
+def test_missing_documents_are_reported(os_client, env):
+    """Runs last: removes one document from the index, which the export must notice."""
+    from evalctl.evaluators.vectors.export import ReadbackError, export_vectors
+    from evalctl.indexers.index_layout import index_name
+
+    corpus, model, view = env["corpus"], env["model"], env["view"]
+    name = index_name(corpus.name, model.id)
+    gone = sorted(r.id for r in corpus.records())[3]
+    os_client.delete(index=name, id=gone, refresh=True)
+    with pytest.raises(ReadbackError, match=f"1 missing \\(e.g. \\['{gone}'\\]\\)"):
+        export_vectors(os_client, corpus, view, model.id, progress=False)
