@@ -7,7 +7,10 @@ Layout: cache_root()/embeddings/<model id>/<key digest>/
                                     out-of-memory halvings, truncated texts)
   <digest8>-<uid>.vectors.npy       float32 [n, dim]
   <digest8>-<uid>.<sum>.hashes.npy  uint8 [n, 32]: sha256 of each text, row-aligned with the vectors;
-                                    <sum> is a checksum of the vectors, verified before first use
+                                    <sum> is "r" + a digest of the hashes and then the vectors, in row
+                                    order (so rows swapped in either file are caught), verified before
+                                    first use; shards written before it (<sum> without "r") carry a
+                                    checksum of the vectors alone, which misses a reordered hashes file
 
 A shard is committed by renaming its hashes file into place after its vectors file: a run killed at
 any point leaves either a whole shard or nothing that counts, so a rerun resumes after the last
@@ -30,6 +33,7 @@ import numpy as np
 
 from evalctl.atomic import write_text, writing
 from evalctl.clock import utc_now
+from evalctl.digests import array_digest
 from evalctl.errors import Failure
 from evalctl.paths import cache_root
 
@@ -81,7 +85,14 @@ def text_hash(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8")).digest()
 
 
-def _checksum(vectors: np.ndarray) -> str:
+_ROWS = "r"  # a shard checksum over hashes and vectors (new shards); without it, over the vectors alone
+
+
+def _checksum(hashes: np.ndarray, vectors: np.ndarray) -> str:
+    return _ROWS + array_digest(hashes, vectors)[:16]
+
+
+def _legacy_checksum(vectors: np.ndarray) -> str:
     return hashlib.blake2b(np.ascontiguousarray(vectors).data, digest_size=8).hexdigest()
 
 
@@ -99,7 +110,7 @@ class EmbeddingCache:
         self.dir.mkdir(parents=True, exist_ok=True)
         self._prefix = key.digest()[:8]
         self._check_meta()
-        self._shards: list[tuple[Path, str]] = []  # (vectors file, checksum) of each shard, in index order
+        self._shards: list[tuple[Path, Path, str]] = []  # (vectors, hashes file, checksum) per shard, in index order
         self._verified: set[int] = set()  # shards whose checksum was checked in this process
         self._index: dict[bytes, tuple[int, int]] = {}  # text hash -> (shard number, row)
         for hashes_file in sorted(self.dir.glob("*.hashes.npy")):
@@ -153,7 +164,7 @@ class EmbeddingCache:
         if problem:
             raise EmbeddingCacheError(f"{vectors_file}: {problem}; remove this shard to re-encode its texts")
         number = len(self._shards)
-        self._shards.append((vectors_file, checksum))
+        self._shards.append((vectors_file, hashes_file, checksum))
         for row, h in enumerate(hashes):
             self._index.setdefault(h.tobytes(), (number, row))
 
@@ -193,20 +204,22 @@ class EmbeddingCache:
             raise EmbeddingCacheError(f"refusing to store non-finite vectors from model {self.key.model_id}")
         stem = f"{self._prefix}-{time.time_ns():020d}-{os.getpid()}"
         hash_array = np.frombuffer(b"".join(hashes), dtype=np.uint8).reshape(len(hashes), _HASH_BYTES)
-        hashes_file = self.dir / f"{stem}.{_checksum(vectors)}.hashes.npy"
+        hashes_file = self.dir / f"{stem}.{_checksum(hash_array, vectors)}.hashes.npy"
         _atomic_save(self.dir / f"{stem}.vectors.npy", vectors)
         _atomic_save(hashes_file, hash_array)  # the commit point
         self._add_shard(hashes_file)
         self._verified.add(len(self._shards) - 1)  # written from memory just now
 
     def _shard_vectors(self, number: int) -> np.ndarray:
-        vectors_file, checksum = self._shards[number]
+        vectors_file, hashes_file, checksum = self._shards[number]
         vectors = np.load(vectors_file, mmap_mode="r", allow_pickle=False)
         if number not in self._verified:
-            if _checksum(vectors) != checksum:
+            found = (_checksum(np.load(hashes_file, mmap_mode="r", allow_pickle=False), vectors)
+                     if checksum.startswith(_ROWS) else _legacy_checksum(vectors))
+            if found != checksum:
                 raise EmbeddingCacheError(
-                    f"{vectors_file}: contents do not match their checksum (corrupt); remove this shard "
-                    "and its hashes file to re-encode its texts"
+                    f"{vectors_file}: contents (or the row order of {hashes_file.name}) do not match their checksum "
+                    "(corrupt); remove this shard and its hashes file to re-encode its texts"
                 )
             self._verified.add(number)
         return vectors

@@ -65,3 +65,18 @@ def test_beir_layout(tmp_path):
     q = load_qrels(res.corpus, "given")
     assert q.qrels("test") == {"q1": {"d1": 1}}
     assert [(p.kind, p.where.file, p.where.line) for p in res.problems] == [("malformed_row", "qrels/test.tsv", 4)]
+
+
+def test_beir_files_not_in_utf8_name_the_record_and_keep_it(tmp_path):
+    """Latin-1 bytes in a BEIR corpus, queries and qrels file: no UnicodeDecodeError; the record is kept
+    with U+FFFD and the problem names the file and line."""
+    root = tmp_path / "beir"
+    (root / "qrels").mkdir(parents=True)
+    (root / "corpus.jsonl").write_bytes(b'{"_id": "d1", "title": "Pizza oven", "text": "caf\xe9 heat"}\n'
+                                        b'{"_id": "d2", "title": "Dough \xff", "text": "knead"}\n')
+    (root / "queries.jsonl").write_bytes(b'{"_id": "q1", "text": "oven \xe9"}\n')
+    (root / "qrels" / "test.tsv").write_bytes(b"query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td\xe92\t1\n")
+    res = import_corpus("beir", [root], name="beir-latin1")
+    assert [r.abstract for r in res.corpus.records()] == ["caf\ufffd heat", "knead"]
+    assert {(p.kind, p.where.file, p.where.line) for p in res.problems} >= {
+        ("bad_encoding", "corpus.jsonl", 1), ("bad_encoding", "corpus.jsonl", 2)}

@@ -159,3 +159,16 @@ def test_shards_split_ids_stably_and_completely():
             parse_shard(bad)
     parts = [[i for i in IDS if in_shard(i, (k, 3))] for k in range(3)]
     assert sorted(sum(parts, [])) == sorted(IDS) and all(parts)
+
+
+def test_swapped_rows_of_a_hashes_file_are_reported_not_used(tmp_path):
+    """Two rows of a shard's hashes file swapped would give each text the other's vector; the shard's
+    checksum covers hashes and vectors in row order, so the swap is refused by name."""
+    report = _run(tmp_path, FakeEncoder())
+    hashes_file = sorted(report.cache_dir.glob("*.hashes.npy"))[0]
+    hashes = np.load(hashes_file)
+    hashes[[0, 1]] = hashes[[1, 0]]
+    with open(hashes_file, "wb") as f:  # the same name, so only the content tells
+        np.save(f, hashes)
+    with pytest.raises(EmbeddingCacheError, match=f"row order of {hashes_file.name}"):
+        _run(tmp_path, FakeEncoder())

@@ -116,6 +116,32 @@ def test_commands_end_to_end_and_too_few_examples_reported(os_client, env):
     assert "label set 'landscape'" in out.output and "0 keep a label" in out.output
 
 
+@pytest.mark.parametrize("damage", ["rows shuffled", "ids cut short", "vectors truncated", "manifest truncated"])
+def test_a_damaged_export_is_exported_again_never_reused(os_client, env, damage):
+    """An export whose files differ from the digests its manifest recorded is refused (named in the
+    checks) and exported again: the probe gets the index's vectors, never the damaged ones."""
+    from evalctl.evaluators.vectors.export import export_vectors
+
+    corpus, model, view = env["corpus"], env["model"], env["view"]
+    good = export_vectors(os_client, corpus, view, model.id, progress=False).export
+    ids, vectors = list(good.ids), np.array(good.vectors)
+    path = good.path
+    del good  # the memory map
+    if damage == "rows shuffled":
+        np.save(path / "vectors.npy", vectors[np.random.default_rng(0).permutation(len(vectors))])
+    elif damage == "ids cut short":
+        (path / "ids.txt").write_text("\n".join(ids[:10]) + "\n")
+    else:
+        victim = path / ("vectors.npy" if damage == "vectors truncated" else "manifest.json")
+        victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])
+    rep = export_vectors(os_client, corpus, view, model.id, progress=False)
+    assert not rep.reused and rep.checks[0].startswith("stored export refused, exported again: ")
+    assert str(path / {"ids cut short": "ids.txt", "manifest truncated": "manifest.json"}.get(damage, "vectors.npy")) \
+        in rep.checks[0]
+    assert rep.export.ids == ids and np.array_equal(np.asarray(rep.export.vectors), vectors)
+    assert export_vectors(os_client, corpus, view, model.id, progress=False).reused  # the new export is whole
+
+
 def test_missing_documents_are_reported(os_client, env):
     """Runs last: removes one document from the index, which the export must notice."""
     from evalctl.evaluators.vectors.export import ReadbackError, export_vectors

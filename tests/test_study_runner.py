@@ -303,3 +303,40 @@ def test_a_run_made_by_the_cli_is_the_study_steps_run(os_client, tmp_path, monke
         assert all(s.scores()["ndcg@10"] > 0 for s in retrievals)
     finally:
         os_client.indices.delete(index=f"evalctl-rt-{tag}-*", ignore_unavailable=True)
+
+
+def test_damaged_stored_results_are_redone_by_run_and_refused_by_report(private_spec, tmp_path):
+    """Doc ids flipped inside the stored run.json: `report` refuses it by name (not "up to date", no wrong
+    scores) and `run` redoes the step; a truncated study record is named and rewritten by `run`."""
+    from evalctl import results_store
+    from evalctl.cli.main import cli
+    from evalctl.study.experiment import load_experiment
+    from evalctl.study.runner import plan
+    from evalctl.study.tasks import recall
+
+    path, doc, pizza = private_spec
+    doc["indexes"] = [{"corpus": pizza, "views": ["T"]}]
+    doc["retrieval"] = [{"corpus": pizza, "views": ["T"], "methods": ["bm25"], "split": "test"}]
+    path.write_text(yaml.safe_dump(doc))
+    assert (r := CliRunner().invoke(cli, ["run", str(path)])).exit_code == 0, r.output
+    out = tmp_path / "report"
+    assert (r := CliRunner().invoke(cli, ["report", str(path), "--out", str(out)])).exit_code == 0, r.output
+    spec = load_experiment(str(path))
+    step = next(s for s in plan(spec) if s.kind == "retrieval")
+    recall(spec.name, step)
+    run = results_store.get(pizza, step.ref())
+    text = run.file("run.json").read_text()
+    docs = sorted(set(re.findall(r'^"([^"]+)": \d', text, re.M)))
+    run.file("run.json").write_text(text.replace(f'"{docs[0]}"', '"@"').replace(f'"{docs[1]}"', f'"{docs[0]}"'))
+    r = CliRunner().invoke(cli, ["report", str(path), "--out", str(out)])
+    assert r.exit_code == 1 and "up to date" not in r.output, r.output
+    assert f"{run.file('run.json')}: content differs" in r.output and "`evalctl retrieve`" in r.output
+    r = CliRunner().invoke(cli, ["run", str(path)])
+    assert r.exit_code == 0 and "retrieve" in r.output and str(run.file("run.json")) in r.output, r.output
+    assert results_store.get(pizza, step.ref()).read_text("run.json") == text  # redone: the same ranking
+    record = next(results_store.iter_results("study-record", pizza))
+    record.file(results_store.MANIFEST).write_text('{"kind": "study-re')
+    r = CliRunner().invoke(cli, ["run", str(path)])
+    assert r.exit_code == 0 and str(record.file(results_store.MANIFEST)) in r.output, r.output
+    assert (r := CliRunner().invoke(cli, ["report", str(path), "--out", str(out)])).exit_code == 0, r.output
+    assert results_store.load(record.path).manifest["scores"] == step.scores()

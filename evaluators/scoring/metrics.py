@@ -98,7 +98,7 @@ def store_scores(run: StoredRun, scores: Scores, domain: str | None = None) -> r
 def stored_scores(run: StoredRun, domain: str | None = None) -> dict[str, float] | None:
     """The mean scores evaluate_and_store kept for `run` (every metric), or None: nothing is computed."""
     res = results_store.find("metrics", run.manifest["corpus"], _scores_identity(run, METRICS, domain))
-    return json.loads(res.file("metrics.json").read_text())["mean"] if res else None
+    return res.read_json("metrics.json")["mean"] if res else None
 
 
 def evaluate_and_store(run: StoredRun, domain: str | None = None, qset: QrelsSet | None = None) -> Scores:

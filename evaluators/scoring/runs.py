@@ -113,14 +113,14 @@ def find_run(corpus: str, identity: dict) -> StoredRun | None:
 
 
 def _loaded(res: Result) -> StoredRun:
-    return StoredRun(res, from_json(res.file("run.json").read_text()))
+    return StoredRun(res, from_json(res.read_text("run.json")))
 
 
 def load_run(ref: str | Path) -> StoredRun:
     """A run by result folder path, result id, or a unique prefix of an id."""
     p = Path(ref)
     if (p / results_store.MANIFEST).is_file():
-        return _loaded(Result(p, json.loads((p / results_store.MANIFEST).read_text())))
+        return _loaded(results_store.load(p))
     matches = [r for r in results_store.iter_results(KIND) if r.id == str(ref)]
     matches = matches or [r for r in results_store.iter_results(KIND) if r.id.startswith(str(ref))]
     if len(matches) != 1:

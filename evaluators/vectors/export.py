@@ -16,14 +16,16 @@ The export is written under a temporary name and renamed into place once it is c
     vectors.npy     float32 [n, dim], row i is the document on line i of ids.txt
     ids.txt         document ids, in doc_id order
     codes.jsonl     {"cpc": [...], "ipc": [...], "labels": [...]} per row, as stored in the index
-    manifest.json   index, field, task and prompt, index manifest, count, dim, and the checks that passed
+    manifest.json   index, field, task and prompt, index manifest, count, dim, the checks that passed, and
+                    the digest of each file above (evalctl.digests)
 
 Checks: the count equals the documents of the snapshot carrying the field and the corpus records that
 render the view (same ids); every vector whose text is in the embedding cache equals the cached one
 (bit-identical when the index was loaded from this cache; within REENCODE_TOLERANCE when another run
 filled the cache; within the fp16 tolerance for sq_fp16 indexes; for a byte index, its vectors dequantised
 by the manifest's rule, within half a quantisation step: the export manifest's `dequantised`), as `index
-verify` does for a sample.
+verify` does for a sample. An export is reused only while its files have the digests its manifest
+recorded; a damaged, truncated or edited one (or one from before digests were kept) is exported again.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from tqdm import tqdm
 
 from evalctl.atomic import new_staging_dir, replace_dir
 from evalctl.clock import utc_now
+from evalctl.digests import DamagedFile, check, digests, read_json
 from evalctl.errors import BadInput
 from evalctl.indexers.index_contract import IndexState, VectorChoice, VectorSource, open_index, vector_source
 from evalctl.indexers.byte_vectors import is_byte, read_back
@@ -107,11 +110,19 @@ def export_dir(index: str, unit: str) -> Path:
     return cache_root() / "vectors" / index / unit
 
 
+_FILES = ("vectors.npy", "ids.txt", "codes.jsonl")
+_REBUILD = "rerun the command (a damaged export is exported again) or `evalctl vectors export ... --force`"
+
+
 def load_export(index: str, unit: str) -> VectorExport | None:
+    """The stored export, None if there is none; DamagedFile if a file differs from its recorded digest."""
     path = export_dir(index, unit)
     if not (path / "manifest.json").is_file():
         return None
-    manifest = json.loads((path / "manifest.json").read_text())
+    manifest = read_json(path / "manifest.json", _REBUILD)
+    if set(manifest.get("digests") or ()) != set(_FILES):
+        raise DamagedFile(path / "manifest.json", "no digests of the export's files (an older export)", _REBUILD)
+    check(path, manifest["digests"], _REBUILD)
     ids = (path / "ids.txt").read_text(encoding="utf-8").splitlines()
     codes = [json.loads(line) for line in (path / "codes.jsonl").read_text(encoding="utf-8").splitlines()]
     vectors = np.load(path / "vectors.npy", mmap_mode="r", allow_pickle=False)
@@ -269,7 +280,11 @@ def export_vectors(client, corpus, view_spec, model_id: str, *, task: str | None
     source = vector_source(state, view, task, vectors)
     client.indices.refresh(index=index)
     n_index = client.count(index=index, body={"query": {"exists": {"field": source.field}}})["count"]
-    old = None if force else load_export(index, source.unit)
+    old, refused = None, []
+    try:
+        old = None if force else load_export(index, source.unit)
+    except DamagedFile as e:
+        refused = [f"stored export refused, exported again: {e}"]
     if old and old.manifest["index_manifest"] == meta and old.manifest["count"] == n_index:
         return ExportReport(old, reused=True, checks=old.manifest["checks"], source=source)
 
@@ -299,6 +314,7 @@ def export_vectors(client, corpus, view_spec, model_id: str, *, task: str | None
         codes = [by_id[d] for d in export.ids]
         with open(tmp / "codes.jsonl", "w", encoding="utf-8") as codes_f:
             codes_f.writelines(json.dumps(c) + "\n" for c in codes)
+        manifest["digests"] = digests(tmp, _FILES)
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
         ids = export.ids
         del export
@@ -308,4 +324,4 @@ def export_vectors(client, corpus, view_spec, model_id: str, *, task: str | None
         raise
     done = VectorExport(dest, manifest, ids, np.load(dest / "vectors.npy", mmap_mode="r", allow_pickle=False),
                         codes)
-    return ExportReport(done, reused=False, seconds=seconds, checks=checks, source=source)
+    return ExportReport(done, reused=False, seconds=seconds, checks=refused + checks, source=source)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from evalctl import results_store
 from evalctl.clock import utc_now
 from evalctl.output_folder import check_folder, claim_folder
 from evalctl.study.experiment import ExperimentSpec
@@ -244,6 +245,8 @@ def write_report(spec: ExperimentSpec, out: Path, force: bool = False) -> tuple[
     for s in steps:  # the study records `evalctl run` left: no node, no index manifest is read
         if s.target is not None:
             recall(spec.name, s)
+            if ref := s.ref():  # a damaged input is refused by name, never reported (nor kept as up to date)
+                results_store.get(s.target.corpus, ref)
     md, page, inputs_file = out / "report.md", out / "report.html", out / INPUTS_FILE
     inputs = json.dumps({"code_version": code_version(), "spec": Path(spec.source_path).read_text(),
                          "steps": [[s.key, s.scores() if s.scores else None, s.ref() if s.ref else None]

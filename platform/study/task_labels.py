@@ -3,7 +3,6 @@ the vectors read back from the index, their expected-score metrics and report se
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -121,7 +120,7 @@ class LabelTask:
 
         group, name = metric.split("/")
         res = next(r for r in results_store.iter_results(step.kind, step.target.corpus) if r.id == step.ref())
-        body = json.loads(res.file("metrics.json").read_text())[group]
+        body = res.read_json("metrics.json")[group]
         return {str(i): unit[name] for i, unit in enumerate(body.get("splits") or body.get("seeds"))}
 
     def report(self, report, spec, steps, out: Path) -> None:

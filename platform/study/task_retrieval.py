@@ -64,7 +64,10 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
 
     @memo
     def record():
-        if (res := results_store.find("study-step", entry.corpus, identity())) or sweep:
+        res = results_store.find("study-step", entry.corpus, identity())
+        if res and not results_store.intact(entry.corpus, res.manifest["run"]):
+            res = None  # its run is gone or damaged: the step is redone
+        if res or sweep:
             return res  # a tuned run's weight is known only after its sweep: no run to look for
         client = make_client()
         try:

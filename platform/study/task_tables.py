@@ -12,7 +12,6 @@ the variation between splits or k-means seeds only, not document sampling; with 
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pandas as pd
@@ -34,7 +33,7 @@ def view_label(manifest: dict) -> str:
 
 def _rows_of(result) -> list[tuple[dict, list[dict]]]:
     """(row keys, per-split or per-seed metric dicts) for each probe or level of one result."""
-    m, metrics = result.manifest, json.loads(result.file("metrics.json").read_text())
+    m, metrics = result.manifest, result.read_json("metrics.json")
     base = {"corpus": m["corpus"], "model": m["model"], "view": view_label(m), "label_set": m["label_set"]["name"]}
     if m["kind"] == "classification":
         return [({**base, "probe": probe, "n": m["n_records"], "labels": m["n_labels"]}, body["splits"])

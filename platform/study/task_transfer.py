@@ -7,7 +7,6 @@ combinations significantly worse", study notes section 12). `evalctl transfer` r
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -84,7 +83,7 @@ def _stored_report(step: Step) -> dict:
     from evalctl import results_store
 
     res = next(r for r in results_store.iter_results(KIND, step.target.corpus) if r.id == step.ref())
-    return json.loads(res.file("report.json").read_text())
+    return res.read_json("report.json")
 
 
 class TransferTask:
