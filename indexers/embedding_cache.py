@@ -2,7 +2,8 @@
 
 Layout: cache_root()/embeddings/<model id>/<key digest>/
   meta.json                         the key in clear text (model, revision, prompt variant and string,
-                                    role, view, dim, precision, package versions); checked on every open
+                                    role, view, dim, precision, package versions; an imported entry's
+                                    corpus); checked on every open
   runs/<time>-<pid>.json            how each run encoded into it (device, precision, token budget,
                                     out-of-memory halvings, truncated texts)
   <digest8>-<uid>.vectors.npy       float32 [n, dim]
@@ -64,14 +65,20 @@ class CacheKey:
     # read back and verify; a new encode (versions known) never adds to them.
     precision: str = "float32"
     versions: str | None = None
+    # The corpus whose vectors an imported entry holds (`evalctl vectors import`): vectors made elsewhere serve
+    # the corpus they were imported for only. None for vectors encoded here (the same for every corpus), and
+    # then absent from meta.json, so those entries keep their digests.
+    corpus: str | None = None
 
     def __post_init__(self) -> None:
-        if self.versions is None and self.precision != "float32":
-            raise ValueError("a cache key without versions is a format-1 entry, which is float32")
+        if self.versions is None and (self.precision != "float32" or self.corpus is not None):
+            raise ValueError("a cache key without versions is a format-1 entry, which is float32 of no corpus")
 
     def meta(self) -> dict:
         """The key as meta.json holds it."""
         fields = asdict(self)
+        if self.corpus is None:
+            del fields["corpus"]
         if self.versions is None:
             del fields["precision"], fields["versions"]
             return {"format": LEGACY_FORMAT, **fields}
@@ -94,6 +101,16 @@ def _checksum(hashes: np.ndarray, vectors: np.ndarray) -> str:
 
 def _legacy_checksum(vectors: np.ndarray) -> str:
     return hashlib.blake2b(np.ascontiguousarray(vectors).data, digest_size=8).hexdigest()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _atomic_save(path: Path, array: np.ndarray) -> None:
@@ -140,6 +157,23 @@ class EmbeddingCache:
 
     def runs(self) -> list[dict]:
         return [json.loads(p.read_text(encoding="utf-8")) for p in sorted((self.dir / "runs").glob("*.json"))]
+
+    def remove_leftovers(self) -> list[Path]:
+        """Remove what writers killed on this machine left here: their temporaries (atomic.writing's hidden
+        `.<name>.<pid>-<id>`) and vectors files whose hashes file (the commit point) never came. The cache
+        ignores both; a writer still alive keeps its files. Returns the removed paths."""
+        committed = {p.name.split(".", 1)[0] for p in self.dir.glob("*.hashes.npy")}
+        removed = []
+        for path in [*self.dir.glob(".*"), *(self.dir / "runs").glob(".*"), *self.dir.glob("*.vectors.npy")]:
+            if path.name.endswith(".vectors.npy"):
+                stem = path.name.split(".", 1)[0]
+                pid = stem.rsplit("-", 1)[-1] if stem not in committed else None
+            else:
+                pid = path.name.rsplit(".", 1)[-1].split("-", 1)[0]
+            if path.is_file() and pid and pid.isdigit() and not _alive(int(pid)):
+                path.unlink(missing_ok=True)
+                removed.append(path)
+        return removed
 
     def _add_shard(self, hashes_file: Path) -> None:
         stem, checksum, _ = hashes_file.name.split(".", 2)

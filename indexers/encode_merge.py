@@ -22,7 +22,7 @@ from evalctl.errors import BadInput
 from evalctl.indexers.embedding_cache import CacheKey, EmbeddingCache, text_hash
 from evalctl.indexers.encode_corpus import view_texts
 from evalctl.indexers.encoder import cache_key
-from evalctl.indexers.vectors_import import SAME_TOLERANCE
+from evalctl.indexers.vector_agreement import FirstVectors
 from evalctl.paths import cache_root
 
 
@@ -91,14 +91,12 @@ def merge_caches(store, view_spec, model, sources: list[Path], *, role: str = "d
                          f"none of the {len(sources)} caches (records e.g. {', '.join(missing[:5])}): a shard was not "
                          "encoded or its cache not given; nothing was merged")
     # each text's vector from its first holder; every other holder (and this cache) must agree with it
-    first: dict[bytes, np.ndarray] = {}
+    first = FirstVectors()
     for src, entry in [*entries.items(), (here, target)]:
         held = [h for h in wanted if h in entry]
-        for h, vector in zip(held, entry.get(held) if held else ()):
-            base = first.setdefault(h, vector)
-            if (diff := float(np.abs(vector - base).max())) > SAME_TOLERANCE:
-                raise MergeError(f"record {wanted[h]} ({view_spec.name}): {holders[h][0]} and {src} hold "
-                                 f"different vectors for its text (max |diff| {diff:.3g}) under one key; nothing was merged")
+        if clash := first.add((h, src, vector) for h, vector in zip(held, entry.get(held) if held else ())):
+            raise MergeError(f"record {wanted[clash.text]} ({view_spec.name}): {clash.first} and {src} hold different "
+                             f"vectors for its text (max |diff| {clash.diff:.3g}) under one key; nothing was merged")
     new = [h for h in holders if h not in target]
     target = target or EmbeddingCache(key, root=here)
     if new:

@@ -325,18 +325,21 @@ def encoding_versions() -> str:
 
 
 INSTALLED = "installed"
+IMPORTED = "imported"  # the versions of an entry of `evalctl vectors import` (evalctl.indexers.vectors_import)
 
 
 def cache_key(spec: ModelSpec, role: Role, view: str, variant: str | None, prompt: str, precision: str | None = None,
-              versions: str | None = INSTALLED) -> CacheKey:
+              versions: str | None = INSTALLED, corpus: str | None = None) -> CacheKey:
     """The cache entry of these vectors. precision None: the process runtime's for this model; versions: those of
     the installed packages by default, an index's own as its manifest names them, None for an entry made before
-    versions were keyed (embedding_cache.LEGACY_FORMAT)."""
+    versions were keyed (embedding_cache.LEGACY_FORMAT). corpus: the corpus the vectors are for, which keys
+    imported entries only (vectors made elsewhere serve the corpus they were imported for)."""
     precision = precision or encoding_precision(spec, current_runtime())
     return CacheKey(
         model_id=spec.id, hf_id=spec.hf_id, revision=spec.revision, prompt_variant=variant or spec.default_variant,
         prompt=prompt, role=role, view=view, dim=spec.dim, precision=precision,
         versions=encoding_versions() if versions == INSTALLED else versions,
+        corpus=corpus if versions == IMPORTED else None,
     )
 
 
@@ -358,6 +361,7 @@ def encode_texts(
     source: Source = "auto",
     cache_root: Path | None = None,
     versions: str | None = INSTALLED,
+    corpus: str | None = None,
     progress: bool = True,
 ) -> EncodeReport:
     """Vectors for `texts` (one per id), encoding only what the cache does not already hold. `runtime` (over the
@@ -372,8 +376,9 @@ def encode_texts(
     rt = Runtime(device=device).over(runtime or Runtime()).over(current_runtime())
     precision = encoder.precision if encoder is not None else encoding_precision(spec, rt)
     prompt = spec.prompt_for(role, task_type=task_type, task=task, variant=variant)
-    # versions: the cache entry's (see cache_key); an imported entry's texts that lack a vector are encoded here
-    cache = EmbeddingCache(cache_key(spec, role, view, variant, prompt, precision, versions), root=cache_root)
+    # versions and corpus: the cache entry's (see cache_key); an imported entry's texts that lack a vector are
+    # encoded here
+    cache = EmbeddingCache(cache_key(spec, role, view, variant, prompt, precision, versions, corpus), root=cache_root)
     hashes = [text_hash(t) for t in texts]
     unique = dict(zip(hashes, texts))  # one encode per distinct text
     todo = [h for h in unique if h not in cache]

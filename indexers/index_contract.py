@@ -65,7 +65,8 @@ class IndexState:
         m = self.manifest
         return cache_key(model or get_model(m["model"]), "document", view, m["prompt_variant"],
                          m["document_prompt"] if prompt is None else prompt,
-                         m.get("precision", "float32"), m.get("encoding_versions"))  # absent: a format-1 entry
+                         m.get("precision", "float32"), m.get("encoding_versions"),  # absent: a format-1 entry
+                         m.get("corpus"))
 
 
 @dataclass(frozen=True)

@@ -431,7 +431,7 @@ def index_corpus(client, corpus, views, model=None, *, variant: str | None = Non
     # vectors brought in by `evalctl vectors import` where the cache has them (evalctl.indexers.vectors_import)
     imported = imported_for_index(model, {v.name: (v.name, prompt) for v in views} | {
         field_unit(v, t): (v, tv["prompt"]) for t, tv in tasks.items() for v in tv["views"]},
-        variant, read_manifest(client, name)) if model else None
+        variant, read_manifest(client, name), corpus.name) if model else None
     if imported is not None:
         require_covered(model, corpus, views, imported, variant)
     elif model is not None:  # before the index exists: missing weights must not leave an empty index behind
@@ -460,7 +460,7 @@ def index_corpus(client, corpus, views, model=None, *, variant: str | None = Non
             for unit, task in fields[v] if ids else ():
                 out[unit] = (ids, get_or_encode(model, "document", v, ids, list(by_id.values()), variant=variant,
                                                 task_type=task or "retrieval", encoder=encoder, progress=False,
-                                                versions=IMPORTED if imported else INSTALLED))
+                                                versions=IMPORTED if imported else INSTALLED, corpus=corpus.name))
         return out
 
     if model is not None and settings.data_type == "byte":

@@ -9,18 +9,25 @@ The entry is the one the model spec, role, view and prompt name, at the precisio
 (declared: it cannot be read off float32 files) and with versions "imported" (the packages that made them are
 not this machine's), so an imported entry never mixes with a local encode of other package versions.
 
-Everything is checked before anything is written (BadInput naming the file and row): dimension against the
-spec, NaN/inf, norms where the spec normalises, duplicate ids, ids unknown to the corpus, row counts; then all
-vectors go in as one shard (the cache's atomic commit) and the provenance (files and their sha256, the
-command, counts, coverage) as the entry's run record, which the index manifest carries. A partial import is
-allowed and its coverage reported: `evalctl index` encodes only the missing texts, with the model at the
-imported precision, into the same entry (its run record says so), or refuses before any work when the
-model's weights are not here.
+The entry is the corpus's own: vectors made elsewhere serve the corpus they were imported for, and another
+corpus (even one of the same texts) encodes its own.
+
+Everything is checked before anything is written (BadInput naming the file and row), reading a `.npy` a block at
+a time (a bad row 0 is refused without loading the file): dimension against the spec, NaN/inf, norms where the
+spec normalises, duplicate ids, ids unknown to the corpus, row counts, and one vector per text (records of one
+text given different vectors are refused as `vectors merge` refuses them); then all vectors go in as one shard
+(the cache's atomic commit) and, only then, the provenance (files and their sha256, the command, counts,
+coverage) as the entry's run record, which the index manifest carries. An entry counts as imported once it
+holds such a record: an import killed before it leaves nothing `index` uses, and the next import removes its
+leftovers. A partial import is allowed and its coverage reported: `evalctl index` encodes only the missing
+texts, with the model at the imported precision, into the same entry (its run record says so), or refuses
+before any work when the model's weights are not here.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,12 +35,13 @@ import numpy as np
 
 from evalctl.errors import BadInput
 from evalctl.indexers.embedding_cache import CacheKey, EmbeddingCache, text_hash
+from evalctl.indexers.encoder import IMPORTED, cache_key
+from evalctl.indexers.vector_agreement import FirstVectors
 from evalctl.paths import cache_root
 from evalctl.provenance import code_version, file_sha256
 
-IMPORTED = "imported"  # the versions field of an imported entry's key
 NORM_TOLERANCE = 1e-2  # |norm - 1| allowed where the spec normalises (a float16 source rounds to ~1e-3)
-SAME_TOLERANCE = 1e-5  # a re-import may repeat vectors the entry holds (see index_contract.REENCODE_TOLERANCE)
+BLOCK_BYTES = 32 << 20  # rows read at a time from a memory-mapped source: checks hold one block, not the file
 
 
 class VectorsImportError(BadInput, ValueError):
@@ -55,13 +63,23 @@ class VectorFile:
         return at + (f", line {row + self.id_line} of {self.id_file})" if self.id_file else ")")
 
 
+def _lines(path: Path) -> list[str]:
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise VectorsImportError(f"{path} line {line}: not UTF-8 text (byte "
+                                 f"{raw[e.start]:#04x} at offset {e.start}); save the ids as UTF-8") from None
+
+
 def _ids_from_text(path: Path) -> list[str]:
-    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    return [line.strip() for line in _lines(path)]
 
 
 def _ids_from_beir(path: Path) -> list[str]:
     ids = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(_lines(path), 1):
         try:
             doc_id = json.loads(line).get("_id") if line.strip() else None
         except (json.JSONDecodeError, AttributeError):
@@ -88,6 +106,10 @@ def read_npy(vectors: Path, ids: Path | None = None, beir_corpus: Path | None = 
         matrix = np.load(vectors, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError) as e:
         raise VectorsImportError(f"{vectors}: not a readable .npy matrix ({e})") from None
+    if not isinstance(matrix, np.ndarray):  # np.load opens a .npz archive whatever the file is called
+        matrix.close()
+        raise VectorsImportError(f"{vectors}: a .npz archive, not a .npy matrix: save the vectors array alone "
+                                 "(numpy.save) and give that")
     row_ids = _ids_from_text(id_file) if ids else _ids_from_beir(id_file)
     return VectorFile(matrix, row_ids, [vectors, id_file], id_file=id_file)
 
@@ -98,6 +120,9 @@ def read_parquet(path: Path, id_column: str = "id", vector_column: str = "vector
     import pyarrow.parquet as pq
 
     _require(path, "Parquet")
+    if id_column == vector_column:
+        raise VectorsImportError(f"--id-column and --vector-column both name {id_column!r}: the ids and the vectors "
+                                 "are two columns")
     try:
         schema = pq.read_schema(path)
     except (OSError, pa.ArrowException) as e:
@@ -106,7 +131,14 @@ def read_parquet(path: Path, id_column: str = "id", vector_column: str = "vector
     if missing:
         raise VectorsImportError(f"{path}: no column {', '.join(map(repr, missing))} (it has {', '.join(schema.names)}); "
                                  "name them with --id-column and --vector-column")
-    table = pq.read_table(path, columns=[id_column, vector_column])
+    for c in (id_column, vector_column):
+        if (n := schema.names.count(c)) > 1:
+            raise VectorsImportError(f"{path}: column {c!r} appears {n} times, so which one is meant is unknown; "
+                                     "rename the others")
+    try:
+        table = pq.read_table(path, columns=[id_column, vector_column])
+    except (OSError, pa.ArrowException) as e:  # the footer read, a data page did not (corrupt, truncated)
+        raise VectorsImportError(f"{path}: not a readable Parquet file ({e})") from None
     ids = table.column(id_column).to_pylist()
     column = table.column(vector_column).combine_chunks()
     if not (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)
@@ -127,6 +159,16 @@ def read_parquet(path: Path, id_column: str = "id", vector_column: str = "vector
     return VectorFile(matrix, [str(i) for i in ids], [path])
 
 
+def _blocks(vectors: np.ndarray):
+    """(first row, rows) of `vectors` a block at a time, as float32 in memory (a memory-mapped file is read
+    only as far as the caller goes)."""
+    step = max(1, BLOCK_BYTES // max(1, vectors.shape[1] * vectors.itemsize))
+    for start in range(0, vectors.shape[0], step):
+        with np.errstate(over="ignore"):  # beyond float32: inf, refused as such
+            block = np.asarray(vectors[start:start + step], dtype=np.float32)
+        yield start, block
+
+
 def check_rows(src: VectorFile, dim: int, normalized: bool, model_id: str) -> None:
     """Shape, finiteness, norms and unique ids, each failure naming its file and first row."""
     v, label = src.vectors, src.files[0]
@@ -135,17 +177,19 @@ def check_rows(src: VectorFile, dim: int, normalized: bool, model_id: str) -> No
     if v.shape[0] != len(src.ids):
         raise VectorsImportError(f"{label} has {v.shape[0]} rows but {src.id_file or label} has {len(src.ids)} ids: "
                                  "they must be row-aligned")
+    if not v.shape[0]:
+        raise VectorsImportError(f"{label}: no rows, nothing to import")
     if v.shape[1] != dim:
         raise VectorsImportError(f"{label}: vectors are {v.shape[1]}-dim, model {model_id} gives {dim} (configs/models/)")
-    bad = ~np.isfinite(v).all(axis=1)
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        raise VectorsImportError(f"{src.where(row)}: non-finite values (NaN or inf); {int(bad.sum())} such row(s)")
-    if normalized:
-        off = np.abs(np.linalg.norm(np.asarray(v, dtype=np.float64), axis=1) - 1) > NORM_TOLERANCE
-        if off.any():
+    for start, block in _blocks(v):  # float32, as stored: a float64 value beyond its range is not finite
+        bad = ~np.isfinite(block).all(axis=1)
+        if bad.any():
+            raise VectorsImportError(f"{src.where(start + int(np.flatnonzero(bad)[0]))}: non-finite values (NaN or inf"
+                                     f"{', or beyond float32' if v.dtype.itemsize > 4 else ''})")
+        norms = np.linalg.norm(block.astype(np.float64), axis=1) if normalized else None
+        if norms is not None and (off := np.abs(norms - 1) > NORM_TOLERANCE).any():
             row = int(np.flatnonzero(off)[0])
-            raise VectorsImportError(f"{src.where(row)}: norm {np.linalg.norm(v[row]):.4g}; model {model_id}'s vectors "
+            raise VectorsImportError(f"{src.where(start + row)}: norm {norms[row]:.4g}; model {model_id}'s vectors "
                                      f"are unit-normalised (normalize: true in its spec): normalise them first")
     first: dict[str, int] = {}
     for row, doc_id in enumerate(src.ids):
@@ -155,10 +199,18 @@ def check_rows(src: VectorFile, dim: int, normalized: bool, model_id: str) -> No
             raise VectorsImportError(f"{src.where(row)}: duplicate id, also row {seen}")
 
 
-def imported_key(model, role: str, view: str, variant: str | None, prompt: str, precision: str) -> CacheKey:
-    from evalctl.indexers.encoder import cache_key
+def imported_key(model, role: str, view: str, variant: str | None, prompt: str, precision: str,
+                 corpus: str) -> CacheKey:
+    return cache_key(model, role, view, variant, prompt, precision, versions=IMPORTED, corpus=corpus)
 
-    return cache_key(model, role, view, variant, prompt, precision, versions=IMPORTED)
+
+def _rows(vectors: np.ndarray, rows: list[int]) -> np.ndarray:
+    """float32 copies of these rows, gathered a block at a time (no second copy in the source's dtype)."""
+    out = np.empty((len(rows), vectors.shape[1]), dtype=np.float32)
+    step = max(1, BLOCK_BYTES // max(1, vectors.shape[1] * vectors.itemsize))
+    for start in range(0, len(rows), step):
+        out[start:start + step] = vectors[rows[start:start + step]]
+    return out
 
 
 @dataclass
@@ -178,48 +230,63 @@ class ImportReport:
         return self.n_covered / self.n_view_records if self.n_view_records else 1.0
 
 
+def _one_vector_per_text(src: VectorFile, rows: dict[int, bytes], cache: EmbeddingCache | None, held: list[bytes],
+                         view: str) -> None:
+    """Rows of one text (records with the same text, or a text the entry holds) must give it the same vector:
+    the entry keeps one per text, so another would be dropped silently (`vectors merge` refuses the same)."""
+    counts, in_entry = Counter(rows.values()), set(held)
+    shared = [row for row, h in rows.items() if counts[h] > 1 or h in in_entry]
+    first = FirstVectors()
+    if held:
+        first.add((h, None, v) for h, v in zip(held, cache.get(held)))  # None: the entry
+    clash = first.add((rows[row], row, src.vectors[row]) for row in shared)
+    if clash is None:
+        return
+    if clash.first is None:
+        raise VectorsImportError(f"{src.where(clash.other)}: the entry {cache.dir} already holds another vector for "
+                                 f"this text (max |diff| {clash.diff:.3g}); delete that folder to replace its vectors")
+    raise VectorsImportError(
+        f"{src.where(clash.other)} and row {clash.first} (id {src.ids[clash.first]!r}) have the same {view} text but "
+        f"different vectors (max |diff| {clash.diff:.3g}): the cache keeps one vector per text, so one record would "
+        "carry the other's; give them the same vector or leave one out; nothing was imported")
+
+
 def import_vectors(corpus, view_spec, model, src: VectorFile, *, precision: str, role: str = "document",
                    variant: str | None = None, task_type: str = "retrieval", command: str | None = None,
                    root: Path | None = None) -> ImportReport:
-    """Check `src` against the model spec and the corpus, then store it in the entry of (model, role, view,
-    prompt, precision, imported) with its provenance. Raises VectorsImportError before writing anything."""
+    """Check `src` against the model spec and the corpus, then store it in the corpus's entry of (model, role,
+    view, prompt, precision, imported) with its provenance. Raises VectorsImportError before writing anything."""
     check_rows(src, model.dim, model.normalize, model.id)
-    columns = view_spec.columns
-    texts = {r.id: view_spec.render(r) for r in corpus.records(columns)}
+    texts = {r.id: view_spec.render(r) for r in corpus.records(view_spec.columns)}
     unknown = [row for row, i in enumerate(src.ids) if i not in texts]
     if unknown:
         raise VectorsImportError(f"{src.where(unknown[0])}: no such record in corpus {corpus.name}; "
                                  f"{len(unknown)} of {len(src.ids)} ids are unknown to it (another corpus?)")
-    rows = [row for row, i in enumerate(src.ids) if texts[i]]
-    hashes = [text_hash(texts[src.ids[row]]) for row in rows]
-    first: dict[bytes, int] = {}
-    for h, row in zip(hashes, rows):
-        first.setdefault(h, row)  # records of the same text: one vector (the entry keys by text)
+    rows = {row: text_hash(texts[i]) for row, i in enumerate(src.ids) if texts[i]}
+    if not rows:
+        raise VectorsImportError(f"{src.files[0]}: none of its {len(src.ids)} rows is a record with {view_spec.name} "
+                                 f"text in corpus {corpus.name}: nothing to import")
     prompt = model.prompt_for(role, task_type=task_type, variant=variant)
-    key = imported_key(model, role, view_spec.name, variant, prompt, precision)
+    key = imported_key(model, role, view_spec.name, variant, prompt, precision, corpus.name)
     base = root or cache_root() / "embeddings"
-    held = set()
-    if (base / key.model_id / key.digest() / "meta.json").is_file():  # an earlier import into this entry
-        cache = EmbeddingCache(key, root=base)
-        held = {h for h in first if h in cache}
-        if held:
-            stored, _ = cache.lookup_hashes(sorted(held))
-            given = np.asarray(src.vectors[[first[h] for h in sorted(held)]], dtype=np.float32)
-            diff = np.abs(stored - given).max(axis=1)
-            if (diff > SAME_TOLERANCE).any():
-                row = first[sorted(held)[int(np.argmax(diff))]]
-                raise VectorsImportError(
-                    f"{src.where(row)}: the entry {cache.dir} already holds another vector for this text (max |diff| "
-                    f"{diff.max():.3g}); delete that folder to replace its vectors")
-    new = [h for h in first if h not in held]
-    cache = EmbeddingCache(key, root=base)
+    # the entry is opened only where it exists: a refused import leaves no trace
+    cache = EmbeddingCache(key, root=base) if (base / key.model_id / key.digest() / "meta.json").is_file() else None
+    held = sorted({h for h in rows.values() if cache is not None and h in cache})
+    _one_vector_per_text(src, rows, cache, held, view_spec.name)
+    new: dict[bytes, int] = {}  # text hash -> its first row: records of one text share its vector
+    for row, h in rows.items():
+        new.setdefault(h, row)
+    for h in held:
+        del new[h]
+    cache = cache or EmbeddingCache(key, root=base)
+    cache.remove_leftovers()  # of an import killed earlier
     if new:
-        cache.commit(new, np.asarray(src.vectors[[first[h] for h in new]], dtype=np.float32))
+        cache.commit(list(new), _rows(src.vectors, list(new.values())))
     with_text = [i for i, t in texts.items() if t]
     missing = sorted(i for i in with_text if text_hash(texts[i]) not in cache)
     report = ImportReport(cache.dir, key, len(src.ids), len(new), len(held), len(src.ids) - len(rows),
                           len(with_text), len(with_text) - len(missing), missing[:5])
-    cache.record_run({"import": {
+    cache.record_run({"import": {  # last: an entry counts as imported once its rows are committed
         "files": [{"path": str(p.resolve()), "sha256": file_sha256(p), "bytes": p.stat().st_size} for p in src.files],
         "command": command, "source_dtype": str(src.vectors.dtype), "precision": precision,
         "corpus": corpus.name, "corpus_hash": corpus.content_hash, "n_rows": report.n_rows,
@@ -241,9 +308,10 @@ class ImportedVectors:
     provenance: dict  # {unit: [import records]}
 
 
-def imported_entries(model, view: str, variant: str | None, prompt: str, role: str = "document",
+def imported_entries(model, view: str, variant: str | None, prompt: str, corpus: str, role: str = "document",
                      root: Path | None = None) -> dict[str, EmbeddingCache]:
-    """{precision: entry} of the imported entries for this model, role, view and prompt."""
+    """{precision: entry} of the imported entries of this corpus for this model, role, view and prompt; an entry
+    counts once an import recorded itself there (after its commit: a killed import's entry does not)."""
     base = root or cache_root() / "embeddings"
     found = {}
     for meta_file in sorted((base / model.id).glob("*/meta.json")):
@@ -252,20 +320,20 @@ def imported_entries(model, view: str, variant: str | None, prompt: str, role: s
         except (OSError, json.JSONDecodeError):
             continue  # an unreadable entry is reported when its own key opens it
         if meta.get("versions") == IMPORTED:
-            key = imported_key(model, role, view, variant, prompt, meta["precision"])
-            if key.meta() == meta:
-                found[meta["precision"]] = EmbeddingCache(key, root=base)
+            key = imported_key(model, role, view, variant, prompt, meta["precision"], corpus)
+            if key.meta() == meta and import_records(entry := EmbeddingCache(key, root=base)):
+                found[meta["precision"]] = entry
     return found
 
 
 def imported_for_index(model, units: dict[str, tuple[str, str]], variant: str | None,
-                       manifest: dict | None) -> ImportedVectors | None:
-    """Whether an index's vectors come from imported entries, and at which precision. `units`: {field unit:
-    (view, prompt)} the load fills. A new index uses imports where every unit has one (some but not all is
+                       manifest: dict | None, corpus: str) -> ImportedVectors | None:
+    """Whether an index's vectors come from entries imported for its corpus, and at which precision. `units`:
+    {field unit: (view, prompt)} the load fills. A new index uses imports where every unit has one (some but not all is
     refused: one index, one source of vectors); an existing index keeps what its manifest says."""
     if manifest and manifest.get("encoding_versions") != IMPORTED:
         return None
-    found = {u: imported_entries(model, v, variant, p) for u, (v, p) in units.items()}
+    found = {u: imported_entries(model, v, variant, p, corpus) for u, (v, p) in units.items()}
     if manifest:
         precision = manifest["precision"]
         if lost := [u for u, e in found.items() if precision not in e]:
@@ -300,7 +368,7 @@ def require_covered(model, corpus, views, imported: ImportedVectors, variant: st
         reason = str(e)
     prompt = model.prompt_for("document", task_type="retrieval", variant=variant)
     for view in views:
-        cache = imported_entries(model, view.name, variant, prompt)[imported.precision]  # imported_for_index checked
+        cache = imported_entries(model, view.name, variant, prompt, corpus.name)[imported.precision]  # imported_for_index checked
         texts = {r.id: t for r in corpus.records(view.columns) if (t := view.render(r))}
         missing = sorted(i for i, t in texts.items() if text_hash(t) not in cache)
         if missing:
@@ -311,9 +379,9 @@ def require_covered(model, corpus, views, imported: ImportedVectors, variant: st
 
 def query_encoding(manifest: dict) -> dict:
     """encode_texts options for the queries of an index built from imported vectors: the same precision and
-    the imported entries (a query that is a corpus text of the view finds its vector there)."""
+    the corpus's imported entries (a query that is a corpus text of the view finds its vector there)."""
     if manifest.get("encoding_versions") != IMPORTED:
         return {}
     from evalctl.indexers.runtime import Runtime
 
-    return {"runtime": Runtime(precision=manifest["precision"]), "versions": IMPORTED}
+    return {"runtime": Runtime(precision=manifest["precision"]), "versions": IMPORTED, "corpus": manifest["corpus"]}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -160,7 +161,8 @@ def test_partial_import_encodes_only_the_missing_texts(os_client, tag, original,
     assert "coverage: 7 of 11 records" in out and "missing e.g." in out
     _ok("index", "--corpus", f"cit-{tag}", "--model", MODEL, "--view", "TA")
     model = get_model(MODEL)
-    (entry,) = imported_entries(model, "TA", None, model.prompt_for("document", task_type="retrieval")).values()
+    (entry,) = imported_entries(model, "TA", None, model.prompt_for("document", task_type="retrieval"),
+                                f"cit-{tag}").values()
     assert isinstance(entry, EmbeddingCache) and len(entry) == 10
     encoded = [r for r in entry.runs() if "import" not in r]
     assert [r["n_encoded"] for r in encoded] == [4] and encoded[0]["versions"].startswith("torch")
@@ -189,7 +191,24 @@ def _bad_inputs(tmp, export):
     ragged = pa.table({"id": ids[:3], "vector": [list(vectors[0]), list(vectors[1][:100]), list(vectors[2])]})
     pq.write_table(ragged, tmp / "ragged.parquet")
     pq.write_table(pa.table({"doc": ids}), tmp / "nocol.parquet")
+    np.savez(tmp / "archive.npz", vectors=vectors)
+    (tmp / "latin1.txt").write_bytes("\n".join(ids[:5] + ["US\u00e91"] + ids[6:]).encode("latin-1") + b"\n")
+    pq.write_table(pa.table({"id": ids, "vector": list(vectors)}), tmp / "corrupt.parquet")
+    page = pq.ParquetFile(tmp / "corrupt.parquet").metadata.row_group(0).column(1).data_page_offset
+    raw = bytearray((tmp / "corrupt.parquet").read_bytes())
+    raw[page + 64:page + 2064] = bytes(b ^ 0x5A for b in raw[page + 64:page + 2064])  # the footer stays readable
+    (tmp / "corrupt.parquet").write_bytes(raw)
+    pq.write_table(pa.Table.from_arrays([pa.array(ids), pa.array(list(vectors)), pa.array(ids)],
+                                        names=["id", "vector", "id"]), tmp / "twocols.parquet")
     return [
+        ("npz as npy", ["--npy", tmp / "archive.npz", "--ids", export / "ids.txt"], ["archive.npz", ".npz archive"]),
+        ("non-UTF-8 ids", ["--npy", export / "vectors.npy", "--ids", tmp / "latin1.txt"],
+         ["latin1.txt line 6", "UTF-8"]),
+        ("one column for both", ["--parquet", tmp / "twocols.parquet", "--id-column", "vector"],
+         ["--id-column and --vector-column", "'vector'"]),
+        ("corrupt data page", ["--parquet", tmp / "corrupt.parquet"], ["corrupt.parquet", "not a readable Parquet"]),
+        ("duplicate column names", ["--parquet", tmp / "twocols.parquet"], ["twocols.parquet", "column 'id'", "2 times"]),
+
         ("wrong dim", npy("dim", vectors[:, :300]), ["dim.npy", "300-dim", "gives 384"]),
         ("NaN", npy("nan", nan), ["nan.npy row 3", ids[3], "non-finite"]),
         ("inf", npy("inf", inf), ["inf.npy row 6", ids[6], "non-finite"]),
@@ -235,3 +254,141 @@ def test_index_refuses_missing_texts_when_the_weights_are_not_here(os_client, ta
     res = _cli("index", "--corpus", f"cit-{tag}", "--model", MODEL, "--view", "TA")
     assert res.exit_code == 2 and "cover 7 of 11 records of view TA" in res.output and "no weights here" in res.output
     assert read_manifest(os_client, index_name(f"cit-{tag}", MODEL)) is None
+
+
+def _noisy(vectors, seed=0):
+    """Unit vectors near `vectors` but not equal (|diff| ~0.1): what another machine's encode would not give."""
+    noisy = vectors + np.random.default_rng(seed).normal(0, 0.02, vectors.shape).astype(np.float32)
+    return (noisy / np.linalg.norm(noisy, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _index_vectors(os_client, corpus, ids, view="TA"):
+    from evalctl.indexers.index_layout import index_name
+
+    hits = os_client.search(index=index_name(corpus, MODEL), body={
+        "size": len(ids), "query": {"ids": {"values": ids}}, "_source": [f"vec_{view}"]})
+    got = {h["_id"]: h["_source"][f"vec_{view}"] for h in hits["hits"]["hits"]}
+    return np.array([got[i] for i in ids], dtype=np.float32)
+
+
+def _twins(vectors):
+    """The rows of the two records of one text (write_citation_native's family twins)."""
+    (pair,) = [(i, j) for i in range(len(vectors)) for j in range(i + 1, len(vectors)) if (vectors[i] == vectors[j]).all()]
+    return pair
+
+
+def test_import_is_scoped_to_its_corpus(os_client, tag, original, fresh, tmp_path):
+    """Noisy vectors imported for corpus cit; its twin corpus (the same texts under another name, never imported)
+    is indexed on TA and A with its own encodes: not labelled imported, none of cit's vectors, and not refused for
+    lacking an import of A; cit's own index carries cit's import."""
+    from evalctl.corpus.importer import import_corpus
+    from evalctl.indexers.index_layout import index_name
+    from evalctl.indexers.index_loader import read_manifest
+
+    import_corpus("native", [original["root"] / "cit.jsonl"], name=f"twin-{tag}")
+    cit = original["exports"][f"cit-{tag}"]
+    ids, vectors = (cit / "ids.txt").read_text().split(), np.load(cit / "vectors.npy")
+    noisy = _noisy(vectors)
+    i, j = _twins(vectors)
+    noisy[j] = noisy[i]  # family twins of one text: one vector
+    np.save(tmp_path / "noisy.npy", noisy)
+    _ok("vectors", "import", "--corpus", f"cit-{tag}", "--model", MODEL, "--view", "TA",
+        "--npy", tmp_path / "noisy.npy", "--ids", cit / "ids.txt", "--precision", "float32")
+    _ok("index", "--corpus", f"twin-{tag}", "--model", MODEL, "--view", "TA", "--view", "A")
+    twin = read_manifest(os_client, index_name(f"twin-{tag}", MODEL))
+    assert twin["encoding_versions"] != "imported" and "vectors_import" not in twin, twin
+    np.testing.assert_allclose(_index_vectors(os_client, f"twin-{tag}", ids), vectors, atol=1e-4)
+    _ok("index", "--corpus", f"cit-{tag}", "--model", MODEL, "--view", "TA")
+    own = read_manifest(os_client, index_name(f"cit-{tag}", MODEL))
+    assert own["encoding_versions"] == "imported" and [r["corpus"] for r in own["vectors_import"]["TA"]] == [f"cit-{tag}"]
+    np.testing.assert_array_equal(_index_vectors(os_client, f"cit-{tag}", ids), noisy)
+
+
+def test_same_text_with_different_vectors_is_refused_naming_both_ids(tag, original, fresh, tmp_path):
+    """Records 0 and 1 carry one text: given different vectors for them, the import is refused (as merge refuses
+    it), naming both ids, and nothing is written."""
+    cit = original["exports"][f"cit-{tag}"]
+    ids, vectors = (cit / "ids.txt").read_text().split(), np.load(cit / "vectors.npy")
+    i, j = _twins(vectors)
+    vectors[j] = _noisy(vectors[j:j + 1])[0]
+    np.save(tmp_path / "clash.npy", vectors)
+    res = _cli("vectors", "import", "--corpus", f"cit-{tag}", "--model", MODEL, "--view", "TA",
+               "--npy", tmp_path / "clash.npy", "--ids", cit / "ids.txt", "--precision", "float32")
+    assert res.exit_code == 2 and "different vectors" in res.output, res.output
+    assert repr(ids[i]) in res.output and repr(ids[j]) in res.output, res.output
+    assert not (fresh["cache"] / "embeddings").exists()
+
+
+def _entry_files(cache):
+    return sorted(p.relative_to(cache).as_posix() for p in (cache / "embeddings").rglob("*") if p.is_file())
+
+
+_KILLED_IMPORT = """
+import os, signal, sys
+from pathlib import Path
+import numpy as np
+from evalctl.indexers import embedding_cache
+from evalctl.cli.main import cli
+
+real_save, real_record = embedding_cache._atomic_save, embedding_cache.EmbeddingCache.record_run
+
+def save_then_die(path, array):  # kill -9 while the shard's hashes (its commit point) are half written
+    if path.name.endswith(".hashes.npy"):
+        with embedding_cache.writing(path) as tmp, open(tmp, "wb") as f:
+            np.save(f, array)
+            f.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+    real_save(path, array)
+
+def record_then_die(self, run):  # kill -9 once the shard is committed, before its import record
+    os.kill(os.getpid(), signal.SIGKILL)
+
+if sys.argv[1] == "mid-commit":
+    embedding_cache._atomic_save = save_then_die
+else:
+    embedding_cache.EmbeddingCache.record_run = record_then_die
+cli(sys.argv[2:])
+"""
+
+
+def test_killed_or_empty_import_is_not_labelled_imported(os_client, tag, original, fresh, tmp_path):
+    """A 0-row import is refused with nothing written. An import killed (-9) mid-commit or after its commit
+    leaves no import record, so `index` encodes here and does not say `imported`; the next import removes the
+    killed one's temporary and orphan shard files and records itself."""
+    import subprocess
+    import sys
+
+    from evalctl.indexers.index_layout import index_name
+    from evalctl.indexers.index_loader import read_manifest
+
+    cit = original["exports"][f"cit-{tag}"]
+    common = ["vectors", "import", "--corpus", f"cit-{tag}", "--model", MODEL, "--view", "TA", "--precision", "float32"]
+    np.save(tmp_path / "empty.npy", np.zeros((0, 384), dtype=np.float32))
+    (tmp_path / "empty.txt").write_text("")
+    res = _cli(*common, "--npy", tmp_path / "empty.npy", "--ids", tmp_path / "empty.txt")
+    assert res.exit_code == 2 and "no rows" in res.output, res.output
+    assert not (fresh["cache"] / "embeddings").exists()
+
+    given = ["--npy", str(cit / "vectors.npy"), "--ids", str(cit / "ids.txt")]
+    for point in ("mid-commit", "after-commit"):
+        proc = subprocess.run([sys.executable, "-c", _KILLED_IMPORT, point, *common, *given], capture_output=True)
+        assert proc.returncode == -9, (point, proc.stderr.decode()[-2000:])
+        files = _entry_files(fresh["cache"])
+        runs = [(fresh["cache"] / f).read_text() for f in files if "/runs/" in f]
+        assert not any('"import"' in r for r in runs), (point, runs)
+        if point == "mid-commit":  # what a kill leaves: a temporary and a vectors file without its hashes
+            assert any(f.rsplit("/", 1)[1].startswith(".") for f in files), files
+            assert any(f.endswith(".vectors.npy") for f in files) and not any(f.endswith(".hashes.npy") for f in files)
+            _ok("index", "--corpus", f"cit-{tag}", "--model", MODEL, "--view", "TA")
+            manifest = read_manifest(os_client, index_name(f"cit-{tag}", MODEL))
+            assert manifest["encoding_versions"] != "imported" and "vectors_import" not in manifest, manifest
+            os_client.indices.delete(index=index_name(f"cit-{tag}", MODEL))
+    _ok(*common, *given)
+    files = [Path(f) for f in _entry_files(fresh["cache"])]
+    assert not any(f.name.startswith(".") for f in files), files
+    stems = {kind: {f.parent / f.name.split(".")[0] for f in files if f.name.endswith(f".{kind}.npy")}
+             for kind in ("vectors", "hashes")}
+    assert stems["vectors"] == stems["hashes"], files  # no orphan shard file
+    _ok("index", "--corpus", f"cit-{tag}", "--model", MODEL, "--view", "TA")
+    manifest = read_manifest(os_client, index_name(f"cit-{tag}", MODEL))
+    assert manifest["encoding_versions"] == "imported" and len(manifest["vectors_import"]["TA"]) == 1, manifest
