@@ -60,7 +60,9 @@ class IndexMismatch(BadInput, ValueError):
 class IndexReport:
     index: str
     n_corpus: int
-    n_loaded: int = 0
+    n_loaded: int = 0  # documents this load created (or rewrote, where a view was missing)
+    # documents already there: found at the start, or created meanwhile by another load of the same index
+    # (its `create` refused 409 here), or by an earlier send of the same request after a lost connection
     n_already: int = 0
     missing_view: dict[str, int] = field(default_factory=dict)  # view -> records lacking its fields
     failed: list[str] = field(default_factory=list)
@@ -69,6 +71,7 @@ class IndexReport:
     segments_loaded: int | None = None  # the same before the merge: 1 means no merge rebuilt the graph
     merge_seconds: float = 0.0  # time of the force-merge to one segment per shard
     task_vectors: dict = field(default_factory=dict)  # the index's task fields: {task: {"prompt", "views"}}
+    warnings: list[str] = field(default_factory=list)  # what the load did but the user may not expect
 
     @property
     def docs_per_s(self) -> float:
@@ -252,6 +255,27 @@ def _merge_segments(client, index: str, settings: IndexSettings) -> tuple[int, f
     return segment_count(client, index), time.perf_counter() - t0
 
 
+def unplaced_replicas(client, index: str, replicas: int) -> str | None:
+    """Why `replicas` copies of each shard cannot be placed (fewer data nodes than copies), or None (they
+    can, or a role that may not read cluster health leaves it unknown)."""
+    from opensearchpy.exceptions import AuthorizationException
+
+    if not replicas:
+        return None
+    try:
+        health = client.cluster.health(index=index)
+    except AuthorizationException:
+        return None
+    nodes = health["number_of_data_nodes"]
+    if replicas < nodes:
+        return None
+    return (f"replicas {replicas} (--replicas or configs/index.yaml): OpenSearch keeps a replica only on another "
+            f"node than its primary, and the cluster has {nodes} data node{'s' if nodes > 1 else ''}, so "
+            f"{health['unassigned_shards']} shard cop{'ies stay' if health['unassigned_shards'] != 1 else 'y stays'} "
+            f"unassigned and {index} is {health['status']} (searches and loads work, on the primaries alone). "
+            f"Index with --replicas {max(nodes - 1, 0)} (the most this cluster places), or add nodes.")
+
+
 def _restore(client, index: str, settings: IndexSettings) -> None:
     # Restored from the config, not from the index: a load killed mid-way left "-1" behind.
     client.indices.put_settings(index=index, body={"index": {"refresh_interval": None,
@@ -364,7 +388,9 @@ def send_bulk(client, request: list[tuple[str, bytes]], bulk, report: "IndexRepo
     a backoff that doubles from bulk.initial_backoff, up to bulk.max_retries times (as opensearch-py's
     streaming_bulk does); other refusals are recorded in report.failed with the document id. A document
     refused because its shard has no active primary (503, after the node's one-minute wait) stops the load
-    with the index named red and its shards (IndexUnavailable) when no copy is left; else it is sent again."""
+    with the index named red and its shards (IndexUnavailable) when no copy is left; else it is sent again.
+    A `create` refused because the document is there counts as already present, not loaded: another load
+    of the index wrote it (two loads started together each send every document; each creates some)."""
     pending, backoff = request, bulk.initial_backoff
     for attempt in range(bulk.max_retries + 1):
         resp = client.bulk(body=b"".join(line for _, line in pending), params={"filter_path": _BULK_FILTER})
@@ -374,8 +400,10 @@ def send_bulk(client, request: list[tuple[str, bytes]], bulk, report: "IndexRepo
         retry = []
         for (doc_id, line), item in zip(pending, resp["items"]):
             op = next(iter(item.values()))
-            if op["status"] < 300 or _created_before(op):
+            if op["status"] < 300:
                 report.n_loaded += 1
+            elif _created_before(op):
+                report.n_already += 1
             elif op["status"] == 429 and attempt < bulk.max_retries:
                 retry.append((doc_id, line))
             elif op["status"] == 503 and attempt < bulk.max_retries:
@@ -524,6 +552,8 @@ def index_corpus(client, corpus, views, model=None, *, variant: str | None = Non
                 encoder.close()
             _restore(client, name, settings)
     report.seconds = time.perf_counter() - t0
+    if (why := unplaced_replicas(client, name, settings.replicas)) is not None:
+        report.warnings.append(why)
     report.segments_loaded = segment_count(client, name)
     report.segments, report.merge_seconds = _merge_segments(client, name, settings)
     final = {**merged, "segments": report.segments, **({"vectors_import": imported.provenance} if imported else {})}

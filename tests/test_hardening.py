@@ -163,6 +163,47 @@ def test_redact():
     assert redact(f"value [{SECRET!r}] bad", [SECRET]) == "value *** bad"
 
 
+def malformed_urls() -> list[str]:
+    """URLs with a user:password written in every shape a user gets wrong: no scheme, a scheme missing its
+    colon or a slash, another scheme, a password holding '/' or '@', a broken host or port, a host list."""
+    prefixes = ("", "http:/", "https//", "http//", "//", "http:", "ftp://", "http://", "HTTPS://", "http:///")
+    userinfos = (f"user:{SECRET}", f"user:a/{SECRET}", f"us@er:{SECRET}@x")
+    hosts = ("127.0.0.1:9", "[::1:9", "127.0.0.1:99999")
+    urls = [f"{p}{u}@{h}" for p in prefixes for u in userinfos for h in hosts]
+    return urls + [f"{u},{CLOSED}" for u in urls[::7]] + [f"{CLOSED},{u}" for u in urls[::11]]
+
+
+@pytest.mark.parametrize("variable, args", [("EVALCTL_OPENSEARCH_URL", ("index", "status")),
+                                            ("EVALCTL_DASHBOARDS_URL", ("dashboards", "install"))])
+def test_secret_in_a_malformed_url_is_never_printed_or_stored(home, monkeypatch, variable, args):
+    """Whatever shape the URL has, no message (the URL parser's own included) and no file quotes the
+    password; the OpenSearch URL is the closed port, so nothing reaches the shared node."""
+    monkeypatch.setenv("EVALCTL_OPENSEARCH_URL", CLOSED)
+    leaked = []
+    for url in malformed_urls():
+        monkeypatch.setenv(variable, url)
+        out = invoke(*args)
+        assert out.exit_code in (1, 2), (url, out.output)
+        if SECRET in out.output:
+            leaked.append((url, out.output))
+    assert not leaked, leaked
+    for f in home.rglob("*"):
+        if f.is_file():
+            assert SECRET.encode() not in f.read_bytes(), f
+
+
+def test_redact_scrubs_userinfo_wherever_it_stands():
+    from evalctl.opensearch.connection import redact
+
+    for url in malformed_urls():
+        for text in (url, repr(url), f"X={url}: bad", f"(Failed to parse: {url})", f"<{url}>"):
+            assert SECRET not in redact(text), text
+    assert redact("http://127.0.0.1:9200 and https//h:1 are kept") == "http://127.0.0.1:9200 and https//h:1 are kept"
+    assert redact(f"E='https//user:{SECRET}@h:1': bad") == "E='https//***@h:1': bad"
+    assert redact(f"E='user:{SECRET}@h:1'") == "E='***@h:1'"
+    assert redact("ndcg@10=0.5, recall@100 0.7; mail me@example.org") == "ndcg@10=0.5, recall@100 0.7; mail me@example.org"
+
+
 # --------------------------------------------------------------------------- (c) messages, not tracebacks
 
 

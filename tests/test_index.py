@@ -235,3 +235,66 @@ def test_reindex_from_a_warm_cache_loads_no_model(os_client, env, minilm, views,
         assert len(hit["_source"]["vec_TA"]) == minilm.dim
     finally:
         os_client.indices.delete(index=first.index, ignore_unavailable=True)
+
+
+@dataclass
+class MeetsFirst(CorpusWrapper):
+    """The corpus, but its records are handed out only once every load of the barrier has read what the
+    index held: two loads that both found it empty."""
+
+    corpus: object
+    barrier: object
+
+    def records(self, columns=None):
+        self.barrier.wait(timeout=120)
+        yield from self.corpus.records(columns)
+
+
+def test_two_concurrent_loads_report_what_each_did(os_client, env, views, cleanup):
+    """Both loads found the index empty and sent every document: the documents one of them created are
+    'already present' for the other, so the two report N loaded between them, not N each."""
+    import threading
+
+    from evalctl.indexers.index_layout import BulkSettings, index_name, load_index_settings
+    from evalctl.indexers.index_loader import index_corpus
+    from evalctl.opensearch.connection import load_settings, make_client
+
+    corpus = env["corpus"]
+    name = index_name(corpus.name, None)
+    os_client.indices.delete(index=name, ignore_unavailable=True)
+    index_corpus(os_client, corpus, [views["T"]], progress=False)  # the index exists: no race to create it
+    os_client.delete_by_query(index=name, body={"query": {"match_all": {}}}, refresh=True)
+    small_bulks = dataclasses.replace(load_index_settings(), bulk=BulkSettings(max_docs=4))
+    barrier, reports, errors = threading.Barrier(2), [], []
+
+    def load():
+        try:
+            reports.append(index_corpus(make_client(load_settings()), MeetsFirst(corpus, barrier), [views["T"]],
+                                        chunk_docs=4, settings=small_bulks, progress=False))
+        except Exception as e:  # noqa: BLE001 - reported by the assertion below
+            errors.append(e)
+            barrier.abort()
+
+    threads = [threading.Thread(target=load) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert sum(r.n_loaded for r in reports) == N_RECORDS, [(r.n_loaded, r.n_already) for r in reports]
+    assert all(r.n_loaded + r.n_already == N_RECORDS and not r.failed for r in reports)
+    os_client.indices.refresh(index=name)
+    assert os_client.count(index=name)["count"] == N_RECORDS
+
+
+def test_replicas_a_single_node_cannot_place_are_named(os_client, env, cleanup):
+    from evalctl.cli.main import cli
+
+    nodes = os_client.cluster.health()["number_of_data_nodes"]
+    runner = CliRunner()
+    r = runner.invoke(cli, ["index", "--corpus", env["name"], "--view", "T", "--replicas", str(nodes)])
+    assert r.exit_code == 0, r.output
+    assert (f"warning: replicas {nodes} (--replicas" in r.output and f"{nodes} data node" in r.output
+            and "is yellow" in r.output and f"--replicas {nodes - 1}" in r.output), r.output
+    r = runner.invoke(cli, ["index", "--corpus", env["name"], "--view", "T", "--replicas", "0"])
+    assert r.exit_code == 0 and "yellow" not in r.output, r.output

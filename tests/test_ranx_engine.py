@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import REPO
+from evalctl.output_folder import MARK
 
 EVALCTL = str(Path(sys.executable).parent / "evalctl")
 
@@ -99,7 +100,7 @@ def test_compare_gives_the_same_tables_in_two_processes(stored_runs, tmp_path):
                      {f.name: f.read_text() for f in sorted((tmp_path / f"o{i}").iterdir())}))
     assert outs[0] == outs[1]
     files = outs[0][1]
-    assert set(files) == {"comparison.md", "comparison.tex", "comparison.csv", "ranx.tex", "ranx.md"}
+    assert set(files) == {"comparison.md", "comparison.tex", "comparison.csv", "ranx.tex", "ranx.md", MARK}
     assert "Fisher's randomization test" in files["ranx.tex"] and "NDCG@10" in files["ranx.md"]
     # the tables carry significance letters, the thing two processes used to disagree on
     assert any(ch in files["ranx.md"] for ch in "ᵃᵇᶜ") and "$^{" in files["ranx.tex"]

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from retrieval_data import NONSENSE_QUERY, write_citation_native, write_known_item_beir
+from evalctl.output_folder import MARK
 
 pytestmark = [pytest.mark.opensearch, pytest.mark.models]
 MODEL = "all-minilm-l6-v2"
@@ -217,7 +218,7 @@ def test_cli_runs_and_markdown_comparison(os_client, env, tmp_path):
     out = res.output
     assert "### Systems" in out and "### Paired tests" in out and "p Holm fisher" in out
     assert "| a bm25:" in out and "| c hybrid/client:" in out and "[" in out  # CI brackets
-    assert {p.name for p in (tmp_path / "cmp").iterdir()} == {"comparison.md", "comparison.tex", "comparison.csv",
+    assert {p.name for p in (tmp_path / "cmp").iterdir()} == {"comparison.md", "comparison.tex", "comparison.csv", MARK,
                                                              "ranx.md", "ranx.tex"}  # and ranx's own Report
     res = runner.invoke(cli, ["compare", ids[0], ids[1], "--format", "latex", "--baseline", ids[0]])
     assert res.exit_code == 0 and "\\begin{tabular}" in res.output

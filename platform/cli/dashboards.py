@@ -57,9 +57,10 @@ def install(url, templates_only) -> None:
               help="NDJSON file to write (import it in Dashboards: Management > Saved objects > Import).")
 def export(out) -> None:
     """Write the saved objects for the existing evalctl indexes as NDJSON (no Dashboards server needed)."""
-    from evalctl.atomic import write_text
     from evalctl.opensearch.connection import make_client
+    from evalctl.output_folder import check_file, write_into
 
+    check_file(out)
     ndjson, n_indexes = _objects_ndjson(make_client())
-    write_text(out, ndjson)  # atomic: a full disk leaves no half file, and is one message naming --out
+    write_into(out.parent, out.name, ndjson)  # atomic: a full disk leaves no half file, and is one message naming --out
     click.echo(f"wrote {ndjson.count(chr(10))} saved objects for {n_indexes} index(es) to {out}")

@@ -79,6 +79,8 @@ def index(ctx, corpus_name, model_id, view_names, prompt_variant, device, batch_
     for v, n in rep.missing_view.items():
         if n:
             click.echo(f"  view {v}: {n} records lack its fields (no text or vector for them)")
+    for why in rep.warnings:
+        click.echo(f"warning: {why}", err=True)
     if rep.failed:
         shown = "\n  ".join(rep.failed[:20])
         # the loader has already retried what a busy node refused (429); any other refusal is the document's own

@@ -18,22 +18,28 @@ from evalctl.errors import UserError
 @click.option("--split", default="test", show_default=True)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for the BEIR export and the table (default: <cache>/referee/<corpus>).")
-def referee(corpus_name, model, view, query_view, qrels_name, split, out_dir) -> None:
+@click.option("--force", is_flag=True, help="Write into an --out folder holding files that are not an evalctl "
+              "referee table (replacing the files of the same names).")
+def referee(corpus_name, model, view, query_view, qrels_name, split, out_dir, force) -> None:
     """Score CORPUS_NAME's landscape with evalctl and its referees (trec_eval, MTEB, Pyserini); print the table."""
     from evalctl.opensearch.connection import make_client
     from evalctl.corpus.export import ExportError
     from evalctl.corpus.store import CorpusNotFound
     from evalctl.evaluators.referee.table import LandscapeSpec, referee_landscape
     from evalctl.evaluators.retrieval.retrieve import RetrievalError
+    from evalctl.output_folder import check_folder, claim_folder, write_into
     from evalctl.paths import cache_root
 
     out_dir = out_dir or cache_root() / "referee" / corpus_name
+    # an export cut short is recognised by its beir/export.json: the mark comes once the table is scored
+    check_folder(out_dir, "referee table", ("beir/export.json", "corpus_hash"), force=force)
     spec = LandscapeSpec(corpus_name, model, view, query_view, qrels_name, split)
     try:
         report = referee_landscape(make_client(), spec, out_dir)
     except (CorpusNotFound, FileNotFoundError, ExportError, RetrievalError) as e:
         raise UserError(str(e)) from None
     text = report.markdown()
-    (out_dir / "referee.md").write_text(text + "\n")
+    claim_folder(out_dir, "referee table")
+    write_into(out_dir, "referee.md", text + "\n")
     click.echo(text)
     click.echo(f"\n(written to {out_dir / 'referee.md'})")

@@ -148,26 +148,34 @@ def evaluate(runs, domain) -> None:
 @click.option("--permutations", type=int, default=1000, show_default=True)
 @click.option("--bootstrap", "n_bootstrap", type=int, default=1000, show_default=True)
 @click.option("--seed", type=int, default=42, show_default=True)
-def compare(runs, baseline, fmt, out, latex, markdown, test, alpha, permutations, n_bootstrap, seed) -> None:
+@click.option("--force", is_flag=True, help="Write --out into a folder holding files that are not an evalctl "
+              "comparison (replacing the files of the same names).")
+def compare(runs, baseline, fmt, out, latex, markdown, test, alpha, permutations, n_bootstrap, seed, force) -> None:
     """Comparison table of runs: means with 95% CIs, paired tests with Holm correction, IN/OUT and
     jurisdiction breakdowns; ranx's Report tables with --latex / --markdown."""
     from evalctl.evaluators.scoring.compare import compare_runs, ranx_latex, ranx_markdown, render
     from evalctl.evaluators.scoring.runs import load_run
+    from evalctl.output_folder import check_file, check_folder, claim_folder, write_into
 
     with _user_errors():
+        for path in (latex, markdown):
+            if path is not None:
+                check_file(path)
+        if out:
+            check_folder(out, "comparison", force=force)
         rep = compare_runs([load_run(r) for r in runs], load_run(baseline) if baseline else None, test=test,
                            alpha=alpha, n_permutations=permutations, n_bootstrap=n_bootstrap, seed=seed)
     click.echo(render(rep, fmt))
-    ranx_files = {latex: ranx_latex, markdown: ranx_markdown}
     if out:
-        out.mkdir(parents=True, exist_ok=True)
+        claim_folder(out, "comparison")
         for f, ext in FORMATS.items():
-            (out / f"comparison.{ext}").write_text(render(rep, f))
-        ranx_files.update({out / "ranx.tex": ranx_latex, out / "ranx.md": ranx_markdown})
+            write_into(out, f"comparison.{ext}", render(rep, f))
+        write_into(out, "ranx.tex", ranx_latex(rep))
+        write_into(out, "ranx.md", ranx_markdown(rep))
         click.echo(f"written to {out}/comparison.{{md,tex,csv}} and {out}/ranx.{{tex,md}}")
-    for path, table in ranx_files.items():
+    for path, table in ((latex, ranx_latex), (markdown, ranx_markdown)):
         if path is not None:
-            path.write_text(table(rep))
+            write_into(path.parent, path.name, table(rep))
             click.echo(f"ranx table written to {path}")
 
 

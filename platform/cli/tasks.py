@@ -250,10 +250,14 @@ def tables(task, corpus_name, fmt, out) -> None:
     """Classification or clustering results across models and views, with bootstrap 95% CIs."""
     from evalctl.study.task_tables import task_table, to_csv, to_markdown
 
+    from evalctl.output_folder import check_file, write_into
+
+    if out:
+        check_file(out)
     rows = task_table(task, corpus_name)
     text = to_markdown(rows, task) if fmt == "markdown" else to_csv(rows)
     if out:
-        out.write_text(text + "\n")
+        write_into(out.parent, out.name, text + "\n")
         click.echo(f"{len(rows)} rows -> {out}")
     else:
         click.echo(text)

@@ -32,7 +32,7 @@ from evalctl.corpus.store import Corpus, corpora_root
 from evalctl.corpus.patent_record import PatentRecord
 from evalctl.corpus.qrels import QrelsSet
 from evalctl.corpus.views import ViewSpec, field_text
-from evalctl.output_folder import check_folder, claim_folder
+from evalctl.output_folder import check_folder, claim_folder, write_into, writing_into
 
 Format = Literal["beir", "dapfam"]
 FORMATS: tuple[str, ...] = ("beir", "dapfam")
@@ -107,18 +107,22 @@ def _dapfam_row(record: PatentRecord, view: ViewSpec, id_column: str) -> dict:
     return row
 
 
-def _write_jsonl(path: Path, rows) -> None:
-    with open(path, "w", encoding="utf-8") as f:
+def _write_jsonl(out_dir: Path, name: str, rows) -> None:
+    with writing_into(out_dir, name) as tmp, open(tmp, "w", encoding="utf-8") as f:
         for r in rows:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
 
 
-def _write_tsv(path: Path, header: list[str], rows) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="", encoding="utf-8") as f:
+def _write_tsv(out_dir: Path, name: str, header: list[str], rows) -> None:
+    with writing_into(out_dir, name) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f, delimiter="\t", lineterminator="\n")
         w.writerow(header)
         w.writerows(rows)
+
+
+def _write_parquet(out_dir: Path, name: str, table: pa.Table) -> None:
+    with writing_into(out_dir, name) as tmp:
+        pq.write_table(table, tmp)
 
 
 def check_out_dir(corpus: Corpus, out_dir: Path, force: bool = False) -> None:
@@ -169,26 +173,26 @@ def export_landscape(corpus: Corpus, qset: QrelsSet, fmt: Format, view: str, spl
 
     claim_folder(out_dir, "export")
     if fmt == "beir":
-        _write_jsonl(out_dir / "corpus.jsonl", (_beir_doc(r, dview) for r in docs))
-        _write_jsonl(out_dir / "queries.jsonl", ({"_id": q, "text": qview.render(query_records[q])} for q in qids))
-        _write_tsv(out_dir / "qrels" / f"{split}.tsv", ["query-id", "corpus-id", "score"],
+        _write_jsonl(out_dir, "corpus.jsonl", (_beir_doc(r, dview) for r in docs))
+        _write_jsonl(out_dir, "queries.jsonl", ({"_id": q, "text": qview.render(query_records[q])} for q in qids))
+        _write_tsv(out_dir, f"qrels/{split}.tsv", ["query-id", "corpus-id", "score"],
                    ((p.query_id, p.doc_id, p.score) for p in pairs))
     else:
-        pq.write_table(pa.Table.from_pylist([_dapfam_row(r, dview, "relevant_id") for r in docs]),
-                       out_dir / "corpus.parquet")
-        pq.write_table(pa.Table.from_pylist([_dapfam_row(query_records[q], qview, "query_id") for q in qids]),
-                       out_dir / "queries.parquet")
+        _write_parquet(out_dir, "corpus.parquet",
+                       pa.Table.from_pylist([_dapfam_row(r, dview, "relevant_id") for r in docs]))
+        _write_parquet(out_dir, "queries.parquet",
+                       pa.Table.from_pylist([_dapfam_row(query_records[q], qview, "query_id") for q in qids]))
         rows = [{"query_id": p.query_id, "relevant_id": p.doc_id, "relevance_score": float(p.score),
                  "domain_rel": p.domain if p.domain in ("IN", "OUT") else None} for p in pairs]
         schema = pa.schema([("query_id", pa.string()), ("relevant_id", pa.string()),
                             ("relevance_score", pa.float64()), ("domain_rel", pa.string())])
-        pq.write_table(pa.Table.from_pylist(rows, schema=schema), out_dir / "qrels_all.parquet")
-        (out_dir / "README.md").write_text(DAPFAM_CARD)
-    _write_tsv(out_dir / "excluded" / f"{split}.tsv", ["query-id", "corpus-id"], excluded)
+        _write_parquet(out_dir, "qrels_all.parquet", pa.Table.from_pylist(rows, schema=schema))
+        write_into(out_dir, "README.md", DAPFAM_CARD)
+    _write_tsv(out_dir, f"excluded/{split}.tsv", ["query-id", "corpus-id"], excluded)
     summary = ExportSummary(fmt, str(out_dir), corpus.name, corpus.content_hash, view, qview_name, qset.name, split,
                             len(docs), len(qids), len(pairs), sum(p.doc_id not in doc_ids for p in pairs),
                             len(wanted) - len(qids), len(excluded))
-    (out_dir / EXPORT_FILE).write_text(json.dumps(asdict(summary), indent=2) + "\n")
+    write_into(out_dir, EXPORT_FILE, json.dumps(asdict(summary), indent=2) + "\n")
     return summary
 
 

@@ -135,12 +135,26 @@ def check(key: str, value, checks: dict = CHECKS) -> str | None:
     return checks[key][1](value)
 
 
-_USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/@\s]*@", re.IGNORECASE)
+# Userinfo is whatever a word holds before its last '@', in any URL shape a user may write (no scheme,
+# "https//", "http:/", a password holding '/' or '@'): a word ends at white space, quotes, brackets, commas
+# (host lists) or '=' (VAR=value). A word without ':' or '/' is no URL's (a metric, ndcg@10) and stays.
+# Only a leading scheme and its slashes are kept, to show where the URL went wrong.
+_USERINFO = re.compile(r"""(?P<word>[^\s'"`<>()\[\]{},=]*)@""")
+_SCHEME = re.compile(r"[a-z][a-z0-9+.-]*:?/+|/+", re.IGNORECASE)
+
+
+def _scrub(m: re.Match) -> str:
+    word = m["word"]
+    if ":" not in word and "/" not in word:
+        return m.group()
+    scheme = _SCHEME.match(word)
+    return f"{scheme.group() if scheme else ''}***@"
 
 
 def redact(text: str, *secrets: object) -> str:
-    """`text` without URL userinfo and without any of `secrets` (as written or as repr)."""
-    text = _USERINFO.sub(r"\g<scheme>***@", str(text))
+    """`text` without URL userinfo, however malformed the URL, and without any of `secrets` (as written or
+    as repr): the one scrubber of every message, log line and stored value that may quote a URL."""
+    text = _USERINFO.sub(_scrub, str(text))
     for s in secrets:
         if s not in (None, ""):
             for form in {str(s), repr(s)}:

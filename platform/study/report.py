@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from evalctl import results_store
 from evalctl.clock import utc_now
-from evalctl.output_folder import check_folder, claim_folder
+from evalctl.output_folder import check_folder, claim_folder, write_into, writing_into
 from evalctl.study.experiment import ExperimentSpec
 from evalctl.provenance import code_version
 
@@ -142,7 +142,8 @@ def save_figure(fig, report: Report, out: Path, name: str, caption: str) -> None
     from matplotlib.ticker import FixedLocator
 
     fig.tight_layout()
-    fig.savefig(out / name, dpi=110)
+    with writing_into(out, name) as tmp:
+        fig.savefig(tmp, dpi=110, format=Path(name).suffix[1:])
     labels = [t.get_text() for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
               if isinstance(axis.get_major_locator(), FixedLocator) for t in axis.get_ticklabels()]
     plt_module().close(fig)
@@ -264,9 +265,9 @@ def write_report(spec: ExperimentSpec, out: Path, force: bool = False) -> tuple[
         task.report(report, spec, steps, out)
     _recipes(report, pairs)
     for page_name, query_page in query_pages(report, steps):
-        (out / f"{page_name}.md").write_text(query_page.markdown())
-        (out / f"{page_name}.html").write_text(query_page.html(out))
-    md.write_text(report.markdown())
-    page.write_text(report.html(out))
-    inputs_file.write_text(inputs)
+        write_into(out, f"{page_name}.md", query_page.markdown())
+        write_into(out, f"{page_name}.html", query_page.html(out))
+    write_into(out, md.name, report.markdown())
+    write_into(out, page.name, report.html(out))
+    write_into(out, inputs_file.name, inputs)
     return md, page, True

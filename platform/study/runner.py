@@ -164,7 +164,8 @@ def index_step(corpus_name: str, model_id: str | None, variant: str | None, view
                                label_tasks=label_tasks or {})
         if rep.failed:
             raise RuntimeError(f"{len(rep.failed)} documents rejected, e.g. {rep.failed[0]}")
-        return f"{rep.index}: {rep.n_loaded} loaded, {rep.n_already} already there ({rep.docs_per_s:.0f} docs/s)"
+        return (f"{rep.index}: {rep.n_loaded} loaded, {rep.n_already} already there ({rep.docs_per_s:.0f} docs/s)"
+                + "".join(f"; warning: {why}" for why in rep.warnings))
 
     label = model_id or "bm25"
     return Step(f"index {corpus_name} {label} [{','.join(views)}]", "index", run, is_done,
