@@ -534,3 +534,10 @@ def test_referee_out_is_an_output_folder(home, corpus, plant):
     out = invoke("referee", corpus, "--out", out_dir)
     assert out.exit_code == 2 and message in out.output, out.output
     assert listing(home) == before
+
+
+def test_referee_of_a_view_no_query_has_is_refused(home, corpus):
+    """The Espacenet sample has titles only: no query has TA text, and MTEB crashed on the empty task."""
+    out = invoke("referee", corpus, "--view", "TA", "--out", home / "ref-ta")
+    assert out.exit_code == 2, out.output
+    assert f"no query of citations/test has TA text in corpus {corpus} (3 without it)" in out.output

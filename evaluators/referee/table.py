@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalctl.corpus.export import export_landscape, read_beir_export
+from evalctl.errors import BadInput
 from evalctl.corpus.store import load_corpus
 from evalctl.evaluators.referee import peers as rf
 from evalctl.evaluators.scoring.runs import StoredRun
@@ -69,6 +70,10 @@ def referee_landscape(client, spec: LandscapeSpec, out_dir: Path) -> RefereeRepo
     qset = load_qrels(corpus, spec.qrels)
     summary = export_landscape(corpus, qset, "beir", spec.view, spec.split, out_dir / "beir", spec.query_view)
     task = read_beir_export(out_dir / "beir")
+    if not task.queries:  # the referees (MTEB first) cannot score an empty task, and evalctl would average nothing
+        raise BadInput(f"no query of {spec.qrels}/{spec.split} has {spec.query_view or spec.view} text in corpus "
+                       f"{spec.corpus} ({summary.queries_without_text} without it): nothing to referee; choose a view "
+                       "its queries have (--view, --query-view)")
     report = RefereeReport(spec, json.loads((out_dir / "beir" / "export.json").read_text()))
     runs = _runs(client, spec)
     qrels = qset.qrels(split=spec.split)
