@@ -103,3 +103,19 @@ def test_compare_gives_the_same_tables_in_two_processes(stored_runs, tmp_path):
     assert "Fisher's randomization test" in files["ranx.tex"] and "NDCG@10" in files["ranx.md"]
     # the tables carry significance letters, the thing two processes used to disagree on
     assert any(ch in files["ranx.md"] for ch in "ᵃᵇᶜ") and "$^{" in files["ranx.tex"]
+
+
+def test_scoring_and_plotting_write_nothing_under_home(tmp_path):
+    """ranx imports ir_datasets (~/.ir_datasets) and matplotlib (~/.cache, ~/.config): loading the scorer and
+    drawing a report figure keep all of it under EVALCTL_CACHE."""
+    home, cache = tmp_path / "home", tmp_path / "cache"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "IR_DATASETS_HOME", "MPLCONFIGDIR",
+                                                            "XDG_CACHE_HOME", "XDG_CONFIG_HOME")}
+    env.update(HOME=str(home), EVALCTL_CACHE=str(cache))
+    _fresh(env, "from evalctl.evaluators.scoring import ranx_engine\n"
+                "ranx_engine.load()\n"
+                "from evalctl.study.report import plt_module\n"
+                "plt_module().subplots()\n")
+    assert [p.relative_to(home) for p in home.rglob("*")] == []
+    assert {p.name for p in cache.iterdir()} >= {"numba", "ir_datasets", "matplotlib"}

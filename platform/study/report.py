@@ -128,6 +128,9 @@ def _cells(df: pd.DataFrame, strong, escape, bold) -> pd.DataFrame:
 
 
 def plt_module():
+    from evalctl.paths import confine_libraries
+
+    confine_libraries()  # matplotlib's font cache and config under evalctl's cache, not $HOME
     import matplotlib
 
     matplotlib.use("Agg")
