@@ -61,6 +61,7 @@ def stored_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
     from evalctl.cli.main import cli
     from evalctl.corpus.qrels import load_qrels
+    from evalctl.corpus.query_set import load_query_set
     from evalctl.corpus.store import load_corpus
     from evalctl.evaluators.scoring.runs import ranked, save_run
 
@@ -74,13 +75,14 @@ def stored_runs(tmp_path, monkeypatch):
     features = {"ipc": lambda r: set(r.ipc), "cpc": lambda r: set(r.cpc),
                 "titlewords": lambda r: set((r.title or "").lower().split())}
     exclude = qset.exclusions()
+    queries = load_query_set(corpus, qset, "test", "T").digest()  # what scoring checks a run against
     ids = []
     for name, feature in features.items():
         f = {d: feature(r) for d, r in records.items()}
         ranking = {q: ranked(((d, _shared(f[q], fd)) for d, fd in f.items() if d not in exclude[q] and f[q] & fd), 100)
                    for q in sorted(qset.qrels(split="test"))}
         identity = {"name": f"{name}-test", "corpus_hash": corpus.content_hash, "method": name, "model": None,
-                    "view": "T", "qrels": "citations", "split": "test", "query_set": "ops-test-queries"}
+                    "view": "T", "qrels": "citations", "split": "test", "query_set": queries}
         ids.append(save_run("pz", identity, ranking).id)
     return tmp_path / "cache", ids
 
