@@ -234,7 +234,8 @@ def common_queries_note(rep: ComparisonReport) -> str:
 
 def render(rep: ComparisonReport, fmt: str = "md") -> str:
     dfs = tables(rep, fmt)
-    note = (f"{common_queries_note(rep)}{rep.n_queries} queries; mean [bootstrap 95% CI]; superscript letters: better than that system, "
+    note = (f"{common_queries_note(rep)}{rep.n_queries} queries; mean [bootstrap 95% CI]; superscript letters: "
+            "better than that system, "
             f"{rep.test} test, Holm-adjusted p < {rep.alpha} over {len(rep.pairs)} comparisons. "
             f"Query classes by pair domains: " + ", ".join(f"{k}={v}" for k, v in sorted(rep.domain_partition.items())))
     if fmt == "csv":

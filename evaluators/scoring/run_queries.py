@@ -65,8 +65,8 @@ def run_queries(run: StoredRun) -> RunQueries:
     split, view = m["split"], m.get("query_view") or m["view"]
     what = f"{split or 'all'} queries" + (f" (a sample of {sample})" if sample else "")
     try:
-        digest, ids = _query_set(m["corpus"], corpus.content_hash, m["qrels"], json.dumps(qset.manifest, sort_keys=True),
-                                 split, view, sample)
+        digest, ids = _query_set(m["corpus"], corpus.content_hash, m["qrels"],
+                                 json.dumps(qset.manifest, sort_keys=True), split, view, sample)
     except QuerySetError as e:
         raise QrelsChanged(f"run {run.id} searched {m.get('n_queries', len(run.ranking))} {what}, query set "
                            f"{m['query_set']}; they cannot be rebuilt now: {e}. {again}") from None
