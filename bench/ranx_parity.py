@@ -19,21 +19,17 @@ from dataclasses import fields
 from evalctl import results_store
 from evalctl.evaluators.fusion.client_fusion import fuse_rankings
 from evalctl.evaluators.scoring.runs import load_run
-from evalctl.evaluators.scoring.metrics import evaluate_run, run_qrels
+from evalctl.evaluators.scoring.metrics import evaluate_run
 from evalctl.evaluators.fusion.settings import FusionSpec
 
 
 def metrics_parity(tolerance: float) -> tuple[int, float, list[str]]:
-    n, worst, bad, qsets = 0, 0.0, [], {}
+    n, worst, bad = 0, 0.0, []
     for res in results_store.iter_results("metrics"):
         run = load_run(res.manifest["run"])
-        key = (run.manifest["corpus"], run.manifest["corpus_hash"], run.manifest["qrels"])
-        if key not in qsets:
-            qsets[key] = run_qrels(run)
-        qset = qsets[key]
         stored = json.loads(res.file("per_query.json").read_text())
         mean = json.loads(res.file("metrics.json").read_text())["mean"]
-        now = evaluate_run(run, domain=res.manifest.get("domain"), metrics=tuple(stored), qset=qset)
+        now = evaluate_run(run, domain=res.manifest.get("domain"), metrics=tuple(stored))
         diff = max([abs(now.mean[m] - mean[m]) for m in stored]
                    + [abs(now.per_query[m][q] - v) for m, per in stored.items() for q, v in per.items()])
         same_queries = all(list(now.per_query[m]) == list(per) for m, per in stored.items())

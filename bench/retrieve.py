@@ -55,9 +55,10 @@ def main() -> None:
     from evalctl.opensearch.connection import load_settings, make_client, resolve_url
     from evalctl.corpus.importer import import_corpus
     from evalctl.evaluators.retrieval.retrieve import (
-        RetrievalOptions, RetrievalSpec, _bodies, load_query_set, resolve_index, retrieve, search_all,
+        RetrievalOptions, RetrievalSpec, _bodies, resolve_index, retrieve, search_all,
     )
     from evalctl.evaluators.scoring.runs import ranked
+    from evalctl.corpus.query_set import load_query_set
     from evalctl.evaluators.scoring.metrics import PRIMARY, score
     from evalctl.indexers.encoder import get_or_encode
     from evalctl.indexers.index_layout import corpus_alias

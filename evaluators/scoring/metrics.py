@@ -7,8 +7,9 @@ MTEB / pytrec_eval definitions (ranx's defaults: binary gains as given, no 2^rel
 ranx is given plain dicts, an input it documents: its Qrels/Run objects are numba typed dicts, whose
 Python-side methods numba compiles again in every process (seconds; docs/performance.md), while the
 metric kernels are the same. The run's own order is scored (rank-derived scores, see runs.py), queries are
-the qrels' queries: a query with no positive under a filter (IN-only, OUT-only) is dropped, a qrels query
-missing from the run or with no hit scores 0 (ranx takes no empty result list from a dict).
+the queries the run searched (run_queries: a sampled run's others are not its queries): a query with no positive
+under a filter (IN-only, OUT-only) is dropped, a searched query with no hit scores 0 (ranx takes no empty
+result list from a dict).
 """
 
 from __future__ import annotations
@@ -17,18 +18,12 @@ import json
 from dataclasses import dataclass
 
 from evalctl import results_store
-from evalctl.errors import BadInput
-from evalctl.corpus.store import load_corpus
 from evalctl.evaluators.scoring import ranx_engine
+from evalctl.evaluators.scoring.run_queries import RunQueries, run_queries
 from evalctl.evaluators.scoring.runs import Ranking, StoredRun, rank_scores
-from evalctl.corpus.qrels import QrelsSet, load_qrels
 
 METRICS: tuple[str, ...] = ("ndcg@10", "ndcg@100", "recall@10", "recall@100", "map@100", "mrr@10")
 PRIMARY = "ndcg@10"
-
-
-class CorpusChanged(BadInput, ValueError):
-    """A run's corpus was replaced (`corpus import --overwrite`) after, or while, the run was made."""
 
 
 @dataclass(frozen=True)
@@ -61,30 +56,21 @@ def score(ranking: Ranking, qrels: dict[str, dict[str, int]], metrics: tuple[str
     return Scores({m: float(np.mean(list(v.values()))) for m, v in per_query.items()}, per_query)
 
 
-def run_qrels(run: StoredRun) -> QrelsSet:
-    """The qrels set a run was made against, checked to be for the same corpus version."""
-    m = run.manifest
-    corpus = load_corpus(m["corpus"])
-    if corpus.content_hash != m["corpus_hash"]:
-        raise CorpusChanged(
-            f"run {run.id} was made on version {m['corpus_hash']} of corpus {m['corpus']!r}, which has since been "
-            f"replaced by {corpus.content_hash} (`evalctl corpus import --overwrite`, perhaps while the run was "
-            "made): the run's qrels no longer apply. The run is kept; build the new version's qrels and run the "
-            "retrieval again on it")
-    return load_qrels(corpus, m["qrels"])
-
-
 def evaluate_run(run: StoredRun, domain: str | None = None, metrics: tuple[str, ...] = METRICS,
-                 qset: QrelsSet | None = None) -> Scores:
-    """Score a stored run on its split (optionally IN/OUT pairs only); stores nothing."""
-    qset = qset or run_qrels(run)
-    return score(run.ranking, qset.qrels(split=run.manifest["split"], domain=domain), metrics)
+                 within=None, basis: RunQueries | None = None) -> Scores:
+    """Score a stored run on the queries it searched (those of `within` only, when given; IN/OUT pairs only
+    with `domain`) against the qrels it recorded (`basis`, default run_queries(run)); stores nothing."""
+    judged = (basis or run_queries(run)).judged(run.manifest["split"], domain, within)
+    return score(run.ranking, judged, metrics)
 
 
 def _scores_identity(run: StoredRun, metrics, domain: str | None) -> dict:
     m = run.manifest
+    # A sampled run's scores were once kept over its whole split (unsearched queries as zeros): a new identity
+    # for its scores over the searched queries, so those are never read back; a full split's keep theirs.
+    sampled = {"scored_on": "searched queries"} if m.get("query_sample") else {}
     return {"name": f"{m['name']}{'-' + domain if domain else ''}", "run": run.id,
-            "qrels": m["qrels"], "split": m["split"], "domain": domain, "metrics": list(metrics)}
+            "qrels": m["qrels"], "split": m["split"], "domain": domain, "metrics": list(metrics), **sampled}
 
 
 def store_scores(run: StoredRun, scores: Scores, domain: str | None = None) -> results_store.Result:
@@ -101,19 +87,20 @@ def stored_scores(run: StoredRun, domain: str | None = None) -> dict[str, float]
     return res.read_json("metrics.json")["mean"] if res else None
 
 
-def evaluate_and_store(run: StoredRun, domain: str | None = None, qset: QrelsSet | None = None) -> Scores:
+def evaluate_and_store(run: StoredRun, domain: str | None = None) -> Scores:
     """evaluate_run on every metric, kept with store_scores: what `evalctl retrieve/evaluate` and the study do."""
-    scores = evaluate_run(run, domain=domain, qset=qset)
+    scores = evaluate_run(run, domain=domain)
     store_scores(run, scores, domain)
     return scores
 
 
 def ann_loss(ann: StoredRun, exact: StoredRun, depth: int = 10) -> dict[str, float]:
-    """How much approximate search loses against exact search on the same queries: nDCG@10 of both
-    and the share of the exact top-`depth` that ANN also returns in its top-`depth`. Stores nothing."""
-    qset = run_qrels(exact)
+    """How much approximate search loses against exact search on the queries both searched (exact's sample,
+    when it searched one): nDCG@10 of both and the share of the exact top-`depth` that ANN also returns in its
+    top-`depth`. Stores nothing."""
+    common = run_queries(ann).searched & run_queries(exact).searched
     overlap = [len({d for d, _ in ann.ranking.get(q, [])[:depth]} & {d for d, _ in docs[:depth]}) / len(docs[:depth])
-               for q, docs in exact.ranking.items() if docs]
-    return {"ann_ndcg@10": evaluate_run(ann, qset=qset).mean[PRIMARY],
-            "exact_ndcg@10": evaluate_run(exact, qset=qset).mean[PRIMARY],
+               for q, docs in exact.ranking.items() if docs and q in common]
+    return {"ann_ndcg@10": evaluate_run(ann, within=common).mean[PRIMARY],
+            "exact_ndcg@10": evaluate_run(exact, within=common).mean[PRIMARY],
             f"ann_recall_of_exact@{depth}": sum(overlap) / len(overlap) if overlap else float("nan")}

@@ -2,7 +2,8 @@
 computes goes through here (scoring.py, fusion.py, significance.py, compare.py).
 
 - `load()` imports ranx with numba's cache directory under evalctl's cache (`paths.numba_cache()`, unless
-  NUMBA_CACHE_DIR is set). ranx's kernels are `@njit(cache=True)`: compiled once per machine into that
+  NUMBA_CACHE_DIR is set), and the ir_datasets and matplotlib folders ranx's imports write there too
+  (`paths.confine_libraries()`). ranx's kernels are `@njit(cache=True)`: compiled once per machine into that
   folder and loaded from it by every later process (docs/performance.md: cold and warm first calls). numba
   picks a function's cache folder when the function is decorated, i.e. when ranx is imported, so the
   variable is set first (and numba's config re-read if numba is already imported).
@@ -17,10 +18,8 @@ computes goes through here (scoring.py, fusion.py, significance.py, compare.py).
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import warnings
-from pathlib import Path
 
 from evalctl import paths
 
@@ -28,8 +27,7 @@ from evalctl import paths
 def load():
     """The ranx module, imported with numba's cache under evalctl's cache."""
     if "ranx" not in sys.modules:
-        folder = Path(os.environ.setdefault("NUMBA_CACHE_DIR", str(paths.numba_cache())))
-        folder.mkdir(parents=True, exist_ok=True)
+        paths.confine_libraries()
         if "numba" in sys.modules:
             from numba.core import config
 

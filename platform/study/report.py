@@ -129,6 +129,9 @@ def _cells(df: pd.DataFrame, strong, escape, bold) -> pd.DataFrame:
 
 
 def plt_module():
+    from evalctl.paths import confine_libraries
+
+    confine_libraries()  # matplotlib's font cache and config under evalctl's cache, not $HOME
     import matplotlib
 
     matplotlib.use("Agg")
@@ -148,6 +151,22 @@ def save_figure(fig, report: Report, out: Path, name: str, caption: str) -> None
               if isinstance(axis.get_major_locator(), FixedLocator) for t in axis.get_ticklabels()]
     plt_module().close(fig)
     report.img(name, caption, tuple(dict.fromkeys(labels)))
+
+
+def _missing(report: Report, steps, missing: dict[str, tuple[str, str] | None]) -> None:
+    """The task steps without a stored result, and why: failed or skipped at the latest `evalctl run` (its
+    study-outcome record), else not run yet. The tables leave them out; this section names them."""
+    import pandas as pd
+
+    if not missing:
+        return
+    report.h("Missing results")
+    report.p(f"{len(missing)} of the spec's {sum(s.target is not None for s in steps)} task steps have no stored "
+             "result, so the tables leave these systems out:")
+    report.table(pd.DataFrame([
+        {"task": s.kind, "system": str(s.target), "status": (missing[s.key] or ("not run", ""))[0],
+         "why": (missing[s.key] or ("", "no `evalctl run` of this spec has reached it"))[1]}
+        for s in steps if s.key in missing]))
 
 
 def _recipes(report: Report, pairs: list[dict]) -> None:
@@ -236,7 +255,7 @@ def write_report(spec: ExperimentSpec, out: Path, force: bool = False) -> tuple[
     from evalctl.study.report_headline import headline
     from evalctl.study.report_queries import query_pages
     from evalctl.study.runner import plan
-    from evalctl.study.tasks import TASKS, recall
+    from evalctl.study.tasks import TASKS, last_outcome, recall
 
     check_folder(out, "report", (INPUTS_FILE, "code_version"), force=force)
     for name, task in TASKS.items():
@@ -249,9 +268,10 @@ def write_report(spec: ExperimentSpec, out: Path, force: bool = False) -> tuple[
             if ref := s.ref():  # a damaged input is refused by name, never reported (nor kept as up to date)
                 results_store.get(s.target.corpus, ref)
     md, page, inputs_file = out / "report.md", out / "report.html", out / INPUTS_FILE
+    missing = {s.key: last_outcome(spec.name, s) for s in steps if s.target is not None and not s.scores()}
     inputs = json.dumps({"code_version": code_version(), "spec": Path(spec.source_path).read_text(),
                          "steps": [[s.key, s.scores() if s.scores else None, s.ref() if s.ref else None]
-                                   for s in steps]}, sort_keys=True, default=str)
+                                   for s in steps], "missing": missing}, sort_keys=True, default=str)
     if not force and md.exists() and page.exists() and inputs_file.exists() and inputs_file.read_text() == inputs:
         return md, page, False
     claim_folder(out, "report")
@@ -260,6 +280,7 @@ def write_report(spec: ExperimentSpec, out: Path, force: bool = False) -> tuple[
              f"evalctl {code_version()} from the results store.")
     pairs = _recipe_pairs(steps, report.runs)
     headline(report, steps)
+    _missing(report, steps, missing)
     _findings(report, steps, pairs)
     for _, task in TASKS.items():
         task.report(report, spec, steps, out)

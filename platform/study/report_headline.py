@@ -33,30 +33,41 @@ def headline(report: Report, steps) -> None:
             column = f"{g.view} (n={n})"
             for n in names:
                 rows[n][column] = cells[n][1] if n in cells else "-"
-            best = max(cells, key=lambda n: cells[n][0])
+            best = max((n for n in cells if cells[n][2]), key=lambda n: cells[n][0])
             strong.add((names.index(best), column))
         kind = " (known-item sanity task)" if mine[0].known_item else ""
         test = next((g.comparison for g in mine if g.comparison), None)
         tested = (f"a letter: significantly better than that system in the same view ({test.test} test, "
                   f"Holm-corrected, p < {test.alpha})" if test else "one system per view, no tests")
+        sampled = ("; a cell with its own n: a system that searched a sample of the queries, scored on those "
+                   "(not in the letters or the bold)" if any(g.subsets for g in mine) else "")
         report.p(f"{corpus}{kind}, qrels {mine[0].runs[0].manifest.get('qrels')}: {PRIMARY} with its 95% "
-                 f"bootstrap CI over the view's n queries; bold: best in its view; {tested}.")
+                 f"bootstrap CI over the view's n queries; bold: best in its view; {tested}{sampled}.")
         report.table(pd.DataFrame(list(rows.values())), strong=strong, css="t headline")
 
 
-def _cells(g: ViewGroup, letter: dict[str, str]) -> tuple[dict[str, tuple[float, str]], int]:
-    """System name -> (mean, cell text) in one view, from the view's comparison (or its one run); n queries."""
+def _cells(g: ViewGroup, letter: dict[str, str]) -> tuple[dict[str, tuple[float, str, bool]], int]:
+    """System name -> (mean, cell text, compared with the view's n queries) in one view, from the view's
+    comparison (or its one run) and, for a system that searched a sample, its own scores; n queries."""
     from evalctl.evaluators.scoring.compare import run_ci, score_cell
     from evalctl.evaluators.scoring.metrics import PRIMARY, evaluate_run
     from evalctl.study.task_retrieval import system_name
 
+    def alone(run) -> tuple[float, str, int]:  # a run's own mean and CI, as compare_runs would compute them
+        scores = evaluate_run(run, metrics=(PRIMARY,))
+        values, mean = list(scores.per_query[PRIMARY].values()), scores.mean[PRIMARY]
+        return mean, score_cell(mean, [], *run_ci(values)), len(values)
+
+    sampled = {}
+    for i, run in enumerate(g.runs):
+        if i not in g.main:
+            mean, text, n = alone(run)
+            sampled[system_name(run.label)] = (mean, f"{text} (n={n})", False)
     rep = g.comparison
-    if rep is None:  # a single run: its CI as compare_runs would compute it
-        (run,) = g.runs
-        values = list(evaluate_run(run, metrics=(PRIMARY,)).per_query[PRIMARY].values())
-        mean = g.steps[0].scores()[PRIMARY]
-        return {system_name(run.label): (mean, score_cell(mean, [], *run_ci(values)))}, len(values)
-    name_of = {s.split(" ")[0]: system_name(r.label) for s, r in zip(rep.systems, g.runs)}
+    if rep is None:  # a single run of the widest query set
+        mean, text, n = alone(g.runs[g.main[0]])
+        return {system_name(g.runs[g.main[0]].label): (mean, text, True), **sampled}, n
+    name_of = {s.split(" ")[0]: system_name(r.label) for s, r in zip(rep.systems, g.main_runs)}
     return {name_of[s.split(" ")[0]]: (rep.means[s][PRIMARY], score_cell(
-        rep.means[s][PRIMARY], sorted(letter[name_of[x]] for x in rep.better_than(s, PRIMARY)), *rep.ci[s][PRIMARY]))
-        for s in rep.systems}, rep.n_queries
+        rep.means[s][PRIMARY], sorted(letter[name_of[x]] for x in rep.better_than(s, PRIMARY)), *rep.ci[s][PRIMARY]),
+        True) for s in rep.systems} | sampled, rep.n_queries

@@ -216,7 +216,7 @@ def finetune_step(spec: ExperimentSpec, entry, base_id: str, recipe_id: str) -> 
 
 def plan(spec: ExperimentSpec) -> list[Step]:
     from evalctl.study.experiment import ModelEntry
-    from evalctl.study.tasks import TASKS, PlanContext, remember
+    from evalctl.study.tasks import TASKS, PlanContext, note_outcome, remember
 
     steps: list[Step] = []
     for c in spec.corpora:
@@ -268,6 +268,7 @@ def plan(spec: ExperimentSpec) -> list[Step]:
         for entry in spec.entries(name):
             for step in task.steps(ctx, entry):
                 step.remember = functools.partial(remember, spec.name, step)
+                step.note_outcome = functools.partial(note_outcome, spec.name, step)
                 steps.append(step)
     return steps
 
@@ -294,12 +295,16 @@ def check_expected(spec: ExperimentSpec, steps: list[Step]) -> list[str]:
 def execute(steps: list[Step], echo=print, dry_run: bool = False) -> RunReport:
     report = RunReport()
     failed: set[str] = set()
+    cause: dict[str, str] = {}  # failed or skipped step -> the failure behind it, one line
     for i, step in enumerate(steps, 1):
         prefix = f"[{i}/{len(steps)}] {step.key}"
         blocked = [d for d in step.deps if d in failed]
         if blocked:
             failed.add(step.key)
             report.outcomes.append(Outcome(step.key, "skipped", f"needs {', '.join(blocked)}"))
+            cause[step.key] = cause[blocked[0]]
+            if step.note_outcome:
+                step.note_outcome("skipped", f"needs {', '.join(blocked)} ({cause[step.key]})")
             echo(f"{prefix}: skipped (needs {', '.join(blocked)})")
             continue
         try:
@@ -324,6 +329,9 @@ def execute(steps: list[Step], echo=print, dry_run: bool = False) -> RunReport:
             report.outcomes.append(Outcome(step.key, "ok", detail, time.perf_counter() - t0))
             echo(f"{prefix}: ok ({time.perf_counter() - t0:.1f}s) {detail}")
         except Exception as e:  # report and go on: later independent steps still run
+            cause[step.key] = f"{step.key} failed: " + f"{e.__class__.__name__}: {e}".splitlines()[0]
+            if step.note_outcome:
+                step.note_outcome("failed", cause[step.key])
             if node_gone(e):  # every later step would fail the same way: stop once, saying where and what to do
                 report.outcomes.append(Outcome(step.key, "failed", f"{e.__class__.__name__}", time.perf_counter() - t0))
                 raise NodeLost(_node_lost_message(prefix, e, report, len(steps) - i), report) from e

@@ -53,10 +53,13 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
         client = make_client()
         corpus = load_corpus(entry.corpus)
         meta = read_manifest(client, index_name(entry.corpus, model_id)) or {}
+        rspec = spec(client)
+        # a sampled step's scores were once kept over the whole split (metrics._scores_identity): not reused
+        sampled = {"scored_on": "searched queries"} if rspec.query_sample else {}
         return {"name": key.replace(" ", "_"), "corpus_hash": corpus.content_hash,
-                "index": result_identity(meta), "retrieval": asdict(spec(client)),
+                "index": result_identity(meta), "retrieval": asdict(rspec),
                 "qrels_spec": qrels_manifest(corpus, entry.qrels).get("spec"),
-                **({"dense_weights_tuned_on_dev": list(sweep)} if sweep else {})}
+                **({"dense_weights_tuned_on_dev": list(sweep)} if sweep else {}), **sampled}
 
     def keep(stored_run, scores) -> None:
         results_store.write("study-step", entry.corpus, identity(), {},
@@ -172,7 +175,7 @@ class RetrievalTask:
         import pandas as pd
 
         from evalctl.evaluators.retrieval import methods as retrieval_methods
-        from evalctl.evaluators.scoring.compare import ranx_latex, tables
+        from evalctl.evaluators.scoring.compare import common_queries_note, ranx_latex, tables
         from evalctl.evaluators.scoring.metrics import PRIMARY
 
         report.h("Retrieval")
@@ -199,7 +202,11 @@ class RetrievalTask:
                     report.table(dfs["domains"])
                     _in_out_plot(report, g, out, f"inout-{g.corpus}-{g.view}.png".replace("→", "-"))
             else:
-                report.table(pd.DataFrame([_row(s) for s in g.steps]))
+                report.table(pd.DataFrame([_row(g.steps[i]) for i in g.main]))
+            for sub in g.subsets:  # runs that searched another query set (a sample): on the queries it shares
+                report.p(f"Corpus {g.corpus}, {views}, on the queries of a narrower query set (a sample). "
+                         f"{common_queries_note(sub)}The letters name this table's systems.")
+                report.table(tables(sub)["main"])
             if not g.known_item:
                 page = query_page_name(g.corpus, g.view)
                 report.link(page, f"Per query ({g.corpus}, {views}): each citation's rank in every system, "
@@ -231,24 +238,30 @@ def _row(step: Step) -> dict:
 
 @dataclass(frozen=True)
 class ViewGroup:
-    """The done retrieval steps of one corpus and view: compared query by query (two runs or more)."""
+    """The done retrieval steps of one corpus and view: compared query by query (two runs or more). Runs that
+    searched the group's widest query set (`main`) make its comparison; each other query set (a sample) gets
+    a comparison of its runs with those on the queries they share (`subsets`)."""
 
     corpus: str
     view: str  # the target's view label ("T", or "T→TA")
     steps: tuple[Step, ...]
-    runs: tuple  # their StoredRuns, in step order (letters a, b, ... in the comparison)
-    comparison: object | None  # ComparisonReport; None for a single run
+    runs: tuple  # their StoredRuns, in step order
+    main: tuple[int, ...]  # positions (in steps and runs) of the runs of the widest query set
+    comparison: object | None  # ComparisonReport of the main runs (letters a, b, ...); None for a single one
+    subsets: tuple = ()  # ComparisonReport per other query set: its runs and the main ones, on common queries
 
     @property
     def known_item(self) -> bool:
         return (self.runs[0].manifest.get("qrels_spec") or {}).get("source") == "known_item"
 
+    @property
+    def main_runs(self) -> tuple:
+        return tuple(self.runs[i] for i in self.main)
+
 
 def view_groups(report: Report, steps) -> list[ViewGroup]:
     """Retrieval steps with stored scores by corpus and view, in plan order; each comparison computed once
     per report (the headline, the tables and the per-query pages read the same one)."""
-    from evalctl.evaluators.scoring.compare import compare_runs
-
     by: dict[tuple[str, str], list[Step]] = {}
     for s in steps:
         if s.kind == "retrieval" and s.scores and s.scores():
@@ -256,11 +269,25 @@ def view_groups(report: Report, steps) -> list[ViewGroup]:
     out = []
     for (corpus, view), group in by.items():
         runs = tuple(stored_run(s.ref(), report.runs) for s in group)
-        key = tuple(r.id for r in runs)
-        if len(runs) >= 2 and key not in report.comparisons:
-            report.comparisons[key] = compare_runs(list(runs))
-        out.append(ViewGroup(corpus, view, tuple(group), runs, report.comparisons.get(key)))
+        query_sets: dict[str, list[int]] = {}
+        for i, r in enumerate(runs):
+            query_sets.setdefault(r.manifest["query_set"], []).append(i)
+        main = max(query_sets.values(), key=lambda idx: len(runs[idx[0]].ranking))  # the first on a tie
+        others = [idx for idx in query_sets.values() if idx is not main]
+        out.append(ViewGroup(corpus, view, tuple(group), runs, tuple(main),
+                             _compared(report, [runs[i] for i in main]),
+                             tuple(_compared(report, [runs[i] for i in (*idx, *main)]) for idx in others)))
     return out
+
+
+def _compared(report: Report, runs: list):
+    """compare_runs of two runs or more (None for one), once per report."""
+    from evalctl.evaluators.scoring.compare import compare_runs
+
+    key = tuple(r.id for r in runs)
+    if len(runs) >= 2 and key not in report.comparisons:
+        report.comparisons[key] = compare_runs(runs)
+    return report.comparisons.get(key)
 
 
 def query_page_name(corpus: str, view: str) -> str:
@@ -338,14 +365,13 @@ def _in_out_plot(report: Report, g: ViewGroup, out: Path, name: str) -> None:
     import numpy as np
 
     from evalctl.evaluators.scoring.compare import run_ci
-    from evalctl.evaluators.scoring.metrics import PRIMARY, evaluate_run, run_qrels
+    from evalctl.evaluators.scoring.metrics import PRIMARY, evaluate_run
     from evalctl.study.report import plt_module, save_figure
 
-    qset = run_qrels(g.runs[0])
+    runs = g.main_runs  # the comparison's runs: one query set
     bars = {}
     for dom in ("IN", "OUT"):
-        per_query = [list(evaluate_run(r, domain=dom, metrics=(PRIMARY,), qset=qset).per_query[PRIMARY].values())
-                     for r in g.runs]
+        per_query = [list(evaluate_run(r, domain=dom, metrics=(PRIMARY,)).per_query[PRIMARY].values()) for r in runs]
         if not all(per_query):  # no query with a pair in this domain: no bars for it
             continue
         # compare_runs' own CI, so a bar's CI reads like the table's
@@ -353,13 +379,13 @@ def _in_out_plot(report: Report, g: ViewGroup, out: Path, name: str) -> None:
     if not bars:
         return
     plt = plt_module()
-    fig, ax = plt.subplots(figsize=(max(7, 1.6 * len(g.runs)), 4))
-    x = np.arange(len(g.runs))
+    fig, ax = plt.subplots(figsize=(max(7, 1.6 * len(runs)), 4))
+    x = np.arange(len(runs))
     for offset, (dom, (n, values)) in zip((-0.2, 0.2), bars.items()):
         means = np.array([v[0] for v in values])
         err = np.array([[m - lo for m, lo, _ in values], [hi - m for m, _, hi in values]])
         ax.bar(x + offset, means, width=0.4, yerr=err, capsize=3, label=f"{dom} (n={n})")
-    ax.set_xticks(list(x), [system_name(r.label) for r in g.runs], rotation=20, ha="right")
+    ax.set_xticks(list(x), [system_name(r.label) for r in runs], rotation=20, ha="right")
     ax.set_ylabel(PRIMARY)
     ax.legend()
     missing = "".join(f"; no {d} queries" for d in ("IN", "OUT") if d not in bars)

@@ -51,6 +51,8 @@ class Step:
     target: Target | None = None  # a task step's target, for expected-score matching and the report
     ref: Callable[[], str | None] | None = None  # id of the stored run/result behind the scores
     remember: Callable[[], None] | None = None  # a task step: store its study record once done
+    # a task step: store why it did not finish (status "failed" or "skipped", a one-line detail) for the report
+    note_outcome: Callable[[str, str], None] | None = None
 
 
 @dataclass
@@ -144,3 +146,23 @@ def recall(spec_name: str, step: Step) -> None:
     record = results_store.find(RECORD_KIND, step.target.corpus, _record_identity(spec_name, step))
     step.scores = lambda: dict(record.manifest["scores"]) if record else {}
     step.ref = lambda: record.manifest["ref"] if record else None
+
+
+OUTCOME_KIND = "study-outcome"
+
+
+def note_outcome(spec_name: str, step: Step, status: str, detail: str) -> None:
+    """Store the latest `evalctl run` outcome of a task step that did not finish, so the report can say which
+    systems are missing and why from the store alone."""
+    from evalctl import results_store
+
+    results_store.write(OUTCOME_KIND, step.target.corpus, _record_identity(spec_name, step), {},
+                        extra={"status": status, "detail": detail})
+
+
+def last_outcome(spec_name: str, step: Step) -> tuple[str, str] | None:
+    """(status, detail) of the step's latest unfinished run, or None when no run stored one."""
+    from evalctl import results_store
+
+    res = results_store.find(OUTCOME_KIND, step.target.corpus, _record_identity(spec_name, step))
+    return (res.manifest["status"], res.manifest["detail"]) if res else None
