@@ -370,6 +370,7 @@ def test_report_of_a_sampled_and_half_finished_study(private_spec, tmp_path, mon
     assert "every number is over the 5 queries all of them searched" in sample
     assert sample.count("|   5 |") == 3  # exact, bm25 and dense, each on the sample's 5 queries
     missing = md.split("## Missing results")[1].split("## Findings")[0]
+    assert "exact" not in md.split("## Findings")[1].split("\n## ")[0]  # ranked on the queries all searched
     for method in ("dense", "exact"):
         assert f"retrieval/{pizza}/bge-small-en-v1.5/T/{method}/T | skipped" in missing
     assert "ModelLoadError" in missing

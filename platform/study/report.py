@@ -186,13 +186,19 @@ def _findings(report: Report, steps, pairs: list[dict]) -> None:
     from evalctl.study.task_retrieval import stored_run
 
     report.h("Findings")
-    results = []
+    results, sampled = [], set()
     for s in steps:
         if s.kind == "retrieval" and s.scores and s.scores() and s.ref():
             run = stored_run(s.ref(), report.runs)
             t = s.target
             results.append(rf.RetrievalResult(t.corpus, t.model, t.view_label, t.what, run.id, run.label,
                                               evaluate_run(run).per_query[PRIMARY]))
+            if run.manifest.get("query_sample"):
+                sampled.add(run.id)
+    # A system that searched a sample (exact_queries) is ranked against the others in its own table, on the
+    # sample's queries; the findings rank the systems of a corpus on the queries they all searched.
+    full = {r.corpus for r in results if r.run_id not in sampled}
+    results = [r for r in results if r.run_id not in sampled or r.corpus not in full]
     found = rf.retrieval_findings(results)
     for corpus in dict.fromkeys(r.corpus for r in results):
         best = max((r for r in results if r.corpus == corpus), key=lambda r: r.mean)
