@@ -38,7 +38,7 @@ def quickstart(tmp_path_factory):
     """The quickstart spec, planned, with its corpus imported (nothing indexed or encoded)."""
     from evalctl.corpus.importer import import_corpus
     from evalctl.study.runner import plan
-    from evalctl.study.experiment import load_experiment
+    from evalctl.study.spec_loading import load_experiment
 
     mp = private_cache(tmp_path_factory.mktemp("cost"))
     spec = load_experiment("quickstart")
@@ -87,7 +87,7 @@ def test_a_text_index_estimate_is_near_the_index_built(os_client, quickstart, tm
     from evalctl.indexers.index_loader import index_corpus
     from evalctl.study.cost_plan import cost_plan
     from evalctl.study.runner import plan
-    from evalctl.study.experiment import load_experiment
+    from evalctl.study.spec_loading import load_experiment
 
     corpus = import_corpus("uspto", [USPTO], name="uspto-cost").corpus
     spec_file = tmp_path / "bm25.yaml"

@@ -57,7 +57,7 @@ def test_toy_fusion_method_runs_natively_everywhere(os_client, private_cache, su
     from evalctl.evaluators.retrieval.methods import fused_methods
     from evalctl.evaluators.retrieval.retrieve import RetrievalOptions, RetrievalSpec, retrieve
     from evalctl.study.runner import plan
-    from evalctl.study.experiment import validate
+    from evalctl.study.spec_loading import validate
     from evalctl.indexers.index_layout import corpus_alias
     from evalctl.indexers.index_loader import index_corpus
     from evalctl.models import get_model
@@ -106,7 +106,7 @@ def test_toy_fusion_method_runs_natively_everywhere(os_client, private_cache, su
 def test_toy_import_format_imports_through_the_cli(private_cache, tsv_format):
     from evalctl.cli.main import cli
     from evalctl.corpus.store import load_corpus
-    from evalctl.study.experiment import validate
+    from evalctl.study.spec_loading import validate
     from evalctl.config_files import SpecError
 
     rows = grants(5)

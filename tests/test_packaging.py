@@ -119,7 +119,7 @@ def test_wheel_in_a_fresh_venv_runs_from_any_directory(tmp_path, os_client):
 
     where = _run([py, "-c", (
         "import evalctl.cli.main, evalctl.dashboards.objects as d, evalctl.config_files as s\n"
-        "from evalctl.study.experiment import load_experiment\n"
+        "from evalctl.study.spec_loading import load_experiment\n"
         "q = load_experiment('quickstart')\n"
         "for p in (evalctl.cli.main.__file__, s.configs_dir(), d.TEMPLATES, *(q.resolve_source(x) "
         "for c in q.corpora for x in c.sources)): print(p)")], work, env).split()

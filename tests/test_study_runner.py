@@ -121,7 +121,7 @@ def test_expected_scores_ok_and_fail(private_spec):
     """A correct expected value prints OK, a wrong one FAIL (and the run exits non-zero)."""
     from evalctl.cli.main import cli
     from evalctl.study.runner import plan
-    from evalctl.study.experiment import load_experiment
+    from evalctl.study.spec_loading import load_experiment
 
     path, doc, pizza = private_spec
     doc["retrieval"] = [{"corpus": pizza, "views": ["T"], "methods": ["bm25"], "split": "test"}]
@@ -199,7 +199,7 @@ def test_report_has_tables_and_plots(private_spec, tmp_path):
 def test_plan_trains_before_evaluating_tuned_models(tmp_path, monkeypatch):
     """A fine-tuned model enters every task after its training step (pure planning, nothing runs)."""
     from evalctl.study.runner import plan
-    from evalctl.study.experiment import load_experiment
+    from evalctl.study.spec_loading import load_experiment
 
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
     path = spec_file(tmp_path, "p")
@@ -224,7 +224,7 @@ def test_plan_guards_fine_tuning_and_filters_models(tmp_path, monkeypatch):
     an entry's `models` limits it to those models and the ones tuned from them; a query view shows in
     the step and its target (pure planning, nothing runs)."""
     from evalctl.study.runner import plan
-    from evalctl.study.experiment import load_experiment
+    from evalctl.study.spec_loading import load_experiment
     from evalctl.study.tasks import Target
 
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
@@ -254,7 +254,7 @@ def test_plan_guards_fine_tuning_and_filters_models(tmp_path, monkeypatch):
 
 
 def test_shipped_specs_validate():
-    from evalctl.study.experiment import load_experiment
+    from evalctl.study.spec_loading import load_experiment
 
     quick, study = load_experiment("quickstart"), load_experiment("study")
     assert {c.format for c in study.corpora} == {"lens", "dapfam"}
@@ -270,7 +270,7 @@ def test_a_run_made_by_the_cli_is_the_study_steps_run(os_client, tmp_path, monke
     included (issue 27 item 3), instead of searching again."""
     from evalctl.cli.main import cli
     from evalctl.study.runner import execute, plan
-    from evalctl.study.experiment import load_experiment
+    from evalctl.study.spec_loading import load_experiment
 
     tag = uuid.uuid4().hex[:6]
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
@@ -310,7 +310,7 @@ def test_damaged_stored_results_are_redone_by_run_and_refused_by_report(private_
     scores) and `run` redoes the step; a truncated study record is named and rewritten by `run`."""
     from evalctl import results_store
     from evalctl.cli.main import cli
-    from evalctl.study.experiment import load_experiment
+    from evalctl.study.spec_loading import load_experiment
     from evalctl.study.runner import plan
     from evalctl.study.tasks import recall
 

@@ -29,7 +29,7 @@ def _spec(tmp_path, tag: str, transfer: list[dict], expected: list[dict] = ()) -
 
 def test_a_transfer_without_fine_tuning_with_a_text_method_or_on_the_training_corpus_is_refused(tmp_path):
     from evalctl.config_files import SpecError
-    from evalctl.study.experiment import load_experiment
+    from evalctl.study.spec_loading import load_experiment
 
     path = _spec(tmp_path, "v", [{"corpus": "rt-v-pizza"}])
     doc = yaml.safe_load(path.read_text())
@@ -49,7 +49,7 @@ def test_transfer_runs_as_a_study_task(os_client, tmp_path, monkeypatch):
     from evalctl.corpus.qrels import load_qrels
     from evalctl.evaluators.tasks.transfer import transfer
     from evalctl.opensearch.connection import make_client
-    from evalctl.study.experiment import load_experiment
+    from evalctl.study.spec_loading import load_experiment
     from evalctl.study.runner import plan
 
     tag = uuid.uuid4().hex[:6]

@@ -72,7 +72,7 @@ def test_a_bad_toy_entry_is_refused_naming_it(pair_task, tmp_path, monkeypatch):
 def test_toy_task_through_spec_plan_run_expected_and_report(os_client, pair_task, tmp_path, monkeypatch):
     from evalctl.cli.main import cli
     from evalctl.study.runner import plan
-    from evalctl.study.experiment import load_experiment
+    from evalctl.study.spec_loading import load_experiment
 
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -25,7 +25,7 @@ def run(spec_name, dry_run, device, corpus_sizes, gpu, utilisation) -> None:
     """Plan and run every step of SPEC (a name in configs/experiments/ or a YAML path)."""
     from evalctl.study.runner import check_expected, execute, plan
     from evalctl.indexers.runtime import Runtime, using
-    from evalctl.study.experiment import load_experiment, missing_sources
+    from evalctl.study.spec_loading import load_experiment, missing_sources
 
     try:
         spec = load_experiment(spec_name)
@@ -71,7 +71,7 @@ def run(spec_name, dry_run, device, corpus_sizes, gpu, utilisation) -> None:
 def report(spec_name, out, force) -> None:
     """Write the report of SPEC (Markdown + HTML, PNG plots) from the stored results."""
     from evalctl.study.report import write_report
-    from evalctl.study.experiment import load_experiment
+    from evalctl.study.spec_loading import load_experiment
     from evalctl.results_store import results_root
 
     try:

@@ -2,15 +2,12 @@
 
 A spec names corpora (with their sources, qrels and label sets), models (with prompt variants),
 retrieval runs, classification and clustering label sets, fine-tuning recipes and, like IR
-reproduction files, expected scores with tolerances. `load_experiment` validates every field that can be
-checked without the node (names, ranges, splits, weights, metrics, references, repeats) and names the
-offending key, so `evalctl run --dry-run` catches what a run would only fail on after importing and indexing.
+reproduction files, expected scores with tolerances. This module holds the spec's types (what the task
+modules import); spec_loading.py reads a spec file into them and validates it against the task registry.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
@@ -18,7 +15,7 @@ from typing import Literal
 from evalctl.corpus.qrels import QrelsSpec
 from evalctl.indexers.runtime import Runtime
 from evalctl.names import BadName, check_name
-from evalctl.config_files import SpecError, build, configs_dir, load_yaml, package_folder
+from evalctl.config_files import SpecError, package_folder
 
 
 @dataclass(frozen=True)
@@ -147,7 +144,7 @@ class ExperimentSpec:
 
     def entries(self, section: str) -> tuple:
         """A section's entries, a field above or a registered task's (study/tasks.TASKS)."""
-        return getattr(self, section) if section in _FIELDS else self.more.get(section, ())
+        return getattr(self, section) if section in SPEC_FIELDS else self.more.get(section, ())
 
     def resolve_source(self, source: str) -> Path:
         """A source path as written, else relative to the spec file, else to the folder holding the bundled
@@ -161,118 +158,7 @@ class ExperimentSpec:
                         f"directory, the spec file or {shipped})")
 
 
-_FIELDS = {f.name for f in fields(ExperimentSpec)}
-
-
-def missing_sources(spec: ExperimentSpec) -> list[str]:
-    """One message per corpus source that cannot be found."""
-    missing = []
-    for c in spec.corpora:
-        for src in c.sources:
-            try:
-                spec.resolve_source(src)
-            except SpecError as e:
-                missing.append(f"corpus {c.name}: {e}")
-    return missing
-
-
-def experiment_path(name_or_path: str) -> Path:
-    p = Path(name_or_path)
-    if p.exists():
-        return p
-    named = configs_dir() / "experiments" / (name_or_path if name_or_path.endswith(".yaml") else f"{name_or_path}.yaml")
-    if named.exists():
-        return named
-    known = sorted(f.stem for f in (configs_dir() / "experiments").glob("*.yaml"))
-    raise SpecError(f"no experiment spec {name_or_path!r}; shipped specs: {', '.join(known)}")
-
-
-def load_experiment(name_or_path: str) -> ExperimentSpec:
-    path = experiment_path(name_or_path)
-    data = load_yaml(path.resolve())
-    if not isinstance(data, dict):
-        raise SpecError(f"{path}: expected a mapping at the top level")
-    from evalctl.study.tasks import TASKS
-
-    if "more" in data:  # filled from the registered tasks' sections, never written
-        raise SpecError(f"{path}: unknown key 'more'")
-    # A registered task without a field of its own (a plug-in) keeps its section in `more`.
-    more = {name: build(tuple[task.entry, ...], data.pop(name), f"{path}: {name}")
-            for name, task in TASKS.items() if name not in _FIELDS and name in data}
-    spec = build(ExperimentSpec, {**data, "source_path": str(path)}, str(path))
-    spec = dataclasses.replace(spec, more=more) if more else spec
-    validate(spec)
-    return spec
-
-
-def validate(spec: ExperimentSpec) -> None:
-    """Check every field that can be checked without the node: names (the one name rule: a name is never
-    a path), ranges, splits, weights, expected metrics and tolerances, cross-references and repeats, so
-    `evalctl run --dry-run` refuses what a run would only fail on after importing and indexing. Every
-    message names the file and the offending entry and field."""
-    from evalctl.evaluators.retrieval.methods import METHODS
-    from evalctl.corpus.import_formats.registry import IMPORT_FORMATS
-    from evalctl.corpus.label_sets import load_label_sets
-    from evalctl.models import get_model
-    from evalctl.corpus.views import load_views
-    from evalctl.study.tasks import TASKS
-
-    where = spec.source_path
-    check_spec_name(spec.name, "name", where)
-    for i, c in enumerate(spec.corpora):
-        check_spec_name(c.name, "name", f"{where}: corpora[{i}]")
-    for i, m in enumerate(spec.models):
-        check_spec_name(m.id, "id", f"{where}: models[{i}]")
-    names = [c.name for c in spec.corpora]
-    _no_repeats(names, "corpus name", where, "corpora")
-    _no_repeats([m.id for m in spec.models], "model id", where, "models")
-    for c in spec.corpora:
-        if c.format not in IMPORT_FORMATS:
-            raise SpecError(f"{where}: corpus {c.name}: unknown format {c.format!r} ({', '.join(IMPORT_FORMATS)})")
-    for m in spec.models:
-        try:
-            model = get_model(m.id)
-        except (KeyError, SpecError) as e:
-            raise SpecError(f"{where}: models: {e}") from None
-        if m.prompt_variant and m.prompt_variant not in model.prompt_variants:
-            raise SpecError(f"{where}: model {m.id} has no prompt variant {m.prompt_variant!r}; "
-                            f"it has {', '.join(model.prompt_variants)}")
-    views, label_sets = load_views(), load_label_sets()
-    for section in ("indexes", *TASKS, "finetune"):
-        for i, entry in enumerate(spec.entries(section)):
-            at = f"{where}: {section}[{i}]"
-            if entry.corpus not in names:
-                raise SpecError(f"{at}: corpus {entry.corpus!r} is not among corpora ({', '.join(names)})")
-            for key in ("views", "models", "methods", "label_sets", "recipes", "dense_weights"):
-                _no_repeats(getattr(entry, key, ()), key[:-1].replace("_", " "), at, key)
-            for v in (*getattr(entry, "views", ()), *filter(None, [getattr(entry, "query_view", None)])):
-                if v not in views:
-                    raise SpecError(f"{at}: unknown view {v!r} (configs/views.yaml has {', '.join(views)})")
-            for m in entry.models:
-                if m not in {e.id for e in spec.models}:
-                    raise SpecError(f"{at}: model {m!r} is not among models")
-            for m in getattr(entry, "methods", ()):
-                if m not in METHODS:
-                    raise SpecError(f"{at}: unknown method {m!r} ({', '.join(METHODS)})")
-            for ls in getattr(entry, "label_sets", ()):
-                if ls not in label_sets:
-                    raise SpecError(f"{at}: unknown label set {ls!r} ({', '.join(label_sets)})")
-            if section in TASKS:
-                TASKS.get(section).validate(spec, entry, at)
-    _check_finetune(spec)
-    for c in spec.corpora:
-        for v in c.qrels.within_views if c.qrels else ():
-            if v not in views:
-                raise SpecError(f"{where}: corpus {c.name}: qrels within_views: unknown view {v!r} "
-                                f"(configs/views.yaml has {', '.join(views)})")
-    model_ids = {m.id for m in spec.models}
-    for i, e in enumerate(spec.expected):
-        at = f"{where}: expected[{i}]"
-        if e.corpus not in names:
-            raise SpecError(f"{at}: corpus {e.corpus!r} is not among corpora")
-        if e.model not in model_ids | {"bm25"} and "+" not in e.model:
-            raise SpecError(f"{at}: model {e.model!r} is not among models")
-        _check_expected(e, views, at)
+SPEC_FIELDS = {f.name for f in fields(ExperimentSpec)}  # a registered task named by none keeps its entries in `more`
 
 
 def check_spec_name(value: str, what: str, at: str) -> None:
@@ -280,50 +166,3 @@ def check_spec_name(value: str, what: str, at: str) -> None:
         check_name(value, what)
     except BadName as e:
         raise SpecError(f"{at}: {e}") from None
-
-
-def _no_repeats(items, what: str, at: str, key: str) -> None:
-    """Refuse an item given twice, naming both positions (it would plan the same step twice)."""
-    seen: dict = {}
-    for i, item in enumerate(items):
-        if item in seen:
-            raise SpecError(f"{at}: {key}[{seen[item]}] and {key}[{i}]: {what} {item!r} given twice")
-        seen[item] = i
-
-
-def _check_finetune(spec: ExperimentSpec) -> None:
-    """Recipes known, sizes positive, and each fine-tuned model's id (it becomes a folder) a valid name."""
-    from evalctl.finetune.recipes import get_recipe
-    from evalctl.finetune.train import default_model_id
-
-    for i, ft in enumerate(spec.finetune):
-        at = f"{spec.source_path}: finetune[{i}]"
-        for r in ft.recipes:
-            try:
-                get_recipe(r)
-            except SpecError as e:
-                raise SpecError(f"{at}: {e}") from None
-        for key in ("match_size", "max_steps", "batch_size"):
-            value = getattr(ft, key)
-            if value is not None and value < 1:
-                raise SpecError(f"{at}: {key} {value} must be at least 1")
-        for base in ft.models or [m.id for m in spec.models]:
-            for r in ft.recipes:
-                check_spec_name(default_model_id(base, get_recipe(r).id, [ft.corpus], ft.match_size), "fine-tuned model id", at)
-
-
-def _check_expected(e: Expected, views, at: str) -> None:
-    from evalctl.study.tasks import TASKS
-
-    if not math.isfinite(e.value):
-        raise SpecError(f"{at}: value {e.value} is not a number")
-    if not (math.isfinite(e.tolerance) and e.tolerance >= 0):
-        raise SpecError(f"{at}: tolerance {e.tolerance} must be a number >= 0")
-    for v in filter(None, (e.view, e.query_view)):
-        if v not in views:
-            raise SpecError(f"{at}: unknown view {v!r} (configs/views.yaml has {', '.join(views)})")
-    if e.task not in TASKS:
-        raise SpecError(f"{at}: task {e.task!r} is not one of {', '.join(TASKS)}")
-    metrics = TASKS.get(e.task).metrics(e, at)
-    if e.metric not in metrics:
-        raise SpecError(f"{at}: unknown metric {e.metric!r} for a {e.task} score (one of {', '.join(metrics)})")

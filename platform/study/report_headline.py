@@ -4,18 +4,14 @@ view); only the letters are renamed, so that one letter names one system across 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from evalctl.study.report import Report
-    from evalctl.study.task_retrieval import ViewGroup
+from evalctl.study.page import Report
+from evalctl.study.retrieval_groups import ViewGroup, system_name, view_groups
 
 
 def headline(report: Report, steps) -> None:
     import pandas as pd
 
     from evalctl.evaluators.scoring.metrics import PRIMARY
-    from evalctl.study.task_retrieval import system_name, view_groups
 
     report.h("Headline results")
     groups = view_groups(report, steps)
@@ -51,7 +47,6 @@ def _cells(g: ViewGroup, letter: dict[str, str]) -> tuple[dict[str, tuple[float,
     comparison (or its one run) and, for a system that searched a sample, its own scores; n queries."""
     from evalctl.evaluators.scoring.compare import run_ci, score_cell
     from evalctl.evaluators.scoring.metrics import PRIMARY, evaluate_run
-    from evalctl.study.task_retrieval import system_name
 
     def alone(run) -> tuple[float, str, int]:  # a run's own mean and CI, as compare_runs would compute them
         scores = evaluate_run(run, metrics=(PRIMARY,))

@@ -6,19 +6,14 @@ that searched a sample of them shows "not searched" on the others."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from evalctl.study.page import Report
+from evalctl.study.retrieval_groups import ViewGroup, query_page_name, system_name, view_groups
 
 NOT_SEARCHED = "not searched"  # a system that searched a sample of the queries, on one outside it
-
-if TYPE_CHECKING:
-    from evalctl.study.report import Report
-    from evalctl.study.task_retrieval import ViewGroup
 
 
 def query_pages(report: Report, steps) -> list[tuple[str, Report]]:
     """(file name without suffix, page) for each view group of the report that has citation qrels."""
-    from evalctl.study.task_retrieval import query_page_name, view_groups
-
     return [(query_page_name(g.corpus, g.view), _page(g)) for g in view_groups(report, steps) if not g.known_item]
 
 
@@ -28,8 +23,6 @@ def _page(g: ViewGroup) -> Report:
     from evalctl.corpus.store import load_corpus
     from evalctl.evaluators.scoring.metrics import PRIMARY, evaluate_run
     from evalctl.evaluators.scoring.run_queries import run_queries
-    from evalctl.study.report import Report
-    from evalctl.study.task_retrieval import system_name
 
     basis = run_queries(g.main_runs[0])
     qset, split = basis.qset, g.runs[0].manifest["split"]

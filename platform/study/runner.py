@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field
 
 from evalctl.errors import Failure
 from evalctl.opensearch.retries import node_gone
-from evalctl.study.experiment import ExperimentSpec
-from evalctl.study.tasks import Step
+from evalctl.study.experiment import ExperimentSpec, ModelEntry
+from evalctl.study.tasks import TASKS, PlanContext, Step, note_outcome, remember
 
 
 @dataclass
@@ -215,9 +215,6 @@ def finetune_step(spec: ExperimentSpec, entry, base_id: str, recipe_id: str) -> 
 
 
 def plan(spec: ExperimentSpec) -> list[Step]:
-    from evalctl.study.experiment import ModelEntry
-    from evalctl.study.tasks import TASKS, PlanContext, note_outcome, remember
-
     steps: list[Step] = []
     for c in spec.corpora:
         steps.append(import_step(spec, c))
@@ -275,8 +272,6 @@ def plan(spec: ExperimentSpec) -> list[Step]:
 
 def check_expected(spec: ExperimentSpec, steps: list[Step]) -> list[str]:
     """OK/FAIL per expected score, as reproduction files in IR do."""
-    from evalctl.study.tasks import TASKS
-
     lines = []
     for e in spec.expected:
         target = TASKS.get(e.task).expected_target(e)

@@ -126,7 +126,7 @@ class LabelTask:
     def report(self, report, spec, steps, out: Path) -> None:
         import pandas as pd
 
-        from evalctl.study.task_tables import task_table
+        from evalctl.study.task_tables import task_table  # pandas and the task modules: a plan never loads them
 
         report.h(self.title)
         mine = [s for s in steps if s.kind == self.name]

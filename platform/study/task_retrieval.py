@@ -4,18 +4,18 @@ fusion gain)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evalctl.config_files import SpecError
-from evalctl.study.experiment import ALL_SPLITS, RetrievalEntry
+from evalctl.study.experiment import ALL_SPLITS, RetrievalEntry, check_spec_name
+from evalctl.study.page import Report, plt_module, save_figure
+from evalctl.study.retrieval_groups import ViewGroup, query_page_name, stored_run, system_name, view_groups
 from evalctl.study.tasks import Step, Target, memo
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from evalctl.study.report import Report
 
 
 def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tuple[str, ...]) -> Step:
@@ -115,7 +115,6 @@ class RetrievalTask:
         from evalctl.corpus.qrels import SPLITS
         from evalctl.evaluators.retrieval.methods import MAX_K
         from evalctl.evaluators.fusion.settings import FusionSpec
-        from evalctl.study.experiment import check_spec_name
 
         check_spec_name(entry.qrels, "qrels", at)
         if not 1 <= entry.k <= MAX_K:
@@ -236,76 +235,10 @@ def _row(step: Step) -> dict:
             PRIMARY: step.scores()[PRIMARY]}
 
 
-@dataclass(frozen=True)
-class ViewGroup:
-    """The done retrieval steps of one corpus and view: compared query by query (two runs or more). Runs that
-    searched the group's widest query set (`main`) make its comparison; each other query set (a sample) gets
-    a comparison of its runs with those on the queries they share (`subsets`)."""
-
-    corpus: str
-    view: str  # the target's view label ("T", or "T→TA")
-    steps: tuple[Step, ...]
-    runs: tuple  # their StoredRuns, in step order
-    main: tuple[int, ...]  # positions (in steps and runs) of the runs of the widest query set
-    comparison: object | None  # ComparisonReport of the main runs (letters a, b, ...); None for a single one
-    subsets: tuple = ()  # ComparisonReport per other query set: its runs and the main ones, on common queries
-
-    @property
-    def known_item(self) -> bool:
-        return (self.runs[0].manifest.get("qrels_spec") or {}).get("source") == "known_item"
-
-    @property
-    def main_runs(self) -> tuple:
-        return tuple(self.runs[i] for i in self.main)
-
-
-def view_groups(report: Report, steps) -> list[ViewGroup]:
-    """Retrieval steps with stored scores by corpus and view, in plan order; each comparison computed once
-    per report (the headline, the tables and the per-query pages read the same one)."""
-    by: dict[tuple[str, str], list[Step]] = {}
-    for s in steps:
-        if s.kind == "retrieval" and s.scores and s.scores():
-            by.setdefault((s.target.corpus, s.target.view_label), []).append(s)
-    out = []
-    for (corpus, view), group in by.items():
-        runs = tuple(stored_run(s.ref(), report.runs) for s in group)
-        query_sets: dict[str, list[int]] = {}
-        for i, r in enumerate(runs):
-            query_sets.setdefault(r.manifest["query_set"], []).append(i)
-        main = max(query_sets.values(), key=lambda idx: len(runs[idx[0]].ranking))  # the first on a tie
-        others = [idx for idx in query_sets.values() if idx is not main]
-        out.append(ViewGroup(corpus, view, tuple(group), runs, tuple(main),
-                             _compared(report, [runs[i] for i in main]),
-                             tuple(_compared(report, [runs[i] for i in (*idx, *main)]) for idx in others)))
-    return out
-
-
-def _compared(report: Report, runs: list):
-    """compare_runs of two runs or more (None for one), once per report."""
-    from evalctl.evaluators.scoring.compare import compare_runs
-
-    key = tuple(r.id for r in runs)
-    if len(runs) >= 2 and key not in report.comparisons:
-        report.comparisons[key] = compare_runs(runs)
-    return report.comparisons.get(key)
-
-
-def query_page_name(corpus: str, view: str) -> str:
-    return f"queries-{corpus}-{view}".replace("→", "-")
-
-
-def stored_run(run_id: str, runs: dict):
-    """The stored run, loaded once per report (`runs` keeps them)."""
-    from evalctl.evaluators.scoring.runs import load_run
-
-    return runs.get(run_id) or runs.setdefault(run_id, load_run(run_id))
-
-
 def _views_heatmap(report: Report, corpus: str, dense: pd.DataFrame, out: Path) -> None:
     import pandas as pd
 
     from evalctl.evaluators.scoring.metrics import PRIMARY
-    from evalctl.study.report import plt_module, save_figure
 
     if dense["view"].nunique() < 2:
         report.p(f"Views per model ({corpus}): one view only, no heatmap.")
@@ -330,7 +263,6 @@ def _views_heatmap(report: Report, corpus: str, dense: pd.DataFrame, out: Path) 
 def _scaling_plot(report: Report, corpus: str, dense: pd.DataFrame, out: Path) -> None:
     from evalctl.evaluators.scoring.metrics import PRIMARY
     from evalctl.models import get_model
-    from evalctl.study.report import plt_module, save_figure
 
     base = dense[[not get_model(m).lineage for m in dense["model"]]]  # fine-tuned models share their base's size
     if base["model"].nunique() < 2:
@@ -353,12 +285,6 @@ def _scaling_plot(report: Report, corpus: str, dense: pd.DataFrame, out: Path) -
     save_figure(fig, report, out, f"scaling-{corpus}.png", f"{corpus}: model size vs dense {PRIMARY}, one line per family")
 
 
-def system_name(label: str) -> str:
-    """A run's label without its view ("dense:all-minilm-l6-v2:T" -> "dense:all-minilm-l6-v2"): the name a
-    system has in the headline table, the charts and the per-query pages."""
-    return label.rsplit(":", 1)[0]
-
-
 def _in_out_plot(report: Report, g: ViewGroup, out: Path, name: str) -> None:
     """IN and OUT bars per system with 95% bootstrap CIs over the domain's queries (the CI compare_runs gives
     the whole query set, on the IN-only and the OUT-only pairs)."""
@@ -366,7 +292,6 @@ def _in_out_plot(report: Report, g: ViewGroup, out: Path, name: str) -> None:
 
     from evalctl.evaluators.scoring.compare import run_ci
     from evalctl.evaluators.scoring.metrics import PRIMARY, evaluate_run
-    from evalctl.study.report import plt_module, save_figure
 
     runs = g.main_runs  # the comparison's runs: one query set
     bars = {}

@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from evalctl.config_files import SpecError
+from evalctl.study.experiment import check_spec_name
+from evalctl.study.retrieval_groups import stored_run
 from evalctl.study.tasks import Step, Target, memo
 
 KIND = "transfer"
@@ -95,7 +97,6 @@ class TransferTask:
         from evalctl.corpus.qrels import SPLITS
         from evalctl.evaluators.retrieval.methods import MAX_K
         from evalctl.evaluators.scoring.metrics import METRICS
-        from evalctl.study.experiment import check_spec_name
 
         check_spec_name(entry.qrels, "qrels", at)
         if not entry.include_tuned:
@@ -139,7 +140,6 @@ class TransferTask:
     def per_unit(self, step: Step, metric: str, runs: dict) -> dict[str, float]:
         """Per query: the base's or the tuned model's score, or their difference (`p` has none)."""
         from evalctl.evaluators.scoring.metrics import evaluate_run
-        from evalctl.study.task_retrieval import stored_run
 
         rep = _stored_report(step)
         (row,) = rep["rows"]

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 from evalctl.registry import Registry
 
 if TYPE_CHECKING:
-    from evalctl.study.report import Report
     from evalctl.study.experiment import ExperimentSpec, Expected, ModelEntry
+    from evalctl.study.page import Report
 
 
 @dataclass(frozen=True)

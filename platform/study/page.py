@@ -1,0 +1,138 @@
+"""The page model every report page is drawn with: a `Report` is a title and blocks (headings, paragraphs,
+tables, figures, findings, links) written out as Markdown or as one self-contained HTML file. Tasks draw their
+report sections with it; report.py orchestrates the pages (write_report)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from evalctl.output_folder import writing_into
+from evalctl.paths import confine_libraries
+
+if TYPE_CHECKING:  # pandas is imported where tables are made: an up-to-date report never pays for it
+    import pandas as pd
+
+
+@dataclass
+class Report:
+    title: str
+    # ("h", text) ("p", text) ("table", df, strong cells, css class) ("img", file, caption, tick labels)
+    # ("findings", [Finding]) ("link", page, text)
+    blocks: list[tuple] = field(default_factory=list)
+    runs: dict = field(default_factory=dict)  # run id -> StoredRun, loaded once per report
+    comparisons: dict = field(default_factory=dict)  # run ids -> their ComparisonReport, computed once
+
+    def h(self, text):
+        self.blocks.append(("h", text))
+
+    def p(self, text):
+        self.blocks.append(("p", text))
+
+    def table(self, df: pd.DataFrame, strong: set[tuple[int, str]] = frozenset(), css: str = "t"):
+        """`strong`: (row position, column) cells shown bold (the best per column of a headline table)."""
+        self.blocks.append(("table", df, strong, css))
+
+    def img(self, file: str, caption: str, labels: tuple[str, ...] = ()):
+        self.blocks.append(("img", file, caption, labels))
+
+    def findings(self, found: list):
+        """Short claims as a list, each one's evidence in a numbered footnote."""
+        self.blocks.append(("findings", found))
+
+    def link(self, page: str, text: str):
+        """A link to another page of the report: page.md from the Markdown, page.html from the HTML."""
+        self.blocks.append(("link", page, text))
+
+    def markdown(self) -> str:
+        """Markdown with the text's HTML escaped, as in html(): a spec's description or a label shows as
+        written and never becomes markup (Markdown renderers pass raw HTML through)."""
+        out = [f"# {_md(self.title)}"]
+        for b in self.blocks:
+            if b[0] == "h":
+                out.append(f"## {_md(b[1])}")
+            elif b[0] == "p":
+                out.append(_md(b[1]))
+            elif b[0] == "table":
+                table = _cells(b[1], b[2], _md, lambda v: f"**{v}**")
+                out.append(table.rename(columns=lambda c: _md(str(c))).to_markdown(index=False))
+            elif b[0] == "findings":
+                out.append("\n".join(f"- {_md(f.claim)}[^{i}]" for i, f in enumerate(b[1], 1)))
+                out.append("\n".join(f"[^{i}]: {_md(f.evidence)}" for i, f in enumerate(b[1], 1)))
+            elif b[0] == "link":
+                out.append(f"[{_md(b[2])}]({b[1]}.md)")
+            else:
+                out.append(f"![{_md(b[2])}]({b[1]})\n\n*{_md(b[2])}*")
+        return "\n\n".join(out) + "\n"
+
+    def html(self, folder: Path) -> str:
+        body = [f"<h1>{html.escape(self.title)}</h1>"]
+        for b in self.blocks:
+            if b[0] == "h":
+                body.append(f"<h2>{html.escape(b[1])}</h2>")
+            elif b[0] == "p":
+                body.append(f"<p>{html.escape(b[1])}</p>")
+            elif b[0] == "table":
+                table = _cells(b[1], b[2], html.escape, lambda v: f"<strong>{v}</strong>")
+                body.append(table.rename(columns=lambda c: html.escape(str(c)))
+                            .to_html(index=False, border=0, classes=b[3], escape=False))
+            elif b[0] == "findings":
+                body.append("<ul class='findings'>" + "".join(
+                    f"<li>{html.escape(f.claim)}<sup><a href='#evidence-{i}'>{i}</a></sup></li>"
+                    for i, f in enumerate(b[1], 1)) + "</ul>")
+                body.append("<ol class='evidence'>" + "".join(
+                    f"<li id='evidence-{i}'>{html.escape(f.evidence)}</li>" for i, f in enumerate(b[1], 1)) + "</ol>")
+            elif b[0] == "link":
+                body.append(f"<p><a href='{html.escape(b[1])}.html'>{html.escape(b[2])}</a></p>")
+            else:  # images inlined, so the HTML file stands alone; the labels drawn on it, for a reader's tools
+                data = base64.b64encode((folder / b[1]).read_bytes()).decode()
+                labels = html.escape(json.dumps(list(b[3])))
+                body.append(f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(b[2])}" '
+                            f'data-labels="{labels}"><figcaption>{html.escape(b[2])}</figcaption></figure>')
+        style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+                 "table.t{border-collapse:collapse;margin:1em 0;font-size:13px}"
+                 "table.t td,table.t th{border:1px solid #ccc;padding:3px 8px;text-align:left}"
+                 "ol.evidence{font-size:12px;color:#555}"
+                 "img{max-width:100%}figcaption{font-style:italic;color:#555}")
+        return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(self.title)}</title>"
+                f"<style>{style}</style></head><body>{''.join(body)}</body></html>")
+
+
+def _md(text: str) -> str:
+    """Text for Markdown: '<' starts all markup and '&' an entity; '>' stays readable ("A > B")."""
+    return text.replace("&", "&amp;").replace("<", "&lt;")
+
+
+def _cells(df: pd.DataFrame, strong, escape, bold) -> pd.DataFrame:
+    """Text cells escaped, the `strong` ones bold."""
+    out = df.map(lambda v: escape(v) if isinstance(v, str) else v)
+    for i, col in strong:
+        out.iloc[i, out.columns.get_loc(col)] = bold(out.iloc[i, out.columns.get_loc(col)])
+    return out
+
+
+def plt_module():
+    confine_libraries()  # matplotlib's font cache and config under evalctl's cache, not $HOME
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig, report: Report, out: Path, name: str, caption: str) -> None:
+    """Save and add the figure, with the tick labels its axes were given (categories, not numbers)."""
+    from matplotlib.ticker import FixedLocator
+
+    fig.tight_layout()
+    with writing_into(out, name) as tmp:
+        fig.savefig(tmp, dpi=110, format=Path(name).suffix[1:])
+    labels = [t.get_text() for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
+              if isinstance(axis.get_major_locator(), FixedLocator) for t in axis.get_ticklabels()]
+    plt_module().close(fig)
+    report.img(name, caption, tuple(dict.fromkeys(labels)))
