@@ -6,7 +6,8 @@ with significance markers, views per model (heatmap, colours fitted to the score
 (one line per family), IN vs OUT with the relative drop and CIs, fusion gain per model, recipe deltas per
 task, classification and clustering tables; a per-query page for each corpus and view (report_queries).
 Every table names the stored runs or results that produced it. Sections without data say so instead of
-disappearing. Charts are labelled with system names; the HTML carries each chart's tick labels.
+disappearing. Charts are labelled with system names; the HTML carries each chart's tick labels. The pages
+are drawn with page.py's model, as the tasks draw their sections.
 """
 
 from __future__ import annotations
