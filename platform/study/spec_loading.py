@@ -150,7 +150,8 @@ def _check_finetune(spec: ExperimentSpec) -> None:
                 raise SpecError(f"{at}: {key} {value} must be at least 1")
         for base in ft.models or [m.id for m in spec.models]:
             for r in ft.recipes:
-                check_spec_name(default_model_id(base, get_recipe(r).id, [ft.corpus], ft.match_size), "fine-tuned model id", at)
+                check_spec_name(default_model_id(base, get_recipe(r).id, [ft.corpus], ft.match_size),
+                                "fine-tuned model id", at)
 
 
 def _check_expected(e: Expected, views, at: str) -> None:
