@@ -169,10 +169,12 @@ def test_index_adds_task_fields_and_label_tasks_read_them(os_client, env):
     ids = {}
     for command, task, extra in (("cluster", "clustering", []), ("classify", "classification", ["--probe", "knn"])):
         for choice in ("task", "document"):
+            before = {r.id for r in iter_results(task, corpus.name)}
             out = runner.invoke(cli, [command, *common, "--label-set", "ipc3", "--seeds", "0,1", *extra,
                                       "--vectors", choice])
             assert out.exit_code == 0, out.output
-            res = max(iter_results(task, corpus.name), key=lambda r: r.manifest["created_at"])
+            # the new result (created_at is to the second: two fast probes can share it)
+            (res,) = [r for r in iter_results(task, corpus.name) if r.id not in before]
             field = f"vec_T__{task}" if choice == "task" else "vec_T"
             assert res.manifest["vectors"]["field"] == field and field in out.output
             ids[(task, choice)] = res.id
