@@ -1,4 +1,4 @@
-"""A toy fusion method (docs/extending.md, tests/test_extending.py): BM25 `match` and `knn` as two `should`
+"""A toy fusion method (docs/extending.md, tests/project/test_extending.py): BM25 `match` and `knn` as two `should`
 clauses of one bool query, so the engine adds their raw scores; no pipeline, no plugin, no client side."""
 
 from __future__ import annotations

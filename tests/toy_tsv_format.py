@@ -1,4 +1,4 @@
-"""A toy import format (docs/extending.md, tests/test_extending.py): one `id<TAB>title<TAB>abstract` line
+"""A toy import format (docs/extending.md, tests/project/test_extending.py): one `id<TAB>title<TAB>abstract` line
 per patent."""
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
+
 USPTO_SAMPLE = REPO / "samples" / "uspto-grants-2019" / "patent_grants_60.csv"
 OPS_SAMPLE = REPO / "samples" / "ops-pizza-1990-2015"
 MODEL = "all-minilm-l6-v2"

@@ -8,10 +8,10 @@ import gzip
 import json
 import shutil
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import REPO
 from corpus_helpers import isolated_cache  # noqa: F401
 
 from evalctl.cli.main import cli
@@ -20,7 +20,7 @@ from evalctl.corpus.import_formats.ops import _items, _text, ops_files, read_pag
 from evalctl.corpus.import_formats.problems import CorpusImportError, ProblemLog
 from evalctl.corpus.qrels import QrelsSpec, build_citation_qrels
 
-PAGES = Path(__file__).resolve().parents[1] / "samples" / "ops-pizza-1990-2015"
+PAGES = REPO / "samples" / "ops-pizza-1990-2015"
 SEARCH_REPORTS = ("search_report", "international_search")
 
 

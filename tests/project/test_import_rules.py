@@ -19,7 +19,8 @@ import pytest
 from importlinter import api
 from importlinter.contracts.layers import LayersContract
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
+
 
 
 def _layered_names() -> set[str]:

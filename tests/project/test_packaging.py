@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO
+
 CODE = ("platform", "indexers", "evaluators")
 # Import name -> distribution name where they differ; any other import is its own distribution name.
 DISTRIBUTION = {

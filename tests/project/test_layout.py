@@ -21,7 +21,7 @@ def test_room_folders_are_not_regular_packages():
     for room in ("platform", "configs"):
         assert (REPO / room).is_dir()
         assert not (REPO / room / "__init__.py").exists(), f"{room}/__init__.py would shadow or break the mapping"
-    # Code rooms are regular packages: the import-linter contract (tests/test_import_rules.py) names them as layers.
+    # Code rooms are regular packages: the import-linter contract (tests/project/test_import_rules.py) names them as layers.
     for room in ("indexers", "evaluators"):
         assert (REPO / room / "__init__.py").exists(), f"{room}/__init__.py is missing: lint-imports cannot see the room"
 
