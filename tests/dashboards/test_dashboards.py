@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import email
 import json
-import threading
 import uuid
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 from click.testing import CliRunner
 
 from conftest import REPO, private_cache
+from dashboards_server import dashboards_server  # noqa: F401 - a fixture: the recording import endpoint
 from evalctl.cli.main import cli
 from evalctl.dashboards.objects import (
     INDEX_REF, DashboardsError, import_objects, index_properties, load_templates, missing_fields, saved_objects,
@@ -287,38 +286,6 @@ def test_export_command_writes_objects_for_live_indexes(os_client, tmp_path):
 
 
 # ---------------------------------------------------------------- import client
-
-
-class Recorder(BaseHTTPRequestHandler):
-    """Answers like Dashboards' import endpoint (`answer`, with HTTP `status`) and keeps what it was sent."""
-
-    answer: dict = {}
-    status = 200
-    requests: list = []
-
-    def do_POST(self):
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        self.requests.append({"method": self.command, "path": self.path, "headers": dict(self.headers), "body": body})
-        payload = json.dumps(self.answer).encode()
-        self.send_response(self.status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def dashboards_server():
-    Recorder.requests = []
-    server = HTTPServer(("127.0.0.1", 0), Recorder)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}", Recorder
-    server.shutdown()
-    server.server_close()
 
 
 def test_import_posts_multipart_ndjson_with_xsrf_header(dashboards_server, indexes):

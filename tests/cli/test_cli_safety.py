@@ -2,7 +2,7 @@
 does not answer or dies mid-command, bad options, a model spec that lies about its dimension, damaged cache
 shards, concurrent identical commands. Every case asserts: no traceback, a message naming what is wrong,
 exit code 2 (bad input) or 1 (failure), nothing written outside the cache, no secret in any output or file.
-CSV and per-value import cases are in test_hardening_imports.py."""
+CSV and per-value import cases are in corpus/test_corpus_bad_rows.py."""
 
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from conftest import REPO
 from evalctl.cli.main import cli
 
 pytestmark = pytest.mark.opensearch
 
-REPO = Path(__file__).resolve().parents[1]
 PIZZA = REPO / "tests" / "fixtures" / "espacenet_pizza_sample.csv"  # 12 records, 3 citation queries
 CLOSED = "http://127.0.0.1:9"  # nothing listens on the discard port
 SECRET = "s3cret-Pa55-" + uuid.uuid4().hex[:6]
@@ -458,5 +458,5 @@ def test_index_prefix_keeps_caches_apart(home, pizza, os_client, monkeypatch):
 def test_every_message_is_scrubbed(home, monkeypatch):
     monkeypatch.setenv("EVALCTL_DASHBOARDS_URL", f"http://kibana:{SECRET}@127.0.0.1:9")
     out = invoke("dashboards", "install")
-    # the credentials are taken out of the URL (tests/test_hardening_faults.py checks where they go)
+    # the credentials are taken out of the URL (tests/opensearch/test_connection_faults.py checks where they go)
     assert out.exit_code != 0 and SECRET not in out.output and "kibana" not in out.output

@@ -17,10 +17,10 @@ import yaml
 from click.testing import CliRunner
 
 from conftest import REPO
+from dashboards_server import dashboards_server  # noqa: F401 - a fixture: the recording import endpoint
 from evalctl.cli.main import cli
 from evalctl.opensearch import retries
 from fault_proxy import FaultProxy
-from test_dashboards import dashboards_server  # noqa: F401 - a fixture: the recording import endpoint
 
 PIZZA = REPO / "tests" / "fixtures" / "espacenet_pizza_sample.csv"  # 12 records, 3 citation queries (test split)
 SECRET = "Pa55-" + uuid.uuid4().hex[:8]

@@ -16,9 +16,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from conftest import REPO
 from evalctl.cli.main import cli
 
-REPO = Path(__file__).resolve().parents[1]
 PIZZA = REPO / "tests" / "fixtures" / "espacenet_pizza_sample.csv"  # 12 records, 3 citation queries
 FOREIGN_HTML = b"<html><body>someone else's report</body></html>\n"
 
