@@ -16,7 +16,7 @@ ifneq ($(NEURAL_SEARCH_ZIP),)
 export EVALCTL_OPENSEARCH_PLUGIN_ZIPS ?= $(abspath $(NEURAL_SEARCH_ZIP))\#sha256=a9ea89f807a1658b946719fa2fa53087becc45da1bda8e90307d7962efbb42de
 endif
 
-.PHONY: setup quickstart test test-cluster
+.PHONY: setup quickstart test test-fast test-cluster
 # An editable install leaves its own modules uncompiled, and where PYTHONDONTWRITEBYTECODE is set (as on this
 # project's build machines) every evalctl process would compile them again (0.3 s a command): compile them here.
 setup: $(BIN)/evalctl
@@ -34,6 +34,10 @@ quickstart: setup
 # against a real 3-node local cluster of their own (tests/test_cluster.py).
 test: setup
 	EVALCTL_CLUSTER_TESTS=1 $(BIN)/python -m pytest -q -rs
+
+# The unit tier before each commit (under 2 min, no node, no model): what is neither `integration` nor `slow`.
+test-fast: setup
+	$(BIN)/python -m pytest -q -m unit
 
 # The real 3-node local cluster alone (tests/test_cluster.py, about 4-6 min here): node faults and red indexes.
 test-cluster: setup

@@ -47,7 +47,8 @@ def private_cache(root: Path) -> pytest.MonkeyPatch:
 _used_cluster: dict = {}
 
 # What makes a test an integration test: it talks to the node (a fixture built on os_client) or loads a real
-# model (marked `models`). `pytest -m "not integration"` is then the fast loop of pure logic.
+# model (marked `models`). What is neither integration nor marked `slow` (seconds of work) is a `unit` test:
+# `make test-fast` (`pytest -m unit`) is the loop to run before each commit.
 NODE_FIXTURES = {"os_client"}
 INTEGRATION_MARKS = {"opensearch", "models", "neural_search"}
 
@@ -62,6 +63,8 @@ def pytest_collection_modifyitems(items):
         if NODE_FIXTURES & set(getattr(item, "fixturenames", ())) or INTEGRATION_MARKS & {
                 m.name for m in item.iter_markers()}:
             item.add_marker(pytest.mark.integration)
+        elif not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.unit)
         if item.get_closest_marker("cluster") and not os.environ.get(CLUSTER_OPT_IN):
             item.add_marker(pytest.mark.skip(reason=f"3-node cluster tests run with {CLUSTER_OPT_IN}=1 (make test, make test-cluster)"))
 

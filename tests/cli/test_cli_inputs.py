@@ -342,6 +342,7 @@ def test_a_byte_order_mark_keeps_the_first_record(home, make):
 # --------------------------------------------------------------------------- values OpenSearch cannot hold
 
 
+@pytest.mark.slow  # imports texts over OpenSearch's limit through the CLI (9 s here)
 def test_a_text_longer_than_opensearch_takes_is_refused_at_import(home):
     from evalctl.corpus.patent_record import MAX_INDEXED_CHARS, PatentRecord
 

@@ -63,6 +63,7 @@ def test_register_copies_every_field_of_the_base(tmp_path, monkeypatch):
     assert tuned.source == "evalctl finetune: all-minilm-l6-v2 + recipe R3 on c1"
 
 
+@pytest.mark.slow  # scores through ranx (its kernels load in seconds)
 def test_scoring_stores_nothing_until_asked(tmp_path, monkeypatch):
     import json
 

@@ -18,6 +18,7 @@ def test_holm_matches_hand_values():
     assert holm([0.2]) == pytest.approx([0.2])
 
 
+@pytest.mark.slow  # Wilcoxon, Student and a permutation test of thousands of draws
 def test_paired_tests():
     a = np.linspace(0.2, 0.8, 30)
     assert paired_p(a, a.copy(), "wilcoxon") == 1.0
@@ -28,6 +29,7 @@ def test_paired_tests():
     assert paired_p(noisy, a, "wilcoxon") > 0.5
 
 
+@pytest.mark.slow  # ranx's own evaluate
 def test_per_query_ndcg_is_rankx_with_missing_queries_zero():
     qrels = {"q1": {"d1": 1}, "q2": {"d9": 1}}
     ranking = {"q1": [("d2", 0.9), ("d1", 0.8)]}

@@ -41,6 +41,7 @@ def _case(seed: int, n_queries: int = 60, n_docs: int = 300):
 
 
 @pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.slow  # ranx's own evaluate, every metric compiled
 def test_scores_are_ranx_on_its_own_objects(seed):
     qrels, ranking = _case(seed)
     metrics = (*METRICS, *EXTRA)
@@ -93,6 +94,7 @@ def _whole_run_fused(rankings, spec: FusionSpec, depth: int):
 @pytest.mark.parametrize("spec", [FusionSpec(), FusionSpec(dense_weight=0.3), FusionSpec(normalization="z_score"),
                                   FusionSpec(technique="rrf"), FusionSpec(technique="rrf", rank_constant=10)],
                          ids=lambda s: f"{s.technique}-{s.normalization}-{s.dense_weight}-{s.rank_constant}")
+@pytest.mark.slow  # ranx's own fuse and evaluate
 def test_fusion_is_ranx_fuse(spec):
     # ranx's z-score loses every query of a parallel chunk holding an empty list (see the test below)
     rankings = list(_fusion_case(1, min_hits=1 if spec.normalization == "z_score" else 0))

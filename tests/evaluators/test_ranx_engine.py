@@ -37,6 +37,7 @@ def _fresh(env: dict, code: str) -> subprocess.CompletedProcess:
                           check=True)
 
 
+@pytest.mark.slow  # fresh processes compile ranx's kernels into an empty cache
 def test_numba_cache_is_written_once_then_reused(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}  # evalctl picks the folder itself
     env.update(EVALCTL_CACHE=str(tmp_path / "cache"), NUMBA_DEBUG_CACHE="1")
@@ -88,6 +89,7 @@ def stored_runs(tmp_path, monkeypatch):
     return tmp_path / "cache", ids
 
 
+@pytest.mark.slow  # two `evalctl compare` processes
 def test_compare_gives_the_same_tables_in_two_processes(stored_runs, tmp_path):
     cache, ids = stored_runs
     env = {**os.environ, "EVALCTL_CACHE": str(cache)}
@@ -108,6 +110,7 @@ def test_compare_gives_the_same_tables_in_two_processes(stored_runs, tmp_path):
     assert any(ch in files["ranx.md"] for ch in "ᵃᵇᶜ") and "$^{" in files["ranx.tex"]
 
 
+@pytest.mark.slow  # a fresh process imports ranx and matplotlib
 def test_scoring_and_plotting_write_nothing_under_home(tmp_path):
     """ranx imports ir_datasets (~/.ir_datasets) and matplotlib (~/.cache, ~/.config): loading the scorer and
     drawing a report figure keep all of it under EVALCTL_CACHE."""

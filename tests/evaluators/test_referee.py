@@ -154,6 +154,7 @@ def test_export_names_a_bad_view_or_split(tmp_path):
 @pytest.mark.parametrize("task_name, domain", [("DAPFAMAllTitlAbsToTitlAbsClmRetrieval", None),
                                                ("DAPFAMInTitlAbsToTitlAbsClmRetrieval", "IN"),
                                                ("DAPFAMOutTitlAbsToTitlAbsClmRetrieval", "OUT")])
+@pytest.mark.slow  # imports MTEB
 def test_mteb_own_dapfam_tasks_read_the_export_offline(tmp_path, monkeypatch, task_name, domain):
     """MTEB's DAPFAM code builds its texts from the export: queries exactly evalctl's view, documents
     title + " " + the rest joined by "\n" with claims as numbered in DAPFAM's claims_text."""

@@ -42,6 +42,7 @@ def test_metrics_match_hand_computation():
     assert s.n_queries == 3
 
 
+@pytest.mark.slow  # ranx's own evaluate, every metric compiled
 def test_metrics_agree_with_ranx_and_ignore_extra_queries():
     # q1's tie makes ranx's own order hash-dependent: compare on a tie-free copy
     tie_free = {**RANKING, "q1": [("d2", 0.9), ("d1", 0.6), ("d3", 0.5)]}
@@ -50,6 +51,7 @@ def test_metrics_agree_with_ranx_and_ignore_extra_queries():
     assert got == pytest.approx(expected)
 
 
+@pytest.mark.slow  # ranx's own evaluate
 def test_tie_order_is_score_then_id():
     assert ranked([("b", 1.0), ("a", 1.0), ("c", 2.0)]) == [("c", 2.0), ("a", 1.0), ("b", 1.0)]
     assert ranked([("b", 1.0), ("a", 1.0), ("c", 2.0)], depth=2) == [("c", 2.0), ("a", 1.0)]
@@ -65,6 +67,7 @@ def test_run_files_keep_every_query_and_the_order():
     assert Run.from_dict({q: dict(d) for q, d in back.items() if d}).size == 2  # readable by ranx
 
 
+@pytest.mark.slow  # ranx's own fuse
 def test_min_max_and_rrf_fusion_by_hand():
     bm25 = {"q": [("a", 10.0), ("b", 6.0), ("c", 2.0)], "empty": []}
     dense = {"q": [("b", 0.9), ("d", 0.8), ("a", 0.5)], "empty": [("a", 0.7)]}

@@ -34,6 +34,7 @@ def test_identical_systems_get_p_one_and_clear_differences_small_p():
 
 
 @pytest.mark.parametrize("shift", [0.0, 0.02, 0.05])
+@pytest.mark.slow  # ranx's own compare
 def test_same_tests_as_ranx(shift):
     """Student's t equals ranx's to 1e-9; the randomisation p agrees within Monte Carlo error (4000 draws each:
     sd of the difference about 0.011, tolerance 0.05)."""
@@ -55,6 +56,7 @@ def test_same_tests_as_ranx(shift):
         assert abs(mine - theirs) <= tol, (test, mine, theirs)
 
 
+@pytest.mark.slow  # a second process
 def test_fisher_gives_the_same_p_in_two_processes():
     """ranx's randomisation test draws in numba workers its seed never reached (p changed between calls);
     seeded on one worker, two fresh processes give the same p-values for the same inputs."""

@@ -146,6 +146,7 @@ def test_plugin_added_to_assembled_node_installs_on_next_start(served, monkeypat
         shutil.rmtree(home, ignore_errors=True)
 
 
+@pytest.mark.opensearch  # `opensearch start` on the default home: what listens on its port decides the path taken
 def test_cli_refuses_a_mismatched_zip_before_touching_the_node(toy_zip):
     from click.testing import CliRunner
 
