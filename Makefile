@@ -31,7 +31,7 @@ quickstart: setup
 	$(BIN)/evalctl report quickstart
 
 # Tests run against a real node: the configured cluster, else the managed node (started if needed), and
-# against a real 3-node local cluster of their own (tests/test_cluster.py).
+# against a real 3-node local cluster of their own (tests/opensearch/test_cluster.py).
 test: setup
 	EVALCTL_CLUSTER_TESTS=1 $(BIN)/python -m pytest -q -rs
 
@@ -39,6 +39,6 @@ test: setup
 test-fast: setup
 	$(BIN)/python -m pytest -q -m unit
 
-# The real 3-node local cluster alone (tests/test_cluster.py, about 4-6 min here): node faults and red indexes.
+# The real 3-node local cluster alone (tests/opensearch/test_cluster.py, about 4-6 min here): node faults and red indexes.
 test-cluster: setup
 	EVALCTL_CLUSTER_TESTS=1 $(BIN)/python -m pytest -q -rs -m cluster
