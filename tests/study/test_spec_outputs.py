@@ -1,50 +1,22 @@
 """Hostile but honest specs and output folders (issue 25): a spec name is never a path; every spec field that
 can be checked without the node is checked at load (so `evalctl run --dry-run` refuses it, exit 2, naming the
-field); a report or export never replaces files evalctl did not write; report.md carries no raw HTML from a
-spec. Each case goes through the real CLI with inputs made here, a private cache, and asserts: no traceback,
+field); a report never replaces files evalctl did not write; report.md carries no raw HTML from a spec
+(a corpus export's folder: corpus/test_corpus_export_folders.py; compare and referee outputs:
+evaluators/test_output_folders.py; the shared home and helpers: cli_home.py). Each case goes through the real CLI with inputs made here, a private cache, and asserts: no traceback,
 the exit code, the message naming the field, nothing written outside the cache or the target, foreign files
 byte-identical. Only the missing-qrels report case needs the node."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import uuid
 from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
 
-from conftest import REPO
-from evalctl.cli.main import cli
+from cli_home import PIZZA, home, invoke, listing, plant_links, untouched  # noqa: F401 - home: a fixture
 
-PIZZA = REPO / "tests" / "fixtures" / "espacenet_pizza_sample.csv"  # 12 records, 3 citation queries
 FOREIGN_HTML = b"<html><body>someone else's report</body></html>\n"
-
-
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    """A private cache inside tmp_path/inside; everything else under tmp_path is 'outside' the cache."""
-    monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "inside" / "cache"))
-    monkeypatch.setenv("EVALCTL_CONFIG", str(tmp_path / "inside" / "config.yaml"))
-    monkeypatch.setenv("EVALCTL_INDEX_PREFIX", f"hs{uuid.uuid4().hex[:6]}")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.delenv("EVALCTL_RESULTS", raising=False)
-    return tmp_path
-
-
-def invoke(*args):
-    out = CliRunner().invoke(cli, [str(a) for a in args])
-    assert "Traceback" not in out.output, out.output
-    assert out.exception is None or isinstance(out.exception, SystemExit), repr(out.exception)
-    return out
-
-
-def listing(root: Path) -> dict[str, str]:
-    """Every file under root but the private cache, with its content hash."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*")
-            if p.is_file() and not str(p.relative_to(root)).startswith("inside")}
 
 
 def base_spec(**extra) -> dict:
@@ -318,94 +290,7 @@ def test_report_names_a_missing_qrels_set(home, os_client):
     assert listing(home) == before and not (home / "r").exists()
 
 
-# --------------------------------------------------------------------------- corpus export targets
-
-
-@pytest.fixture
-def corpus(home):
-    assert invoke("corpus", "import", "--format", "espacenet", "--name", "hs-pizza", PIZZA).exit_code == 0
-    assert invoke("corpus", "qrels", "hs-pizza", "--dev-fraction", "0").exit_code == 0
-    return "hs-pizza"
-
-
-def export(corpus, out_dir, *more):
-    return invoke("corpus", "export", corpus, out_dir, "--view", "TA", *more)
-
-
-def test_export_refuses_a_folder_it_did_not_write(home, corpus):
-    theirs = home / "beir-dataset"
-    (theirs / "qrels").mkdir(parents=True)
-    (theirs / "corpus.jsonl").write_text('{"_id": "theirs"}\n')
-    (theirs / "qrels" / "test.tsv").write_text("q\td\t1\n")
-    before = listing(home)
-    out = export(corpus, theirs)
-    assert out.exit_code == 2 and f"{theirs} holds files that are not an evalctl export" in out.output, out.output
-    assert listing(home) == before
-    out = export(corpus, theirs, "--force")
-    assert out.exit_code == 0, out.output
-    assert json.loads((theirs / "export.json").read_text())["corpus"] == corpus
-
-
-def test_export_rewrites_its_own_export(home, corpus):
-    mine = home / "mine"
-    assert export(corpus, mine).exit_code == 0
-    assert export(corpus, mine, "--format", "dapfam").exit_code == 0
-    (mine / "export.json").unlink()  # an export cut short: the mark says it is evalctl's
-    assert export(corpus, mine).exit_code == 0
-    assert json.loads((mine / "export.json").read_text())["format"] == "beir"
-
-
-@pytest.mark.parametrize("force", [(), ("--force",)])
-def test_export_refuses_a_symlink(home, corpus, force):
-    real = home / "real"
-    real.mkdir()
-    (home / "link").symlink_to(real)
-    out = export(corpus, home / "link", *force)
-    assert out.exit_code == 2 and "is a symbolic link" in out.output and not any(real.iterdir())
-
-
-@pytest.mark.parametrize("inside, force", [("", ()), ("", ("--force",)), ("sub", ("--force",))])
-def test_export_refuses_the_corpus_folder(home, corpus, inside, force):
-    """A DAPFAM export's corpus.parquet would replace the corpus's own."""
-    folder = home / "inside" / "cache" / "corpora" / corpus
-    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
-    out = export(corpus, folder / inside if inside else folder, "--format", "dapfam", *force)
-    assert out.exit_code == 2 and "is inside the corpus store" in out.output, out.output
-    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
-
-
-def test_export_qrels_name_is_never_a_path(home, corpus):
-    """`--qrels ../../other/qrels/citations` would read another corpus's qrels."""
-    assert invoke("corpus", "import", "--format", "espacenet", "--name", "other", PIZZA).exit_code == 0
-    assert invoke("corpus", "qrels", "other").exit_code == 0
-    out = export(corpus, home / "out", "--qrels", "../../other/qrels/citations")
-    assert out.exit_code == 2 and "qrels set '../../other/qrels/citations' is not a valid name" in out.output
-    assert not (home / "out").exists()
-
-
-# --------------------------------------------------------------------------- links planted in output folders (issue 37)
-
-
-def plant_links(folder: Path, outside: Path, files=(), folders=()) -> dict[str, bytes]:
-    """Links named as the output's files and subfolders, pointing outside it; what they point at, as bytes."""
-    outside.mkdir(exist_ok=True)
-    for name in files:
-        (outside / name).write_bytes(b"not yours\n")
-        (folder / name).unlink(missing_ok=True)
-        (folder / name).symlink_to(outside / name)
-    for name in folders:
-        (outside / name).mkdir()
-        (outside / name / "keep.txt").write_bytes(b"not yours\n")
-        if (folder / name).is_dir() and not (folder / name).is_symlink():
-            import shutil
-
-            shutil.rmtree(folder / name)
-        (folder / name).symlink_to(outside / name, target_is_directory=True)
-    return {str(p.relative_to(outside)): p.read_bytes() for p in outside.rglob("*") if p.is_file()}
-
-
-def untouched(outside: Path, before: dict[str, bytes]) -> None:
-    assert {str(p.relative_to(outside)): p.read_bytes() for p in outside.rglob("*") if p.is_file()} == before
+# --------------------------------------------------------------------------- links planted in its folder (issue 37)
 
 
 def test_report_replaces_links_planted_in_its_folder(home):
@@ -421,123 +306,3 @@ def test_report_replaces_links_planted_in_its_folder(home):
     untouched(home / "elsewhere", before)
     assert not any(p.is_symlink() for p in out_dir.iterdir())
     assert "Changed, so" in (out_dir / "report.md").read_text()
-
-
-@pytest.mark.parametrize("fmt", ["beir", "dapfam"])
-def test_export_replaces_links_planted_in_its_folder(home, corpus, fmt):
-    mine = home / "mine"
-    assert export(corpus, mine, "--format", fmt).exit_code == 0
-    files = [p.name for p in mine.iterdir() if p.is_file() and p.name != ".evalctl-output"]
-    folders = [p.name for p in mine.iterdir() if p.is_dir()]  # qrels/ and excluded/
-    assert files and folders
-    before = plant_links(mine, home / "elsewhere", files=files, folders=folders)
-    out = export(corpus, mine, "--format", fmt)
-    assert out.exit_code == 0, out.output
-    untouched(home / "elsewhere", before)
-    assert not any(p.is_symlink() for p in mine.rglob("*"))
-    assert json.loads((mine / "export.json").read_text())["format"] == fmt
-
-
-def test_export_never_writes_through_a_link_in_a_forced_folder(home, corpus):
-    theirs = home / "theirs"
-    theirs.mkdir()
-    before = plant_links(theirs, home / "elsewhere", files=["corpus.jsonl"], folders=["qrels"])
-    assert export(corpus, theirs, "--force").exit_code == 0
-    untouched(home / "elsewhere", before)
-
-
-@pytest.fixture(scope="module")
-def two_runs(tmp_path_factory, os_client):
-    """Two stored BM25 runs of the pizza sample (a private cache and index prefix): their ids and the env."""
-    import os
-
-    root = tmp_path_factory.mktemp("runs")
-    env = {"EVALCTL_CACHE": str(root / "cache"), "EVALCTL_CONFIG": str(root / "config.yaml"),
-           "EVALCTL_INDEX_PREFIX": f"hs{uuid.uuid4().hex[:6]}", "HF_HUB_OFFLINE": "1", "EVALCTL_RESULTS": None}
-    mp = pytest.MonkeyPatch()
-    for k, v in env.items():
-        mp.setenv(k, v) if v else mp.delenv(k, raising=False)
-    try:
-        assert invoke("corpus", "import", "--format", "espacenet", "--name", "hs-pizza", PIZZA).exit_code == 0
-        assert invoke("corpus", "qrels", "hs-pizza", "--dev-fraction", "0").exit_code == 0
-        assert invoke("index", "--corpus", "hs-pizza").exit_code == 0
-        ids = []
-        for terms in ("8", "64"):
-            out = invoke("retrieve", "--corpus", "hs-pizza", "--method", "bm25", "--view", "T", "--bm25-max-terms", terms)
-            assert out.exit_code == 0, out.output
-            ids.append(__import__("re").search(r"run (\S+)  \(", out.output).group(1))
-        yield ids, env
-    finally:
-        os_client.indices.delete(index=f"{os.environ['EVALCTL_INDEX_PREFIX']}-*", ignore_unavailable=True)
-        mp.undo()
-
-
-@pytest.fixture
-def runs_here(two_runs, monkeypatch):
-    ids, env = two_runs
-    for k, v in env.items():
-        monkeypatch.setenv(k, v) if v else monkeypatch.delenv(k, raising=False)
-    return ids
-
-
-def test_compare_out_is_an_output_folder(runs_here, tmp_path):
-    ids, theirs, link = runs_here, tmp_path / "theirs", tmp_path / "link"
-    theirs.mkdir()
-    (theirs / "notes.txt").write_text("mine\n")
-    out = invoke("compare", *ids, "--out", theirs)
-    assert out.exit_code == 2 and f"{theirs} holds files that are not an evalctl comparison" in out.output, out.output
-    assert [p.name for p in theirs.iterdir()] == ["notes.txt"]
-    out = invoke("compare", *ids, "--out", theirs, "--force")
-    assert out.exit_code == 0, out.output
-    assert (theirs / "comparison.md").is_file() and (theirs / "notes.txt").read_text() == "mine\n"
-    real = tmp_path / "real"
-    real.mkdir()
-    link.symlink_to(real)
-    for force in ((), ("--force",)):
-        out = invoke("compare", *ids, "--out", link, *force)
-        assert out.exit_code == 2 and f"{link} is a symbolic link" in out.output and not any(real.iterdir())
-    # its own folder again, with links planted as its files: replaced, their targets untouched
-    mine = tmp_path / "mine"
-    assert invoke("compare", *ids, "--out", mine).exit_code == 0
-    before = plant_links(mine, tmp_path / "elsewhere", files=["comparison.md", "ranx.tex"])
-    assert invoke("compare", *ids, "--out", mine).exit_code == 0
-    untouched(tmp_path / "elsewhere", before)
-    assert not any(p.is_symlink() for p in mine.iterdir())
-
-
-def test_single_file_outputs_refuse_a_link(runs_here, tmp_path):
-    """--latex, --markdown, `tables --out`, `dashboards export --out`: a link given as the file is refused
-    (the file would land elsewhere than the path shown), its target untouched."""
-    target = tmp_path / "target.txt"
-    target.write_bytes(b"not yours\n")
-    link = tmp_path / "link.txt"
-    link.symlink_to(target)
-    for args in (("compare", *runs_here, "--latex", link), ("compare", *runs_here, "--markdown", link),
-                 ("tables", "--task", "classification", "--out", link), ("dashboards", "export", "--out", link)):
-        out = invoke(*args)
-        assert out.exit_code == 2 and f"{link} is a symbolic link" in out.output, (args, out.output)
-        assert target.read_bytes() == b"not yours\n" and link.is_symlink()
-
-
-@pytest.mark.parametrize("plant", ["link", "foreign"])
-def test_referee_out_is_an_output_folder(home, corpus, plant):
-    out_dir = home / "ref"
-    if plant == "link":
-        (home / "real").mkdir()
-        out_dir.symlink_to(home / "real")
-        message = f"{out_dir} is a symbolic link"
-    else:
-        out_dir.mkdir()
-        (out_dir / "referee.md").write_text("mine\n")
-        message = f"{out_dir} holds files that are not an evalctl referee table"
-    before = listing(home)
-    out = invoke("referee", corpus, "--out", out_dir)
-    assert out.exit_code == 2 and message in out.output, out.output
-    assert listing(home) == before
-
-
-def test_referee_of_a_view_no_query_has_is_refused(home, corpus):
-    """The Espacenet sample has titles only: no query has TA text, and MTEB crashed on the empty task."""
-    out = invoke("referee", corpus, "--view", "TA", "--out", home / "ref-ta")
-    assert out.exit_code == 2, out.output
-    assert f"no query of citations/test has TA text in corpus {corpus} (3 without it)" in out.output
