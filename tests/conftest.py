@@ -147,9 +147,10 @@ def on_private_node(private_node, monkeypatch):
 # The one rule for the neural-search plugin (native hybrid/RRF): a test that needs it carries
 # @pytest.mark.neural_search, and is skipped with the reason on a node without the plugin, or fails there when
 # EVALCTL_REQUIRE_NEURAL_SEARCH=1 (CI and `make test` on a machine that has the plugin zip). A test that reaches
-# the plugin (REQUIRED_EVENT: require_neural_search, ensure_pipeline) without the marker fails on every node, so
-# a missing marker is found where the plugin is installed, not on a user's clone; except where evalctl asked
-# first whether the node has it (ASKED_EVENT: fusion "auto" in a study, a fusion sweep), as such code adapts.
+# the plugin (REQUIRED_EVENT: require_neural_search met, ensure_pipeline) without the marker fails, so a missing
+# marker is found where the plugin is installed, not on a user's clone; except where evalctl asked first whether
+# the node has it (ASKED_EVENT: fusion "auto" in a study, a fusion sweep), as such code adapts. A test that checks
+# the refusal on a node without the plugin meets no requirement and needs no marker.
 REQUIRE_NEURAL_SEARCH = "EVALCTL_REQUIRE_NEURAL_SEARCH"
 _plugin_events: list[tuple[str, str]] = []
 

@@ -16,9 +16,10 @@ from evalctl.evaluators.fusion.settings import FusionSpec
 from evalctl.opensearch.cluster_info import installed_plugins
 
 NEURAL_SEARCH = "opensearch-neural-search"
-# Audit events (sys.audit) for the test suite's conftest: REQUIRED by every requirement of the plugin, met or not,
-# so a test that needs it is known on a node that has it, not only when it fails on one that lacks it; ASKED by
-# the check that code adapting to the node (native fusion where the plugin is, client fusion elsewhere) makes first.
+# Audit events (sys.audit) for the test suite's conftest: REQUIRED by every requirement of the plugin that the node
+# meets, so a test that needs it is known on a node that has it, not only when it fails on one that lacks it (an
+# unmet one raises NeuralSearchMissing); ASKED by the check that code adapting to the node (native fusion where
+# the plugin is, client fusion elsewhere) makes first.
 REQUIRED_EVENT = "evalctl.neural_search.required"
 ASKED_EVENT = "evalctl.neural_search.asked"
 
@@ -49,13 +50,13 @@ def has_neural_search(client) -> bool:
 
 
 def require_neural_search(client, what: str) -> None:
-    sys.audit(REQUIRED_EVENT, what)
     if NEURAL_SEARCH not in installed_plugins(client):
         raise NeuralSearchMissing(
             f"{what} needs the {NEURAL_SEARCH} plugin, which this node lacks (Maven Central does not publish "
             f"it; use docker-compose or `evalctl opensearch start --plugin-zip PATH|URL[#sha256=HEX]`). Client-side "
             f"fusion of the BM25 and dense runs works on any node: add `--fusion client`."
         )
+    sys.audit(REQUIRED_EVENT, what)
 
 
 def ensure_pipeline(client, body: dict) -> tuple[str, dict]:
