@@ -20,17 +20,18 @@ def numba_cache() -> Path:
     return cache_root() / "numba"
 
 
-# The folders the scoring and plotting libraries write on import: ranx imports ir_datasets (which makes
-# ~/.ir_datasets/<dataset> folders) and matplotlib (font cache and config under ~/.cache and ~/.config).
-_LIBRARY_DIRS = {"NUMBA_CACHE_DIR": numba_cache, "IR_DATASETS_HOME": lambda: cache_root() / "ir_datasets",
-                 "MPLCONFIGDIR": lambda: cache_root() / "matplotlib"}
+# The folders the scoring, plotting and referee libraries write: ranx imports ir_datasets (which makes
+# ~/.ir_datasets/<dataset> folders) and matplotlib (font cache and config under ~/.cache and ~/.config); MTEB
+# (`evalctl referee`) keeps its results cache in ~/.cache/mteb.
+LIBRARY_DIRS = {"NUMBA_CACHE_DIR": numba_cache, "IR_DATASETS_HOME": lambda: cache_root() / "ir_datasets",
+                "MPLCONFIGDIR": lambda: cache_root() / "matplotlib", "MTEB_CACHE": lambda: cache_root() / "mteb"}
 
 
 def confine_libraries() -> None:
-    """Point numba, ir_datasets and matplotlib at folders under the cache root (unless the user set them),
-    so evalctl writes nothing under $HOME outside EVALCTL_CACHE. Each reads its variable when imported:
-    call this first."""
-    for var, folder in _LIBRARY_DIRS.items():
+    """Point numba, ir_datasets, matplotlib and MTEB at folders under the cache root (unless the user set them),
+    so evalctl writes nothing under $HOME outside EVALCTL_CACHE. Each reads its variable when imported or
+    first used: call this first."""
+    for var, folder in LIBRARY_DIRS.items():
         Path(os.environ.setdefault(var, str(folder()))).mkdir(parents=True, exist_ok=True)
 
 

@@ -16,8 +16,9 @@ from evalctl import paths
 
 REPO = Path(__file__).resolve().parents[1]
 # ranx's numba kernels compile once into the user's evalctl cache, not into every test's private cache
-# (tests set EVALCTL_CACHE to a temporary folder; the first import of ranx would fix numba's folder there).
-os.environ.setdefault("NUMBA_CACHE_DIR", str(paths.numba_cache()))
+# (tests set EVALCTL_CACHE to a temporary folder; the first import of ranx would fix numba's folder there);
+# ir_datasets, matplotlib and MTEB write there too, before collection imports them, never under $HOME.
+paths.confine_libraries()
 # Real public data copied into the repository (tests/data/*/PROVENANCE.md); the Espacenet export is the
 # quickstart's own byte copy in samples/.
 DATA = REPO / "tests" / "data"

@@ -27,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from evalctl.corpus.export import ExportedTask
+from evalctl.paths import confine_libraries
 from evalctl.evaluators.scoring.runs import Ranking, ranked
 from evalctl.evaluators.scoring.metrics import METRICS, score
 
@@ -137,6 +138,7 @@ def _local_task(task: ExportedTask):
 
 def mteb_dense(task: ExportedTask, model_id: str, batch_size: int = 32, depth: int = 100) -> RefereeRun:
     """MTEB's retrieval evaluation of `model_id` (loaded the way evalctl loads it) on the exported task."""
+    confine_libraries()  # MTEB's results cache under evalctl's cache, not $HOME
     mteb = _need("mteb", "mteb")
     from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
 

@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import REPO
+from evalctl import paths
 from evalctl.output_folder import MARK
 
 EVALCTL = str(Path(sys.executable).parent / "evalctl")
@@ -116,12 +117,11 @@ def test_scoring_and_plotting_write_nothing_under_home(tmp_path):
     drawing a report figure keep all of it under EVALCTL_CACHE."""
     home, cache = tmp_path / "home", tmp_path / "cache"
     home.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "IR_DATASETS_HOME", "MPLCONFIGDIR",
-                                                            "XDG_CACHE_HOME", "XDG_CONFIG_HOME")}
+    env = {k: v for k, v in os.environ.items() if k not in {*paths.LIBRARY_DIRS, "XDG_CACHE_HOME", "XDG_CONFIG_HOME"}}
     env.update(HOME=str(home), EVALCTL_CACHE=str(cache))
     _fresh(env, "from evalctl.evaluators.scoring import ranx_engine\n"
                 "ranx_engine.load()\n"
                 "from evalctl.study.page import plt_module\n"
                 "plt_module().subplots()\n")
     assert [p.relative_to(home) for p in home.rglob("*")] == []
-    assert {p.name for p in cache.iterdir()} >= {"numba", "ir_datasets", "matplotlib"}
+    assert {p.name for p in cache.iterdir()} >= {"numba", "ir_datasets", "matplotlib", "mteb"}
