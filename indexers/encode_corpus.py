@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from evalctl.corpus.store import load_corpus
+from evalctl.corpus.views import load_views
 from evalctl.indexers.encoder import EncodeReport, encode_texts, in_shard
 from evalctl.indexers.model_loader import Source
 from evalctl.indexers.runtime import Runtime
@@ -63,9 +65,6 @@ def encode_corpus(
     progress: bool = True,
 ) -> CorpusEncodeReport:
     """Encode `view` of every record in this shard (the records of view_texts)."""
-    from evalctl.corpus.store import load_corpus
-    from evalctl.corpus.views import load_views
-
     spec = get_model(model_id)
     views = load_views()
     if view not in views:

@@ -68,7 +68,7 @@ _BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 def resident_budget(device: str) -> int:
     """Bytes of weights the process keeps loaded on `device`: most of a GPU, half the RAM of a CPU."""
     if device.startswith("cuda"):
-        import torch
+        import torch  # deferred: torch
 
         return int(0.8 * torch.cuda.get_device_properties(torch.device(device)).total_memory)
     return int(0.5 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
@@ -82,7 +82,7 @@ def _free(device: str) -> None:
     thaw()  # a frozen heap (evalctl.gc_tuning) would keep an evicted model in memory
     gc.collect()
     if device.startswith("cuda"):
-        import torch
+        import torch  # deferred: torch
 
         torch.cuda.empty_cache()
 
@@ -125,7 +125,7 @@ def default_batch_tokens(model, device: str, precision: str, attn_implementation
     inference), plus the score matrix where attention is eager."""
     if not device.startswith("cuda"):
         return CPU_BATCH_TOKENS
-    import torch
+    import torch  # deferred: torch
 
     free, _ = torch.cuda.mem_get_info(torch.device(device))
     cfg = model[0].auto_model.config
@@ -229,7 +229,7 @@ class Encoder:
 
     def _forward(self, model, device: str, batch: list[str], prompt: str) -> tuple[np.ndarray, int]:
         """One batch through the model; on CUDA out-of-memory the batch (and the budget) halves and it retries."""
-        import torch
+        import torch  # deferred: torch, sentence_transformers
         from sentence_transformers.util import batch_to_device
 
         # prompt "" is no prompt: preprocess adds only what it is given, never the model's default_prompt_name

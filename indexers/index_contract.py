@@ -14,11 +14,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from evalctl.config_files import SpecError
 from evalctl.errors import BadInput
 from evalctl.indexers.byte_vectors import is_byte, tolerance as byte_tolerance
+from evalctl.indexers.encoder import cache_key
 from evalctl.indexers.index_layout import field_unit, index_name, task_prompts, vector_field
 from evalctl.indexers.index_loader import read_manifest
-from evalctl.config_files import SpecError
+from evalctl.models import get_model
 
 # Which vectors a label task reads: its own prompt's where the model has one ("task"), or the documents'.
 VectorChoice = Literal["task", "document"]
@@ -59,9 +61,6 @@ class IndexState:
         """The embedding cache the index's `view` vectors were loaded from (`model`: the manifest's by
         default; raises SpecError for a model no longer in the registry). `prompt`: a task field's
         prompt instead of the document prompt."""
-        from evalctl.indexers.encoder import cache_key
-        from evalctl.models import get_model
-
         m = self.manifest
         return cache_key(model or get_model(m["model"]), "document", view, m["prompt_variant"],
                          m["document_prompt"] if prompt is None else prompt,
@@ -95,8 +94,6 @@ def expected_task_prompt(manifest: dict, task: str) -> str | None:
     """The task's prompt when it differs from the document prompt, by the index's model spec and prompt
     variant (None: the task reads the document vectors). A model no longer in the registry: what the
     index recorded."""
-    from evalctl.models import get_model
-
     try:
         model = get_model(manifest["model"])
     except SpecError:

@@ -14,8 +14,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from evalctl.corpus.label_sets import LabelSetSpec
 from evalctl.config_files import build, load_yaml
+from evalctl.corpus.label_sets import LabelSetSpec
+from evalctl.opensearch.connection import DEFAULT_INDEX_PREFIX, load_settings
 
 BM25_ONLY = "bm25"
 SPACE_TYPES = {"cosine": "cosinesimil", "dot": "innerproduct"}
@@ -152,8 +153,6 @@ def _slug(s: str) -> str:
 
 def index_prefix() -> str:
     """The configured prefix (EVALCTL_INDEX_PREFIX or the config's opensearch.index_prefix; default evalctl)."""
-    from evalctl.opensearch.connection import load_settings
-
     return load_settings().index_prefix
 
 
@@ -169,8 +168,6 @@ def corpus_alias(corpus: str) -> str:
 def owned_by_prefix(name: str, meta: dict, prefix: str) -> bool:
     """Whether index `name` belongs to `prefix`: a longer prefix (evalctl-alice) also matches evalctl-*,
     so the manifest's own prefix decides (indexes made before prefixes existed have the default)."""
-    from evalctl.opensearch.connection import DEFAULT_INDEX_PREFIX
-
     return name.startswith(f"{prefix}-") and meta.get("index_prefix", DEFAULT_INDEX_PREFIX) == prefix
 
 

@@ -16,14 +16,19 @@ from typing import Iterable, Iterator
 from tqdm import tqdm
 
 from evalctl.clock import utc_now
+from evalctl.corpus.views import load_views
 from evalctl.errors import BadInput
 from evalctl.gc_tuning import long_lived_frozen
 from evalctl.indexers.byte_vectors import is_byte, max_abs, quantisation, stored
+from evalctl.indexers.embedding_cache import EmbeddingCache
+from evalctl.indexers.encoder import INSTALLED, LazyEncoder, cache_key, encoding_versions, get_or_encode
 from evalctl.indexers.index_layout import (
     BM25_ONLY, CODE_FIELDS, FACETS, LABEL_TASKS, IndexSettings, corpus_alias, facet_manifest, field_unit, field_units,
     index_body, index_name, index_prefix, load_index_settings, record_codes, record_facets, task_units, task_vectors,
     text_field, vector_field, vector_properties, view_properties,
 )
+from evalctl.indexers.model_loader import require_weights
+from evalctl.indexers.vectors_import import IMPORTED, imported_for_index, require_covered
 from evalctl.opensearch.cluster_info import (require_available, require_engine, simd_vectors, snapshot_read,
                                              wait_until_settled)
 from evalctl.provenance import code_version
@@ -134,7 +139,7 @@ def ensure_index(client, index: str, meta: dict, settings: IndexSettings, alias:
     fields. Returns the index's manifest: every view and task field it has now."""
     if meta["dim"]:  # before any vector field exists: a node without the engine may die creating one
         require_engine(settings.engine)
-    from opensearchpy.exceptions import RequestError  # here: plans and reports import this module, not the client
+    from opensearchpy.exceptions import RequestError  # opensearchpy: plans and reports import this module, not the client
 
     existing = read_manifest(client, index)
     if existing is None:
@@ -190,7 +195,7 @@ def _loaded_query(client, index: str, views: list[str]) -> dict:
 def loaded_ids(client, index: str, views: list[str]) -> tuple[set[str], set[str]]:
     """(ids of documents that already carry every one of `views` (views or task fields: field_units), ids of
     documents in the index without all of them)."""
-    from opensearchpy import helpers
+    from opensearchpy import helpers  # deferred: opensearchpy
 
     query = {"query": _loaded_query(client, index, []), "_source": ["loaded_views"]}
     done, partial = set(), set()
@@ -258,7 +263,7 @@ def _merge_segments(client, index: str, settings: IndexSettings) -> tuple[int, f
 def unplaced_replicas(client, index: str, replicas: int) -> str | None:
     """Why `replicas` copies of each shard cannot be placed (fewer data nodes than copies), or None (they
     can, or a role that may not read cluster health leaves it unknown)."""
-    from opensearchpy.exceptions import AuthorizationException
+    from opensearchpy.exceptions import AuthorizationException  # deferred: opensearchpy
 
     if not replicas:
         return None
@@ -432,9 +437,6 @@ def _dim_proven(model, views, variant: str | None, prompt: str | None) -> bool:
     """Every view already has vectors of this model, revision, prompt and dim in the embedding cache, which
     stores no vector of another dim: the weights gave the spec's dim, no need to load them to check (a
     12B model takes minutes to load; re-indexing after a lost node then loads nothing)."""
-    from evalctl.indexers.embedding_cache import EmbeddingCache
-    from evalctl.indexers.encoder import cache_key
-
     return all(len(EmbeddingCache(cache_key(model, "document", v.name, variant, prompt))) for v in views)
 
 
@@ -446,10 +448,6 @@ def index_corpus(client, corpus, views, model=None, *, variant: str | None = Non
 
     `label_tasks` ({task: views}; default every label task on every view given) adds a task field per
     view where the model's prompt for that task differs from its document prompt ({} adds none)."""
-    from evalctl.indexers.encoder import INSTALLED, LazyEncoder, encoding_versions, get_or_encode
-    from evalctl.indexers.model_loader import require_weights
-    from evalctl.indexers.vectors_import import IMPORTED, imported_for_index, require_covered
-
     settings = settings or load_index_settings()
     name = index_name(corpus.name, model.id if model else None)
     prompt = model.prompt_for("document", task_type="retrieval", variant=variant) if model else None
@@ -505,8 +503,6 @@ def index_corpus(client, corpus, views, model=None, *, variant: str | None = Non
     all_views, units = merged["views"], field_units(merged)
     fields = _vector_fields(merged) if model is not None else {v: [] for v in all_views}
     if set(all_views) - set(by_name):
-        from evalctl.corpus.views import load_views
-
         by_name.update({n: v for n, v in load_views().items() if n in all_views})
     done, partial = loaded_ids(client, name, units)
     report = IndexReport(index=name, n_corpus=len(corpus), n_already=len(done),

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from evalctl.indexers.index_contract import inspect_index
 from evalctl.indexers.byte_vectors import is_byte, read_back
+from evalctl.indexers.embedding_cache import EmbeddingCache
+from evalctl.indexers.index_contract import inspect_index
 from evalctl.indexers.index_layout import index_prefix, vector_script, owned_by_prefix, text_field, vector_field
 from evalctl.indexers.index_loader import read_manifest
 
@@ -30,8 +31,6 @@ def _count(client, index: str, query: dict | None = None) -> int:
 
 def verify_index(client, corpus, views: dict, model=None, *, sample: int = 50, seed: int = 0) -> VerifyReport:
     """Counts per field, vector dimension, and a sample of vectors read back against the cache."""
-    from evalctl.indexers.embedding_cache import EmbeddingCache
-
     state = inspect_index(client, corpus, model.id if model else None)
     name, meta = state.name, state.manifest
     rep = VerifyReport(index=name, problems=list(state.problems))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Literal
 
 from evalctl.atomic import publish_dir, staging_dir
 from evalctl.errors import BadInput
+from evalctl.indexers.runtime import resolve_devices, resolve_precision
 from evalctl.models import ModelSpec, OfflineSource, models_dir
 from evalctl.paths import cache_root
 
@@ -107,7 +108,7 @@ def repositories(spec: ModelSpec) -> list[tuple[str, str]]:
 
 def _hub_cached(repo: str, revision: str) -> bool:
     """Whether the Hugging Face cache holds the repository at its revision (no network)."""
-    from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub import try_to_load_from_cache  # deferred: huggingface_hub
 
     return isinstance(try_to_load_from_cache(repo, "config.json", revision=revision), str)
 
@@ -116,7 +117,7 @@ def _hub_unreachable(repo: str, revision: str) -> str | None:
     """Why the hub cannot serve the repository now, or None when it can."""
     if hub_offline():
         return "HF_HUB_OFFLINE is set"
-    from huggingface_hub import HfApi
+    from huggingface_hub import HfApi  # deferred: huggingface_hub
 
     try:
         HfApi().model_info(repo, revision=revision, timeout=10)
@@ -127,7 +128,7 @@ def _hub_unreachable(repo: str, revision: str) -> str | None:
 
 def missing_weights_message(spec: ModelSpec, reason: str) -> str:
     """What a user needs to know to put the weights (and any code repository) in place by hand."""
-    from huggingface_hub.constants import HF_HUB_CACHE
+    from huggingface_hub.constants import HF_HUB_CACHE  # deferred: huggingface_hub
 
     repos = repositories(spec)
     needs = [f"{repo} at revision {rev}" + ("" if rev != "main" else " (unpinned: the commit `main` points to)")
@@ -194,10 +195,8 @@ def load_model(spec: ModelSpec, device: str | None = None, source: Source = "aut
     """A SentenceTransformer for `spec` at the precision asked for (evalctl.indexers.runtime.resolve_precision),
     with the spec's length limit, checked against its dimension. Every route (the spec's folder, the offline
     package, the hub) passes the same trust_remote_code, model_kwargs and tokenizer_kwargs."""
-    import torch
+    import torch  # deferred: torch, sentence_transformers
     from sentence_transformers import SentenceTransformer
-
-    from evalctl.indexers.runtime import resolve_devices, resolve_precision
 
     require_weights(spec, source)
     device = device or resolve_devices(None)[0]
@@ -214,7 +213,7 @@ def load_model(spec: ModelSpec, device: str | None = None, source: Source = "aut
         _check_remote_code(spec, offline_model_dir(spec))
         model = SentenceTransformer(str(offline_model_dir(spec)), local_files_only=True, **common)
     else:
-        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub import try_to_load_from_cache  # deferred: huggingface_hub
 
         cached = try_to_load_from_cache(spec.hf_id, "modules.json", revision=spec.revision)
         if isinstance(cached, str):

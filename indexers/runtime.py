@@ -75,7 +75,7 @@ def resolve_devices(device: str | None) -> list[str]:
     None -> cuda when visible, else mps, else cpu."""
     if device not in (None, "all"):
         return [d.strip() for d in device.split(",")]
-    import torch
+    import torch  # deferred: torch
 
     if device == "all":
         gpus = [f"cuda:{i}" for i in range(torch.cuda.device_count())]

@@ -36,6 +36,8 @@ import numpy as np
 from evalctl.errors import BadInput
 from evalctl.indexers.embedding_cache import CacheKey, EmbeddingCache, text_hash
 from evalctl.indexers.encoder import IMPORTED, cache_key
+from evalctl.indexers.model_loader import ModelLoadError, require_weights
+from evalctl.indexers.runtime import Runtime
 from evalctl.indexers.vector_agreement import FirstVectors
 from evalctl.paths import cache_root
 from evalctl.provenance import code_version, file_sha256
@@ -116,7 +118,7 @@ def read_npy(vectors: Path, ids: Path | None = None, beir_corpus: Path | None = 
 
 def read_parquet(path: Path, id_column: str = "id", vector_column: str = "vector") -> VectorFile:
     """A Parquet file with an id column and a vector column (list or fixed-size list of floats)."""
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: pyarrow
     import pyarrow.parquet as pq
 
     _require(path, "Parquet")
@@ -359,8 +361,6 @@ def imported_for_index(model, units: dict[str, tuple[str, str]], variant: str | 
 
 def require_covered(model, corpus, views, imported: ImportedVectors, variant: str | None) -> None:
     """Where the model's weights are missing, every text the index needs must have an imported vector."""
-    from evalctl.indexers.model_loader import ModelLoadError, require_weights
-
     try:
         require_weights(model)
         return
@@ -382,6 +382,4 @@ def query_encoding(manifest: dict) -> dict:
     the corpus's imported entries (a query that is a corpus text of the view finds its vector there)."""
     if manifest.get("encoding_versions") != IMPORTED:
         return {}
-    from evalctl.indexers.runtime import Runtime
-
     return {"runtime": Runtime(precision=manifest["precision"]), "versions": IMPORTED, "corpus": manifest["corpus"]}

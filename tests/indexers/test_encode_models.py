@@ -128,10 +128,10 @@ def test_cli_encode_over_corpus_and_views(monkeypatch, minilm):
     corpus = types.SimpleNamespace(name="grants", path=None, manifest={"content_hash": "abc123"},
                                    records=lambda: iter(records), queries=lambda: iter(()))
     view = types.SimpleNamespace(render=lambda r: r.text)
-    monkeypatch.setitem(sys.modules, "evalctl.corpus.views", types.SimpleNamespace(load_views=lambda: {"tac": view}))
-    import evalctl.corpus.store as store
+    import evalctl.indexers.encode_corpus as encoding
 
-    monkeypatch.setattr(store, "load_corpus", lambda name: corpus)
+    monkeypatch.setattr(encoding, "load_views", lambda: {"tac": view})
+    monkeypatch.setattr(encoding, "load_corpus", lambda name: corpus)
     args = ["encode", "--corpus", "grants", "--model", "all-minilm-l6-v2", "--view", "tac", "--device", "cpu"]
     out = CliRunner().invoke(cli, args)
     assert out.exit_code == 0, out.output

@@ -236,7 +236,7 @@ def test_bad_inputs_are_refused_naming_file_and_row_and_write_nothing(tag, origi
 def test_index_refuses_missing_texts_when_the_weights_are_not_here(os_client, tag, original, fresh, tmp_path,
                                                                    monkeypatch):
     """A partial import with no weights to encode the rest: refused before an index exists."""
-    from evalctl.indexers import model_loader
+    from evalctl.indexers import index_loader, model_loader, vectors_import
     from evalctl.indexers.index_layout import index_name
     from evalctl.indexers.index_loader import read_manifest
 
@@ -250,7 +250,8 @@ def test_index_refuses_missing_texts_when_the_weights_are_not_here(os_client, ta
     def no_weights(spec, source="auto"):  # the weights of a model run elsewhere, absent on this machine
         raise model_loader.ModelLoadError(f"model {spec.id}: no weights here")
 
-    monkeypatch.setattr(model_loader, "require_weights", no_weights)
+    for module in (model_loader, index_loader, vectors_import):  # each module that calls it
+        monkeypatch.setattr(module, "require_weights", no_weights)
     res = _cli("index", "--corpus", f"cit-{tag}", "--model", MODEL, "--view", "TA")
     assert res.exit_code == 2 and "cover 7 of 11 records of view TA" in res.output and "no weights here" in res.output
     assert read_manifest(os_client, index_name(f"cit-{tag}", MODEL)) is None

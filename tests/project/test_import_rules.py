@@ -91,18 +91,19 @@ def test_the_graph_holds_deferred_and_type_checking_imports(tmp_path, monkeypatc
     assert not config.get("exclude_type_checking_imports")
 
 
-# What a deferred import may defer: packages whose import costs about half of `evalctl --help`'s whole start
-# (~200 ms) or more, by `python -X importtime` (cumulative): torch, transformers, sentence_transformers, sklearn,
-# ranx, mteb, peft, datasets, numba, pandas, ir_datasets, matplotlib, joblib (0.2 to 5 s); opensearchpy, scipy,
-# pyarrow, requests and urllib3 (50 to 130 ms; the last two only talk to the node and Dashboards, as opensearchpy);
-# infinity_emb (an alternative encoder, not a dependency). Not heavy, so imported at module level: numpy (~90 ms,
-# but the array type of the results store, the runs, the digests and the vectors: deferring it would defer most of
-# evalctl's own modules), tqdm (30 ms), threadpoolctl, orjson, yaml (10 ms), cbor2, huggingface_hub (3 ms: it
-# imports its parts lazily), pyserini (lazy too; see the `optional:` reason).
+# What a deferred import may defer: packages whose import costs about as much as `evalctl --help`'s whole start
+# (~100 ms past the interpreter's own) or more, by `python -X importtime` (cumulative): sentence_transformers,
+# peft, mteb, ranx, torch, sklearn, transformers, datasets (1 to 13 s); numba, pandas, ir_datasets, matplotlib,
+# pyarrow, joblib, opensearchpy, scipy, requests, urllib3 (100 to 400 ms; the last two only talk to the node and
+# Dashboards, as opensearchpy does); huggingface_hub (its package is lazy, the names evalctl imports from it cost
+# 150 to 200 ms); infinity_emb (an alternative encoder, not a dependency). Not heavy, so imported at module
+# level: numpy (~110 ms, but the array type of the results store, the runs, the digests and the vectors: deferring
+# it would defer most of evalctl's own modules), tqdm (~45 ms), threadpoolctl, orjson, yaml, cbor2 (10 to 30 ms),
+# pyserini (lazy; see the `optional:` reason).
 HEAVY = frozenset({
     "torch", "transformers", "sentence_transformers", "sklearn", "ranx", "mteb", "peft", "datasets", "numba",
     "pandas", "ir_datasets", "matplotlib", "joblib", "opensearchpy", "scipy", "pyarrow", "requests", "urllib3",
-    "infinity_emb",
+    "huggingface_hub", "infinity_emb",
 })
 REASONS = ("cycle:", "optional:")  # the reasons other than cost a deferred import may give
 
