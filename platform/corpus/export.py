@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from evalctl.corpus.store import Corpus, corpora_root
 from evalctl.corpus.patent_record import PatentRecord
 from evalctl.corpus.qrels import QrelsSet
-from evalctl.corpus.views import ViewSpec, field_text
+from evalctl.corpus.views import ViewSpec, field_text, load_views
 from evalctl.output_folder import check_folder, claim_folder, write_into, writing_into
 
 Format = Literal["beir", "dapfam"]
@@ -139,8 +139,6 @@ def export_landscape(corpus: Corpus, qset: QrelsSet, fmt: Format, view: str, spl
                      query_view: str | None = None, force: bool = False) -> ExportSummary:
     """Write the landscape (corpus in `view`, `split`'s queries in `query_view`, their qrels) to `out_dir`
     (see check_out_dir)."""
-    from evalctl.corpus.views import load_views
-
     views = load_views()
     qview_name = query_view or view
     for name in (view, qview_name):

@@ -32,6 +32,7 @@ from evalctl.names import check_name
 from evalctl.corpus.patent_record import CITATION_TYPES, PatentRecord
 from evalctl.corpus.pubnum import loose_key
 from evalctl.config_files import SpecError
+from evalctl.corpus.views import load_views
 
 Domain = Literal["IN", "OUT", "UNKNOWN"]
 SPLITS = ("train", "dev", "test")
@@ -196,8 +197,6 @@ def build_known_item_qrels(corpus: Corpus, spec: QrelsSpec, overwrite: bool = Fa
     """Each record that renders in every view of `spec.within_views` is a query relevant to itself only.
     Its family's other members are excluded from its ranking (near-duplicates, not the known item);
     the record itself stays. Train-split records are free for fine-tuning; dev/test ones are held out."""
-    from evalctl.corpus.views import load_views
-
     views = load_views()
     unknown = [v for v in spec.within_views if v not in views]
     if unknown:
@@ -299,7 +298,7 @@ def write_qrels_set(corpus: Corpus, spec: QrelsSpec, queries: list[QrelsQuery], 
 
 
 def _write_tables(folder: Path, pairs, queries) -> None:
-    import pyarrow as pa  # here, not at the top: reruns and reports read only the manifest
+    import pyarrow as pa  # pyarrow: reruns and reports read only the manifest
     import pyarrow.parquet as pq
 
     pairs_schema = pa.schema([("query_id", pa.string()), ("doc_id", pa.string()), ("score", pa.int32()),
@@ -373,7 +372,7 @@ def load_qrels(corpus: Corpus | str | Path, name: str) -> QrelsSet:
 # (82k pairs) took ~1 s; the files' times key it, so a set built again is read again.
 @functools.lru_cache(maxsize=4)
 def _read_qrels(name: str, d: Path, _stamps: tuple[int, ...]) -> QrelsSet:
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # deferred: pyarrow
 
     q = pq.ParquetFile(d / "queries.parquet").read()
     queries = tuple(map(QrelsQuery, *(q[c].to_pylist() for c in ("id", "split", "jurisdiction", "source")),

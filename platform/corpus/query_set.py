@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from evalctl.corpus.qrels import QrelsSet
 from evalctl.corpus.store import Corpus
+from evalctl.corpus.views import load_views
 from evalctl.errors import BadInput
 
 
@@ -34,8 +35,6 @@ SAMPLE_SEED = 0  # a query sample is the same ids on every run (and in the run i
 
 def load_query_set(corpus: Corpus, qset: QrelsSet, split: str | None, view_name: str,
                    sample: int | None = None) -> QuerySet:
-    from evalctl.corpus.views import load_views
-
     views = load_views()
     if view_name not in views:
         raise QuerySetError(f"unknown view {view_name!r}; configs/views.yaml has {', '.join(views)}")

@@ -29,7 +29,7 @@ PROBLEMS_FILE = "problems.jsonl"
 @functools.cache
 def schema():
     """The corpus table's Parquet schema (pyarrow imported on first use: `evalctl report` and reruns never need it)."""
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: pyarrow
 
     codes = pa.list_(pa.string())
     return pa.schema([
@@ -61,7 +61,7 @@ class RecordWriter:
         self._hash = hashlib.sha256()
         self._batch: list[dict] = []
         self._batch_size = batch_size
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # deferred: pyarrow
 
         self._writer = pq.ParquetWriter(path, schema(), compression="zstd")
 
@@ -74,7 +74,7 @@ class RecordWriter:
 
     def _flush(self) -> None:
         if self._batch:
-            import pyarrow as pa
+            import pyarrow as pa  # deferred: pyarrow
 
             self._writer.write_table(pa.Table.from_pylist(self._batch, schema=schema()))
             self._batch = []
@@ -89,7 +89,7 @@ class RecordWriter:
 def iter_records(path: Path, batch_size: int = 2000, columns: Iterable[str] | None = None) -> Iterator[PatentRecord]:
     """Records of a corpus file; with `columns`, only those (and the id) are read, the other fields left
     empty: a pass that needs a view's text and the codes skips claims, descriptions and citations."""
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # deferred: pyarrow
 
     yield from _from_batches(pq.ParquetFile(path).iter_batches(batch_size=batch_size, columns=_with_id(columns)))
 
@@ -107,7 +107,7 @@ def _from_batches(batches) -> Iterator[PatentRecord]:
 def records_with_ids(path: Path, ids: Iterable[str], columns: Iterable[str] | None = None) -> Iterator[PatentRecord]:
     """Only the records with these ids, in file order: Parquet filters on the id column, so a query set
     of a few thousand never turns the other records into objects (113k records: the whole pass took 9-10 s)."""
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: pyarrow
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
@@ -119,7 +119,7 @@ def records_with_ids(path: Path, ids: Iterable[str], columns: Iterable[str] | No
 def spread_records(path: Path, n: int, columns: Iterable[str] | None = None) -> Iterator[PatentRecord]:
     """Every record when the file holds at most `n`, else those of evenly spaced row groups holding about
     `n` records, so a sample spans the whole file (imports write it in source order: dates, offices)."""
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # deferred: pyarrow
 
     f = pq.ParquetFile(path)
     groups = f.metadata.num_row_groups

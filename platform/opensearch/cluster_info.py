@@ -108,7 +108,7 @@ def simd_vectors(client) -> bool | None:
     Vector API module), so that two builds of an index, or one query asked before and after the JIT compiled
     that code, can score differently in the last bits (evalctl.opensearch.node, simd_vectors). None: unknown,
     for a user whose role may not read node info (a load or a search must not fail on a fact for its manifest)."""
-    from opensearchpy.exceptions import AuthorizationException
+    from opensearchpy.exceptions import AuthorizationException  # deferred: opensearchpy
 
     def read():
         try:
@@ -121,7 +121,7 @@ def simd_vectors(client) -> bool | None:
 
 
 def cluster_status() -> dict:
-    from opensearchpy.exceptions import ConnectionError as OSConnectionError
+    from opensearchpy.exceptions import ConnectionError as OSConnectionError  # deferred: opensearchpy
     from opensearchpy.exceptions import TransportError
 
     settings = load_settings()

@@ -18,10 +18,14 @@ import threading
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlparse, urlunparse
 
+import cbor2
+import orjson
+
 from evalctl import paths
+from evalctl.config_files import SpecError, build, load_yaml
+from evalctl.opensearch.node import ManagedNode
 from evalctl.opensearch.retries import forget_answers, node_answered  # noqa: F401 - cli.main imports them from here
 from evalctl.opensearch.retries import send_with_retries, unparseable
-from evalctl.config_files import SpecError, build, load_yaml
 
 ENV = {
     "url": "EVALCTL_OPENSEARCH_URL",
@@ -71,7 +75,7 @@ _INDEX_PREFIX = re.compile(r"[a-z][a-z0-9._-]{0,39}")
 
 def url_problem(url: str) -> str | None:
     """What makes `url` unusable as a server address (http or https, a host, a port in range), or None."""
-    import urllib3
+    import urllib3  # deferred: urllib3
 
     try:
         u = urlparse(url)
@@ -263,16 +267,13 @@ def resolve_url(settings: ConnectionSettings) -> str:
 def resolve_urls(settings: ConnectionSettings) -> list[str]:
     if settings.url:
         return settings.urls
-    from evalctl.opensearch.node import ManagedNode  # the managed node decides its own port
-
-    node = ManagedNode()
+    node = ManagedNode()  # the managed node decides its own port
     st = node.read_state()
     return [st.url if st else node.url]
 
 
 def _serializer():
-    import orjson
-    from opensearchpy.serializer import JSONSerializer
+    from opensearchpy.serializer import JSONSerializer  # deferred: opensearchpy
 
     class OrjsonSerializer(JSONSerializer):
         """orjson writes numpy vectors directly, ~14x faster than json on bulk bodies; float32 values
@@ -296,7 +297,7 @@ _request = threading.local()  # what this thread's last request was: its answer 
 
 
 def _connection_class(url: str):
-    from opensearchpy import Urllib3HttpConnection
+    from opensearchpy import Urllib3HttpConnection  # deferred: opensearchpy
 
     class RetryingConnection(Urllib3HttpConnection):
         def perform_request(self, method, path, params=None, body=None, timeout=None, ignore=(), headers=None):
@@ -312,7 +313,7 @@ def _connection_class(url: str):
 def _deserializer(transport, url: str):
     """The transport's deserializer, raising UnparseableAnswer (naming the URL) for a body it cannot read:
     invalid JSON in a 200, or a content type that is not OpenSearch's (an HTML page)."""
-    from opensearchpy.exceptions import SerializationError
+    from opensearchpy.exceptions import SerializationError  # deferred: opensearchpy
     from opensearchpy.serializer import Deserializer
 
     class Answers(Deserializer):
@@ -328,7 +329,7 @@ def _deserializer(transport, url: str):
 def make_client(settings: ConnectionSettings | None = None):
     """An opensearch-py client whose requests are retried with back-off (evalctl.opensearch.retries) and
     time out after settings.timeout (sized for vector payloads)."""
-    from opensearchpy import OpenSearch
+    from opensearchpy import OpenSearch  # deferred: opensearchpy
 
     s = settings or load_settings()
     urls = resolve_urls(s)
@@ -361,9 +362,7 @@ def search_cbor(client, body: dict, index: str | None = None) -> dict:
     2,650 384-d vectors: 0.23 s -> 0.15 s for the page). opensearch-py decodes every response as UTF-8
     text, so this one request goes through its connection pool directly (same host, auth, TLS, timeout,
     retries); errors are raised as opensearch-py's own exceptions."""
-    import cbor2
-    import orjson
-    import urllib3
+    import urllib3  # deferred: urllib3, opensearchpy
     from opensearchpy.exceptions import HTTP_EXCEPTIONS, ConnectionError as OSConnectionError
     from opensearchpy.exceptions import ConnectionTimeout, TransportError
 

@@ -69,7 +69,7 @@ def unparseable(url: str, what: str, error: Exception, data: bytes | str) -> Unp
 
 def _reason(e: Exception, timeout: float) -> str | None:
     """Why `e` is worth a retry, or None."""
-    import urllib3
+    import urllib3  # deferred: urllib3, opensearchpy
     from opensearchpy.exceptions import ConnectionError as OSConnectionError
     from opensearchpy.exceptions import ConnectionTimeout, TransportError
 
@@ -86,7 +86,7 @@ def _reason(e: Exception, timeout: float) -> str | None:
 
 def send_with_retries(send: Callable[[], T], url: str, what: str, timeout: float) -> T:
     """send() (one request, raising opensearch-py's exceptions), retried as the module says."""
-    from opensearchpy.exceptions import ConnectionTimeout, TransportError
+    from opensearchpy.exceptions import ConnectionTimeout, TransportError  # deferred: opensearchpy
 
     t0, timeouts = time.monotonic(), 0
     for attempt in itertools.count():
@@ -122,7 +122,7 @@ def send_with_retries(send: Callable[[], T], url: str, what: str, timeout: float
 
 def node_gone(e: BaseException) -> bool:
     """Whether `e` (or what caused it) says the node cannot be reached or keeps failing."""
-    from opensearchpy.exceptions import ConnectionError as OSConnectionError
+    from opensearchpy.exceptions import ConnectionError as OSConnectionError  # deferred: opensearchpy
 
     while e is not None:
         if isinstance(e, (OSConnectionError, NodeUnavailable)):
