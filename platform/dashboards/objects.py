@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from evalctl.errors import BadInput, Failure
-from evalctl.dashboards.settings import DEFAULT_URL
-from evalctl.indexers.index_layout import index_prefix, text_field
 from evalctl.config_files import build, load_yaml, package_folder
+from evalctl.dashboards.settings import DEFAULT_URL
+from evalctl.errors import BadInput, Failure
+from evalctl.indexers.index_layout import index_prefix, text_field
+from evalctl.opensearch.retries import BACKOFF_MAX_S, BACKOFF_S, MAX_RETRIES, RETRY_STATUS
 
 TEMPLATES = package_folder("docker.dashboards") / "saved_objects.yaml"
 INDEX_REF = "kibanaSavedObjectMeta.searchSourceJSON.index"
@@ -170,11 +171,9 @@ def import_objects(ndjson: str, url: str = DEFAULT_URL, timeout: float = 60.0,
     `url` carries no credentials (DashboardsSettings takes them out); `auth` is sent only when given.
     Transient refusals (429/502/503/504, resets) are retried with the OpenSearch requests' back-off:
     the import overwrites by id, so a repeat changes nothing."""
-    import requests
+    import requests  # deferred: requests, urllib3
     from requests.adapters import HTTPAdapter
     from urllib3.util import Retry
-
-    from evalctl.opensearch.retries import BACKOFF_MAX_S, BACKOFF_S, MAX_RETRIES, RETRY_STATUS
 
     endpoint = f"{url.rstrip('/')}/api/saved_objects/_import"
     session = requests.Session()

@@ -77,7 +77,7 @@ def add_lora(model, lora: LoraSpec) -> None:
     """Wrap the model's transformer in a fresh LoRA adapter (peft); only the adapter is trained.
 
     peft is used directly rather than through transformers' add_adapter, which pins a newer peft."""
-    from peft import LoraConfig, get_peft_model
+    from peft import LoraConfig, get_peft_model  # optional: finetune
 
     target = lora.target_modules if isinstance(lora.target_modules, str) else list(lora.target_modules)
     module = model[0]
@@ -106,7 +106,7 @@ def _training(recipe: RecipeSpec, **overrides) -> TrainingSpec:
 
 
 def _datasets(pairs: PairSet):
-    from datasets import Dataset
+    from datasets import Dataset  # optional: finetune
 
     out = {}
     for name, ps in pairs.pairs.items():
@@ -118,7 +118,7 @@ def _datasets(pairs: PairSet):
 
 
 def _loss(model, recipe: RecipeSpec):
-    from sentence_transformers import losses
+    from sentence_transformers import losses  # deferred: sentence_transformers
 
     if recipe.loss.name == "cached-mnrl":
         return losses.CachedMultipleNegativesRankingLoss(model, scale=recipe.loss.scale,
@@ -135,6 +135,7 @@ def _prompts(base: ModelSpec) -> dict[str, str]:
 def train(model, pairs: PairSet, recipe: RecipeSpec, training: TrainingSpec, out_dir: Path, *, seed: int,
           prompts: dict[str, str] | None = None, device: str | None = None, progress: bool = True):
     """Run SentenceTransformerTrainer on the pairs; resumes from the newest checkpoint in out_dir."""
+    # deferred: sentence_transformers, transformers
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.base.sampler import BatchSamplers
     from transformers.trainer_utils import get_last_checkpoint
