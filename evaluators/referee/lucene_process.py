@@ -18,7 +18,7 @@ from pathlib import Path
 
 
 def main(workdir: str, k1: str, b: str, depth: str) -> None:
-    from pyserini.pyclass import autoclass
+    from pyserini.pyclass import autoclass  # optional: referee
 
     root = Path(workdir)
     index = root / "index"

@@ -16,6 +16,7 @@ Each optional tool is imported only where it is used; a missing one raises Refer
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -27,9 +28,13 @@ from pathlib import Path
 import pandas as pd
 
 from evalctl.corpus.export import ExportedTask
-from evalctl.paths import confine_libraries
-from evalctl.evaluators.scoring.runs import Ranking, ranked
+from evalctl.evaluators.retrieval.query_bodies import truncate_terms
 from evalctl.evaluators.scoring.metrics import METRICS, score
+from evalctl.evaluators.scoring.runs import Ranking, ranked
+from evalctl.indexers.model_loader import load_model
+from evalctl.models import get_model
+from evalctl.opensearch.node import NodeError, find_java
+from evalctl.paths import confine_libraries
 
 TOP10 = 10
 
@@ -39,8 +44,6 @@ class RefereeUnavailable(RuntimeError):
 
 
 def _need(module: str, package: str):
-    import importlib
-
     try:
         return importlib.import_module(module)
     except ImportError as e:
@@ -103,7 +106,7 @@ class RefereeRun:
 def _local_task(task: ExportedTask):
     """An MTEB retrieval task over the exported files (no hub): corpus, queries, qrels, and each query's
     candidates = every document but the ones evalctl excludes."""
-    from datasets import Dataset
+    from datasets import Dataset  # optional: referee (mteb and its datasets)
 
     from mteb.abstasks.retrieval import AbsTaskRetrieval
     from mteb.abstasks.task_metadata import TaskMetadata
@@ -140,10 +143,7 @@ def mteb_dense(task: ExportedTask, model_id: str, batch_size: int = 32, depth: i
     """MTEB's retrieval evaluation of `model_id` (loaded the way evalctl loads it) on the exported task."""
     confine_libraries()  # MTEB's results cache under evalctl's cache, not $HOME
     mteb = _need("mteb", "mteb")
-    from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
-
-    from evalctl.indexers.model_loader import load_model
-    from evalctl.models import get_model
+    from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper  # optional: referee
 
     spec = get_model(model_id)
     prompts = {role: spec.prompt_for(role, task_type="retrieval") for role in ("query", "document")}
@@ -175,7 +175,7 @@ def mteb_dapfam_task(folder: Path, name: str = "DAPFAMAllTitlAbsToTitlAbsClmRetr
     without a positive; the main score is nDCG@100 on the single `train` split; no self or family
     exclusion (DAPFAM's query families are not among its targets)."""
     _need("mteb", "mteb")
-    from mteb.tasks.retrieval.eng import dapfam_patent_retrieval as dapfam
+    from mteb.tasks.retrieval.eng import dapfam_patent_retrieval as dapfam  # optional: referee
 
     cls = getattr(dapfam, name, None)
     if cls is None:
@@ -190,8 +190,6 @@ def mteb_dapfam_task(folder: Path, name: str = "DAPFAMAllTitlAbsToTitlAbsClmRetr
 
 
 def _java_home() -> str:
-    from evalctl.opensearch.node import NodeError, find_java
-
     try:
         return str(find_java(21))
     except NodeError as e:
@@ -202,11 +200,8 @@ def pyserini_bm25(task: ExportedTask, k1: float, b: float, max_terms: int | None
                   workdir: Path | None = None) -> RefereeRun:
     """Lucene BM25 via Pyserini's bundled Anserini on the exported corpus (title and text joined by a newline,
     the view's own text). Indexing and search run in a child Python with JAVA_HOME set."""
-    import importlib.util
-
     if importlib.util.find_spec("pyserini") is None or importlib.util.find_spec("jnius") is None:
         raise RefereeUnavailable("pyserini (with pyjnius) is not installed; pip install 'evalctl[referee]'")
-    from evalctl.evaluators.retrieval.query_bodies import truncate_terms
 
     with tempfile.TemporaryDirectory(prefix="evalctl-pyserini-", dir=workdir) as tmp:
         root = Path(tmp)

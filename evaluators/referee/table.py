@@ -10,12 +10,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalctl.corpus.export import export_landscape, read_beir_export
-from evalctl.errors import BadInput
-from evalctl.corpus.store import load_corpus
-from evalctl.evaluators.referee import peers as rf
-from evalctl.evaluators.scoring.runs import StoredRun
-from evalctl.evaluators.scoring.metrics import score
 from evalctl.corpus.qrels import load_qrels
+from evalctl.corpus.store import load_corpus
+from evalctl.corpus.views import load_views
+from evalctl.errors import BadInput
+from evalctl.evaluators.referee import peers as rf
+from evalctl.evaluators.retrieval.retrieve import RetrievalOptions, retrieval_spec, retrieve
+from evalctl.evaluators.scoring.metrics import score
+from evalctl.evaluators.scoring.runs import StoredRun
+from evalctl.indexers.index_loader import index_corpus
+from evalctl.models import get_model
 
 DENSE_METRICS = ("ndcg@10", "ndcg@100")  # the MTEB comparison; MTEB's DAPFAM main score is nDCG@100
 
@@ -51,11 +55,6 @@ class RefereeReport:
 
 
 def _runs(client, spec: LandscapeSpec) -> dict[str, StoredRun]:
-    from evalctl.evaluators.retrieval.retrieve import RetrievalOptions, retrieval_spec, retrieve
-    from evalctl.indexers.index_loader import index_corpus
-    from evalctl.models import get_model
-    from evalctl.corpus.views import load_views
-
     corpus = load_corpus(spec.corpus)
     index_corpus(client, corpus, [load_views()[spec.view]], get_model(spec.model), progress=False)
     opts = RetrievalOptions(progress=False)

@@ -261,7 +261,7 @@ def ranx_report(rep: ComparisonReport):
     """ranx's `Report` of the comparison: ranx's means, and its letters set by the Holm-adjusted p of
     `rep.test` (< alpha), so they are evalctl's letters. win/tie/loss is filled for the tested pairs."""
     ranx_engine.load()
-    from ranx.data_structures import FrozensetDict, Report
+    from ranx.data_structures import FrozensetDict, Report  # ranx: imported after load()
 
     labels = [s.split(" ", 1)[1] for s in rep.systems]  # ranx prints its own letter column
     names = [f"{x} ({run})" if labels.count(x) > 1 else x for x, run in zip(labels, rep.run_ids)]

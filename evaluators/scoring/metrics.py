@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import numpy as np
+
 from evalctl import results_store
 from evalctl.evaluators.scoring import ranx_engine
 from evalctl.evaluators.scoring.run_queries import RunQueries, run_queries
@@ -42,8 +44,6 @@ def score(ranking: Ranking, qrels: dict[str, dict[str, int]], metrics: tuple[str
         return Scores({m: float("nan") for m in metrics}, {m: {} for m in metrics})
     if not any(ranking.get(q) for q in qrels):  # nothing retrieved (e.g. a view without text): all zero
         return Scores({m: 0.0 for m in metrics}, {m: dict.fromkeys(qrels, 0.0) for m in metrics})
-    import numpy as np
-
     queries = sorted(qrels)  # ranx's own query order for Qrels
     answered = [q for q in queries if ranking.get(q)]
     ranx = ranx_engine.load()

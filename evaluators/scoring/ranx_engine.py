@@ -29,14 +29,14 @@ def load():
     if "ranx" not in sys.modules:
         paths.confine_libraries()
         if "numba" in sys.modules:
-            from numba.core import config
+            from numba.core import config  # deferred: numba
 
             config.reload_config()
-    from numba.core.errors import NumbaTypeSafetyWarning
+    from numba.core.errors import NumbaTypeSafetyWarning  # numba: imported once its cache folder is set
 
     # ranx hashes doc ids (uint64) into float64 arrays, a cast numba flags when it compiles the kernel
     warnings.filterwarnings("ignore", "unsafe cast from uint64 to int64", NumbaTypeSafetyWarning)
-    import ranx
+    import ranx  # ranx: imported once numba's cache folder is set
 
     return ranx
 
@@ -44,7 +44,7 @@ def load():
 @contextlib.contextmanager
 def threads(n: int | None = None):
     """numba's parallel loops on `n` threads (None: unchanged) inside the block, as before it afterwards."""
-    import numba
+    import numba  # deferred: numba
 
     before = numba.get_num_threads()
     if n is not None:
@@ -58,8 +58,7 @@ def threads(n: int | None = None):
 def fisher(control, treatment, n_permutations: int, seed: int) -> float:
     """Two-sided p of ranx's Fisher randomisation test, the same for the same inputs and seed."""
     load()
-    from ranx.statistical_tests import fisher_randomization_test
-
+    from ranx.statistical_tests import fisher_randomization_test  # ranx, numba: imported after load()
     from evalctl.evaluators.scoring.ranx_seed import seed_worker
 
     with threads(1):

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from evalctl.errors import BadInput
 from evalctl import results_store
+from evalctl.errors import BadInput
+from evalctl.evaluators.scoring import ranx_engine
 from evalctl.results_store import Result
 
 if TYPE_CHECKING:
@@ -71,8 +72,6 @@ def rank_scores(ranking: Ranking) -> dict[str, dict[str, float]]:
 
 def as_ranx(ranking: Ranking, name: str, scores: Literal["rank", "engine"] = "rank") -> Run:
     """A ranx Run: "rank" scores (n, n-1, ... 1) pin our tie order; "engine" keeps the scores (fusion)."""
-    from evalctl.evaluators.scoring import ranx_engine
-
     data = rank_scores(ranking) if scores == "rank" else {q: dict(docs) for q, docs in ranking.items()}
     return ranx_engine.load().Run(data, name=name)
 

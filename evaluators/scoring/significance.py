@@ -18,6 +18,8 @@ from typing import Literal
 import numpy as np
 from scipy import stats
 
+from evalctl.evaluators.scoring import ranx_engine
+
 
 RUN_TESTS = ("fisher", "student")
 PairedTest = Literal["wilcoxon", "student", "permutation"]
@@ -64,11 +66,9 @@ def paired_p(a: np.ndarray, b: np.ndarray, test: PairedTest, seed: int = 42, n_p
         return 1.0
     if test == "wilcoxon":
         return float(stats.wilcoxon(a, b).pvalue)  # zero differences dropped (the classic test)
-    from evalctl.evaluators.scoring import ranx_engine
-
     if test == "student":
         ranx_engine.load()
-        from ranx.statistical_tests import paired_student_t_test
+        from ranx.statistical_tests import paired_student_t_test  # ranx: imported after load()
 
         p = float(paired_student_t_test(a, b)[0])
         return 1.0 if np.isnan(p) else p  # constant differences: no variance, no evidence

@@ -34,9 +34,12 @@ import warnings
 from dataclasses import asdict, dataclass
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
-from evalctl.errors import BadInput
+from evalctl import results_store
 from evalctl.corpus.label_sets import LabelSetSpec, label_matrix, label_support
+from evalctl.errors import BadInput
+from evalctl.evaluators.vectors.export import export_vectors
 from evalctl.gc_tuning import long_lived_frozen
 
 PROBES = ("logreg", "knn")
@@ -105,14 +108,14 @@ def labelled_rows(export, spec: LabelSetSpec, *, min_records: int = MIN_RECORDS,
 def label_indicators(rows: LabelledRows) -> np.ndarray:
     """One row per record, one 0/1 column per kept label, as bytes: int64 indicators (8 bytes a label) held
     two thirds of the 384-d vectors' memory at 127 labels."""
-    from sklearn.preprocessing import MultiLabelBinarizer
+    from sklearn.preprocessing import MultiLabelBinarizer  # deferred: sklearn
 
     return MultiLabelBinarizer(classes=list(rows.support)).fit_transform(rows.labels).astype(np.uint8)
 
 
 def f1_scores(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
     """Micro/samples F1 over all labels, macro F1 over labels with a positive in y_true."""
-    from sklearn.metrics import f1_score
+    from sklearn.metrics import f1_score  # deferred: sklearn
 
     present = np.flatnonzero(y_true.sum(axis=0) > 0)
     return {
@@ -126,7 +129,7 @@ FIT_THREADS = min(4, os.cpu_count() or 1)
 
 
 def make_probe(name: str, settings: ClassifySettings, n_train: int):
-    from sklearn.linear_model import LogisticRegression
+    from sklearn.linear_model import LogisticRegression  # deferred: sklearn
     from sklearn.multiclass import OneVsRestClassifier
     from sklearn.neighbors import KNeighborsClassifier
 
@@ -165,10 +168,9 @@ def classify(x: np.ndarray, y: np.ndarray, ids: list[str], settings: ClassifySet
              rows: np.ndarray | None = None) -> dict:
     """Probe results: per probe, per-split metrics and their summary; the test ids of each split.
     Row `rows[i]` of `x` (default: row i; `x` may be a memory-mapped export) is the vector of `ids[i]`."""
-    from joblib import parallel_backend
+    from joblib import parallel_backend  # deferred: joblib, sklearn
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.model_selection import train_test_split
-    from threadpoolctl import threadpool_limits
 
     rows = np.arange(len(ids)) if rows is None else np.asarray(rows)
     results = {p: {"splits": []} for p in settings.probes}
@@ -204,10 +206,7 @@ def run_classification(client, corpus, view_spec, model_id: str, spec: LabelSetS
                        settings: ClassifySettings | None = None, *, vectors: str = "task", progress: bool = True):
     """Export (or reuse) the view's vectors (`vectors`: "task" or "document", see the module docstring),
     probe them, store the result (kind "classification")."""
-    import sklearn
-
-    from evalctl import results_store
-    from evalctl.evaluators.vectors.export import export_vectors
+    import sklearn  # deferred: sklearn
 
     settings = settings or ClassifySettings()
     rep = export_vectors(client, corpus, view_spec, model_id, task="classification", vectors=vectors, progress=progress)

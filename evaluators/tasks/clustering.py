@@ -27,11 +27,14 @@ from dataclasses import asdict, dataclass
 from typing import Literal
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
-from evalctl.evaluators.tasks.classification import labelled_rows, result_identity, summarise
+from evalctl import results_store
 from evalctl.corpus.label_sets import LabelSetSpec
-from evalctl.registry import Registry
+from evalctl.evaluators.tasks.classification import labelled_rows, result_identity, summarise
+from evalctl.evaluators.vectors.export import export_vectors
 from evalctl.gc_tuning import long_lived_frozen
+from evalctl.registry import Registry
 
 # One gold class per record, from its kept labels (record order) and their corpus support.
 RULES: Registry = Registry("clustering rule", {
@@ -66,7 +69,7 @@ def single_labels(labels: list[list[str]], support: dict[str, int], rule: str) -
 
 
 def cluster_scores(gold, predicted) -> dict[str, float]:
-    from sklearn import metrics
+    from sklearn import metrics  # deferred: sklearn
 
     return {
         "v_measure": float(metrics.v_measure_score(gold, predicted)),
@@ -79,9 +82,8 @@ def cluster_scores(gold, predicted) -> dict[str, float]:
 def cluster(x: np.ndarray, gold: list[str], settings: ClusterSettings, *, copy: bool = True) -> dict:
     """Per-seed scores and their summary for k = number of gold classes. copy=False: `x` (the caller's
     own copy) is normalised in place, so the client holds the vectors once."""
-    from sklearn.cluster import MiniBatchKMeans
+    from sklearn.cluster import MiniBatchKMeans  # deferred: sklearn
     from sklearn.preprocessing import normalize
-    from threadpoolctl import threadpool_limits
 
     x = normalize(np.asarray(x, dtype=np.dtype(settings.precision)), copy=copy)
     k = len(set(gold))
@@ -111,10 +113,7 @@ def run_clustering(client, corpus, view_spec, model_id: str, spec: LabelSetSpec,
                    settings: ClusterSettings | None = None, *, vectors: str = "task", progress: bool = True):
     """Export (or reuse) the view's vectors (`vectors`: "task" or "document"), cluster them per level,
     store the result (kind "clustering")."""
-    import sklearn
-
-    from evalctl import results_store
-    from evalctl.evaluators.vectors.export import export_vectors
+    import sklearn  # deferred: sklearn
 
     settings = settings or ClusterSettings()
     rep = export_vectors(client, corpus, view_spec, model_id, task="clustering", vectors=vectors, progress=progress)

@@ -41,22 +41,22 @@ from typing import Iterator
 
 import numpy as np
 from numpy.lib.format import open_memmap
-from opensearchpy.exceptions import RequestError
 from tqdm import tqdm
 
 from evalctl.atomic import new_staging_dir, replace_dir
 from evalctl.clock import utc_now
+from evalctl.config_files import SpecError
+from evalctl.corpus.patent_record import PatentRecord
 from evalctl.digests import DamagedFile, check, digests, read_json
 from evalctl.errors import BadInput
-from evalctl.indexers.index_contract import IndexState, VectorChoice, VectorSource, open_index, vector_source
+from evalctl.gc_tuning import long_lived_frozen
 from evalctl.indexers.byte_vectors import is_byte, read_back
+from evalctl.indexers.embedding_cache import EmbeddingCache, text_hash
+from evalctl.indexers.index_contract import IndexState, VectorChoice, VectorSource, open_index, vector_source
 from evalctl.indexers.index_layout import CODE_FIELDS, record_codes, vector_script
 from evalctl.opensearch.connection import search_cbor
 from evalctl.paths import cache_root
-from evalctl.corpus.patent_record import PatentRecord
 from evalctl.provenance import code_version
-from evalctl.config_files import SpecError
-from evalctl.gc_tuning import long_lived_frozen
 
 PIT_KEEP_ALIVE = "5m"
 # Floats per page, all slices together (about 10 MB of CBOR): 4096-d vectors go ~500 a page, 384-d ~5000.
@@ -137,6 +137,8 @@ def iter_pages(client, pit: str, query: dict, size: int, slice_: tuple[int, int]
                script_fields: dict | None = None) -> Iterator[tuple[int, list[dict]]]:
     """(slice total, hits) per page of a point-in-time (or of one slice of it), sorted on doc_id, without
     `_source`; each hit's sort value is its doc_id. Pages come back as CBOR (binary floats)."""
+    from opensearchpy.exceptions import RequestError  # deferred: opensearchpy
+
     after = None
     while True:
         body = {"pit": {"id": pit, "keep_alive": PIT_KEEP_ALIVE}, "size": size, "query": query,
@@ -216,8 +218,6 @@ def _stream(client, index: str, meta: dict, vec: str, dest: Path, page_docs: int
 
 def _open_cache(state: IndexState, source: VectorSource):
     """The embedding cache the index was loaded from, or the reason it cannot be checked."""
-    from evalctl.indexers.embedding_cache import EmbeddingCache
-
     try:
         cache = EmbeddingCache(state.cache_key(source.view, prompt=source.prompt))
     except SpecError as e:  # e.g. a fine-tuned model not in configs/models/
@@ -230,8 +230,6 @@ def _open_cache(state: IndexState, source: VectorSource):
 def _rendered(corpus, view_spec) -> list[tuple[str, bytes, dict]]:
     """(id, text hash, codes) of every record that renders the view: the corpus pass, which
     runs while the vectors stream in."""
-    from evalctl.indexers.embedding_cache import text_hash
-
     return [(r.id, text_hash(text), record_codes(r))
             for r in corpus.records(columns=(*view_spec.columns, *CODE_FIELDS)) if (text := view_spec.render(r))]
 

@@ -24,15 +24,15 @@ from pathlib import Path
 from typing import Literal
 
 from evalctl.atomic import replace_dir, staging_dir
-from evalctl.corpus.store import Corpus, load_corpus, write_json
-from evalctl.errors import BadInput
+from evalctl.config_files import SpecError
 from evalctl.corpus.import_formats.problems import ProblemLog
 from evalctl.corpus.import_formats.source import GivenPair
-from evalctl.names import check_name
 from evalctl.corpus.patent_record import CITATION_TYPES, PatentRecord
 from evalctl.corpus.pubnum import loose_key
-from evalctl.config_files import SpecError
+from evalctl.corpus.store import Corpus, load_corpus, write_json
 from evalctl.corpus.views import load_views
+from evalctl.errors import BadInput
+from evalctl.names import check_name
 
 Domain = Literal["IN", "OUT", "UNKNOWN"]
 SPLITS = ("train", "dev", "test")
