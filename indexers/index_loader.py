@@ -139,7 +139,7 @@ def ensure_index(client, index: str, meta: dict, settings: IndexSettings, alias:
     fields. Returns the index's manifest: every view and task field it has now."""
     if meta["dim"]:  # before any vector field exists: a node without the engine may die creating one
         require_engine(settings.engine)
-    from opensearchpy.exceptions import RequestError  # opensearchpy: plans and reports import this module, not the client
+    from opensearchpy.exceptions import RequestError  # opensearchpy: plans and reports import this module
 
     existing = read_manifest(client, index)
     if existing is None:

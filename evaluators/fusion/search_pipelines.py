@@ -61,7 +61,7 @@ def require_neural_search(client, what: str) -> None:
 
 def ensure_pipeline(client, body: dict) -> tuple[str, dict]:
     """Create the pipeline `body` unless a pipeline of that (hash-derived) name exists."""
-    from opensearchpy.exceptions import NotFoundError  # opensearchpy: spec validation imports this module, not the client
+    from opensearchpy.exceptions import NotFoundError  # opensearchpy: spec validation imports this module
 
     sys.audit(REQUIRED_EVENT, "a hybrid search pipeline")
     name = pipeline_name(body)

@@ -178,7 +178,7 @@ def _comment(lines: list[str], node: ast.stmt) -> str:
 
 
 def deferred_import_violations() -> list[str]:
-    """Each in-function import that defers nothing costly, or gives no reason, as 'file:line module: what to do'."""
+    """Each in-function import that defers nothing costly, or gives no reason, as 'file:line `import`: what to do'."""
     sources = _sources()
     own = set(sources)
     parsed = {module: ast.parse(path.read_text()) for module, path in sources.items()}
@@ -206,7 +206,7 @@ def deferred_import_violations() -> list[str]:
         lines = path.read_text().splitlines()
         loaded = reach({module})
         for node, body in imports:
-            name = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
+            name = f"`{ast.unparse(node)}`"
             where = (str(path.relative_to(REPO)), node.lineno)
             targets = _targets(node, module, path.name == "__init__.py", own)
             defers = (reach(targets) - loaded) & HEAVY
