@@ -51,6 +51,7 @@ class RefereeReport:
 
 
 def _runs(client, spec: LandscapeSpec) -> dict[str, StoredRun]:
+    from evalctl.evaluators.retrieval.params import RetrievalParams
     from evalctl.evaluators.retrieval.retrieve import RetrievalOptions, retrieval_spec, retrieve
     from evalctl.indexers.index_loader import index_corpus
     from evalctl.models import get_model
@@ -59,8 +60,9 @@ def _runs(client, spec: LandscapeSpec) -> dict[str, StoredRun]:
     corpus = load_corpus(spec.corpus)
     index_corpus(client, corpus, [load_views()[spec.view]], get_model(spec.model), progress=False)
     opts = RetrievalOptions(progress=False)
-    return {m: retrieve(client, retrieval_spec(spec.corpus, spec.view, m, spec.model, query_view=spec.query_view,
-                                              qrels=spec.qrels, split=spec.split, k=spec.k), opts)
+    return {m: retrieve(client, retrieval_spec(RetrievalParams(spec.corpus, spec.view, m, spec.model,
+                                                               query_view=spec.query_view, qrels=spec.qrels,
+                                                               split=spec.split, k=spec.k)), opts)
             for m in ("exact", "bm25")}
 
 
