@@ -6,8 +6,10 @@ import json
 
 import click
 
-from evalctl.cli.runtime_options import DEVICE_HELP, runtime_options
+from evalctl.cli.dataclass_options import build, dataclass_options
+from evalctl.cli.runtime_options import runtime_options
 from evalctl.errors import UserError
+from evalctl.indexers.encode_options import EncodeOptions
 from evalctl.indexers.index_layout import MAX_SHARDS
 
 DEFAULT_MODEL_VIEWS = ("TAC",)  # the study's best view; BM25-only indexes take every view
@@ -38,11 +40,8 @@ def _resolve(corpus_name: str | None, model_id: str | None, view_names: tuple[st
               "(default: EVALCTL_DEFAULT_CORPUS, `default_corpus` in the config file, else the only imported one).")
 @click.option("--model", "model_id", default=None, help="Model id (`evalctl models list`); omit or `bm25` for text only.")
 @click.option("--view", "view_names", multiple=True, help="View(s) to index (default: TAC with a model, all without).")
-@click.option("--prompt-variant", default=None, help="Named prompt variant of the model (default: the model's).")
-@click.option("--device", default=None, help=DEVICE_HELP)
+@dataclass_options(EncodeOptions, only=("variant", "device", "batch_size"))
 @runtime_options
-@click.option("--batch-size", type=click.IntRange(min=1), default=None,
-              help="At most this many texts per encoding batch (default: the token budget alone decides).")
 @click.option("--chunk-docs", type=click.IntRange(min=1), default=2000, show_default=True,
               help="Documents encoded and loaded per step (the unit of resumption).")
 @click.option("--shards", type=click.IntRange(1, MAX_SHARDS), default=None,
@@ -56,8 +55,7 @@ def _resolve(corpus_name: str | None, model_id: str | None, view_names: tuple[st
                    "where they differ from its document prompt (what classify/cluster read); document: only "
                    "the document vectors.")
 @click.pass_context
-def index(ctx, corpus_name, model_id, view_names, prompt_variant, device, batch_size, chunk_docs, shards, replicas,
-          vectors) -> None:
+def index(ctx, corpus_name, model_id, view_names, chunk_docs, shards, replicas, vectors, **params) -> None:
     """Index a corpus: BM25 text per view and the model's vectors per view (resumable)."""
     if ctx.invoked_subcommand is not None:
         return
@@ -67,8 +65,8 @@ def index(ctx, corpus_name, model_id, view_names, prompt_variant, device, batch_
 
     corpus, model, views, names = _resolve(corpus_name, model_id, view_names)
     # A node that stops answering is reported by the CLI (cli.explain): loaded chunks are kept and resumed.
-    rep = index_corpus(make_client(), corpus, [views[n] for n in names], model, variant=prompt_variant,
-                       device=device, encode_batch_size=batch_size, chunk_docs=chunk_docs,
+    rep = index_corpus(make_client(), corpus, [views[n] for n in names], model,
+                       encoding=build(EncodeOptions, params), chunk_docs=chunk_docs,
                        settings=load_index_settings(shards=shards, replicas=replicas),
                        label_tasks=None if vectors == "task" else {})
     click.echo(f"{rep.index}: loaded {rep.n_loaded} documents ({rep.docs_per_s:.0f} docs/s), "

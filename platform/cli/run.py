@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from evalctl.cli.runtime_options import DEVICE_HELP, runtime_options
+from evalctl.cli.runtime_options import runtime_options
+from evalctl.indexers.encode_options import DEVICE_HELP
 from evalctl.errors import UserError
 from evalctl.config_files import SpecError
 
