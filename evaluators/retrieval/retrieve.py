@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from evalctl.errors import BadInput, Failure
 from evalctl.corpus.store import Corpus, load_corpus
+from evalctl.evaluators.fusion.client_fusion import fuse_rankings
 from evalctl.evaluators.retrieval.methods import MAX_K, METHODS, BodyContext, RetrievalMethod
 from evalctl.evaluators.retrieval.params import DEFAULT_BM25_MAX_TERMS, RetrievalOptions, RetrievalParams
 from evalctl.evaluators.retrieval.query_bodies import truncate_terms
@@ -28,9 +29,12 @@ from evalctl.evaluators.scoring.runs import Ranking, StoredRun, find_run, ranked
 from evalctl.evaluators.fusion.search_pipelines import ensure_pipeline, require_neural_search
 from evalctl.evaluators.fusion.settings import FusionSpec
 from evalctl.indexers.byte_vectors import stored
+from evalctl.indexers.encoder import get_or_encode
 from evalctl.indexers.index_contract import open_index
 from evalctl.indexers.index_layout import load_index_settings, text_field, vector_field
 from evalctl.indexers.index_loader import result_identity
+from evalctl.indexers.vectors_import import query_encoding
+from evalctl.models import get_model
 from evalctl.opensearch.cluster_info import require_available, simd_vectors
 from evalctl.corpus.qrels import QrelsSet, load_qrels
 from evalctl.corpus.query_set import SAMPLE_SEED, QuerySet, load_query_set
@@ -229,8 +233,6 @@ class _Identified:
 
 
 def _identify(client, spec: RetrievalSpec, corpus: Corpus) -> _Identified:
-    from evalctl.models import get_model
-
     qset = load_qrels(corpus, spec.qrels)
     queries = load_query_set(corpus, qset, spec.split, spec.qview, spec.query_sample)
     model = get_model(spec.model) if spec.model else None
@@ -290,9 +292,6 @@ def _bodies(client, spec: RetrievalSpec, queries: QuerySet, manifest: dict, mode
         counts["n_truncated_terms"] = sum(c for _, c in cut.values())
     vectors: dict = {}
     if m.vector:
-        from evalctl.indexers.encoder import get_or_encode
-        from evalctl.indexers.vectors_import import query_encoding
-
         arr = get_or_encode(model, "query", spec.qview, ids, [queries.texts[q] for q in ids],
                             variant=spec.prompt_variant, task_type="retrieval", progress=opts.progress,
                             **query_encoding(manifest))
@@ -327,8 +326,6 @@ def _client_identity(spec: RetrievalSpec, corpus: Corpus, parts: list[StoredRun]
 
 def _client_fused(client, spec: RetrievalSpec, opts: RetrievalOptions, corpus: Corpus) -> StoredRun:
     """BM25 and dense runs at the same depth on the same index, fused with ranx."""
-    from evalctl.evaluators.fusion.client_fusion import fuse_rankings
-
     if not spec.definition.client:
         raise RetrievalError(f"--method {spec.method} has no client-side fusion; use --fusion native")
     parts = [retrieve(client, part, dataclasses.replace(opts, extra={}, reuse=True)) for part in _client_parts(spec)]

@@ -8,19 +8,19 @@ import click
 
 from evalctl.cli.dataclass_options import build, dataclass_options
 from evalctl.cli.runtime_options import runtime_options
+from evalctl.corpus.default import corpus_for_command
+from evalctl.corpus.store import CorpusNotFound, load_corpus
 from evalctl.errors import UserError
 from evalctl.indexers.encode_options import EncodeOptions
-from evalctl.indexers.index_layout import MAX_SHARDS
+from evalctl.indexers.index_layout import (BM25_ONLY, MAX_SHARDS, index_prefix, load_index_settings, owned_by_prefix,
+                                           vector_field)
+from evalctl.models import get_model
 
 DEFAULT_MODEL_VIEWS = ("TAC",)  # the study's best view; BM25-only indexes take every view
 
 
 def _resolve(corpus_name: str | None, model_id: str | None, view_names: tuple[str, ...]):
-    from evalctl.corpus.store import CorpusNotFound, load_corpus
-    from evalctl.corpus.default import corpus_for_command
-    from evalctl.indexers.index_layout import BM25_ONLY
-    from evalctl.models import get_model
-    from evalctl.corpus.views import load_views
+    from evalctl.corpus.views import load_views  # start-up time
 
     try:
         corpus = load_corpus(corpus_for_command(corpus_name))
@@ -59,9 +59,8 @@ def index(ctx, corpus_name, model_id, view_names, chunk_docs, shards, replicas, 
     """Index a corpus: BM25 text per view and the model's vectors per view (resumable)."""
     if ctx.invoked_subcommand is not None:
         return
-    from evalctl.opensearch.connection import make_client
-    from evalctl.indexers.index_layout import load_index_settings, vector_field
-    from evalctl.indexers.index_loader import index_corpus
+    from evalctl.opensearch.connection import make_client  # start-up time
+    from evalctl.indexers.index_loader import index_corpus  # numpy
 
     corpus, model, views, names = _resolve(corpus_name, model_id, view_names)
     # A node that stops answering is reported by the CLI (cli.explain): loaded chunks are kept and resumed.
@@ -94,8 +93,8 @@ def index(ctx, corpus_name, model_id, view_names, chunk_docs, shards, replicas, 
 @click.option("--sample", type=int, default=50, show_default=True, help="Vectors per view compared with the cache.")
 def verify(corpus_name, model_id, sample) -> None:
     """Check document and vector counts, dimensions, and sampled vectors against the embedding cache."""
-    from evalctl.opensearch.connection import make_client
-    from evalctl.indexers.index_verify import verify_index
+    from evalctl.opensearch.connection import make_client  # start-up time
+    from evalctl.indexers.index_verify import verify_index  # numpy
 
     corpus, model, views, _ = _resolve(corpus_name, model_id, ())
     rep = verify_index(make_client(), corpus, views, model, sample=sample)
@@ -112,9 +111,8 @@ def verify(corpus_name, model_id, sample) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the full manifests as JSON.")
 def status(as_json) -> None:
     """List evalctl indexes with their manifests, sizes and counts."""
-    from evalctl.opensearch.connection import make_client
-    from evalctl.indexers.index_layout import index_prefix
-    from evalctl.indexers.index_verify import index_status
+    from evalctl.opensearch.connection import make_client  # start-up time
+    from evalctl.indexers.index_verify import index_status  # numpy
 
     rows = index_status(make_client())
     if as_json:
@@ -136,9 +134,8 @@ def status(as_json) -> None:
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def delete(name, yes) -> None:
     """Delete one evalctl index."""
-    from evalctl.opensearch.connection import make_client
-    from evalctl.indexers.index_layout import index_prefix, owned_by_prefix
-    from evalctl.indexers.index_loader import read_manifest
+    from evalctl.opensearch.connection import make_client  # start-up time
+    from evalctl.indexers.index_loader import read_manifest  # numpy
 
     client = make_client()
     prefix = index_prefix()

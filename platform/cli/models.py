@@ -8,7 +8,8 @@ from evalctl.cli.dataclass_options import build, dataclass_options
 from evalctl.cli.runtime_options import runtime_options
 from evalctl.errors import UserError
 from evalctl.indexers.encode_options import EncodeOptions
-from evalctl.models import ROLES, load_models
+from evalctl.indexers.model_loader import ModelLoadError, require_weights
+from evalctl.models import ROLES, load_models, registered_dir
 from evalctl.config_files import SpecError
 
 
@@ -28,8 +29,6 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
 
 
 def _weights_state(spec) -> str:
-    from evalctl.indexers.model_loader import ModelLoadError, require_weights
-
     try:
         require_weights(spec)
     except ModelLoadError:
@@ -41,8 +40,6 @@ def _weights_state(spec) -> str:
 def list_models() -> None:
     """Every model spec with size, dimension, revision pin, prompt variants and offline source, and why the
     unpinned ones are; then the fine-tuned models registered in this cache, with their base model and recipe."""
-    from evalctl.models import registered_dir
-
     try:
         specs = load_models()
         tuned = load_models(registered_dir()) if registered_dir().is_dir() else {}
@@ -90,9 +87,8 @@ def list_models() -> None:
 @runtime_options
 def encode(corpus, model_id, view, role, shard, **params) -> None:
     """Encode one view of a corpus into the embedding cache (resumable; cached texts are skipped)."""
-    from evalctl.indexers.encode_corpus import encode_corpus
-    from evalctl.indexers.encoder import parse_shard
-    from evalctl.indexers.model_loader import ModelLoadError
+    from evalctl.indexers.encode_corpus import encode_corpus  # numpy
+    from evalctl.indexers.encoder import parse_shard  # numpy
 
     try:
         result = encode_corpus(corpus, model_id, view, build(EncodeOptions, params), role=role,
