@@ -41,6 +41,7 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+    from evalctl.indexers.encode_options import EncodeOptions
     from evalctl.indexers.encoder import Encoder, encode_texts
     from evalctl.models import get_model
 
@@ -60,8 +61,10 @@ def main() -> None:
                 model.encode(texts, batch_size=args.batch_size, normalize_embeddings=spec.normalize)
                 return time.perf_counter() - t
             root = Path(tmp) / f"round{r}"  # a fresh cache per round: cold, then fully cached
-            cold = encode_texts(spec, "document", "tac", ids, texts, encoder=enc, cache_root=root, progress=False)
-            warm = encode_texts(spec, "document", "tac", ids, texts, encoder=enc, cache_root=root, progress=False)
+            cold = encode_texts(spec, "document", "tac", ids, texts,
+                                EncodeOptions(encoder=enc, cache_root=root, progress=False))
+            warm = encode_texts(spec, "document", "tac", ids, texts,
+                                EncodeOptions(encoder=enc, cache_root=root, progress=False))
             assert warm.n_encoded == 0
             if r >= 0:
                 cached.append(warm.seconds)

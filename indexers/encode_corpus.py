@@ -7,10 +7,9 @@ from dataclasses import dataclass
 
 from evalctl.corpus.store import load_corpus
 from evalctl.corpus.views import load_views
+from evalctl.indexers.encode_options import EncodeOptions
 from evalctl.indexers.encoder import EncodeReport, encode_texts, in_shard
-from evalctl.indexers.model_loader import Source
-from evalctl.indexers.runtime import Runtime
-from evalctl.models import Role, TaskType, get_model
+from evalctl.models import Role, get_model
 
 
 @dataclass(frozen=True)
@@ -49,21 +48,8 @@ def view_texts(store, view_spec, role: Role = "document", shard: tuple[int, int]
     return ids, texts, n_records
 
 
-def encode_corpus(
-    corpus: str,
-    model_id: str,
-    view: str,
-    *,
-    role: Role = "document",
-    variant: str | None = None,
-    task_type: TaskType = "retrieval",
-    shard: tuple[int, int] = (0, 1),
-    batch_size: int | None = None,
-    device: str | None = None,
-    runtime: Runtime | None = None,
-    source: Source = "auto",
-    progress: bool = True,
-) -> CorpusEncodeReport:
+def encode_corpus(corpus: str, model_id: str, view: str, options: EncodeOptions = EncodeOptions(), *,
+                  role: Role = "document", shard: tuple[int, int] = (0, 1)) -> CorpusEncodeReport:
     """Encode `view` of every record in this shard (the records of view_texts)."""
     spec = get_model(model_id)
     views = load_views()
@@ -73,8 +59,7 @@ def encode_corpus(
     store = load_corpus(corpus)
     ids, texts, n_records = view_texts(store, view_spec, role, shard)
     n_without_text = n_records - len(ids)
-    report = encode_texts(spec, role, view, ids, texts, variant=variant, task_type=task_type,
-                          batch_size=batch_size, device=device, runtime=runtime, source=source, progress=progress)
+    report = encode_texts(spec, role, view, ids, texts, options)
     return CorpusEncodeReport(
         corpus=store.name, corpus_hash=store.manifest["content_hash"], view=view, shard=shard,
         n_records=n_records, n_without_text=n_without_text, report=report,

@@ -17,7 +17,7 @@ import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 from tqdm import tqdm
@@ -25,6 +25,7 @@ from tqdm import tqdm
 from evalctl.errors import Failure
 from evalctl.gc_tuning import thaw
 from evalctl.indexers.embedding_cache import CacheKey, EmbeddingCache, text_hash
+from evalctl.indexers.encode_options import IMPORTED, INSTALLED, EncodeOptions, Encoded
 from evalctl.indexers.model_loader import Source, load_model
 from evalctl.indexers.runtime import (CPU_BATCH_TOKENS, MAX_CUDA_BATCH_TOKENS, Runtime, resolve_devices,
                                       resolve_precision)
@@ -39,21 +40,6 @@ if TYPE_CHECKING:
 
 class EncodeFailure(Failure, RuntimeError):
     """Encoding cannot go on on this device (a single text does not fit in its memory)."""
-
-
-@dataclass(frozen=True)
-class Encoded:
-    vectors: np.ndarray  # float32 [n, dim], in the order of the texts
-    n_truncated: int  # texts (with their prompt) cut at the token limit, read off the tokenisation that encoded them
-
-
-class TextEncoder(Protocol):
-    """What encode_texts needs from an encoder (the real one is Encoder; tests may wrap it)."""
-
-    dim: int
-    precision: str
-
-    def encode(self, texts: list[str], prompt: str) -> Encoded: ...
 
 
 # Models loaded in this process, most recently used last: every step of an `evalctl run` (index, query
@@ -324,10 +310,6 @@ def encoding_versions() -> str:
     return ", ".join(f"{p} {'.'.join(importlib.metadata.version(p).split('.')[:2])}" for p in _VECTOR_PACKAGES)
 
 
-INSTALLED = "installed"
-IMPORTED = "imported"  # the versions of an entry of `evalctl vectors import` (evalctl.indexers.vectors_import)
-
-
 def cache_key(spec: ModelSpec, role: Role, view: str, variant: str | None, prompt: str, precision: str | None = None,
               versions: str | None = INSTALLED, corpus: str | None = None) -> CacheKey:
     """The cache entry of these vectors. precision None: the process runtime's for this model; versions: those of
@@ -343,42 +325,21 @@ def cache_key(spec: ModelSpec, role: Role, view: str, variant: str | None, promp
     )
 
 
-def encode_texts(
-    spec: ModelSpec,
-    role: Role,
-    view: str,
-    ids: Sequence[str],
-    texts: Sequence[str],
-    *,
-    variant: str | None = None,
-    task_type: TaskType | None = "retrieval",
-    task: str | None = None,
-    encoder: TextEncoder | None = None,
-    device: str | None = None,
-    runtime: Runtime | None = None,
-    batch_size: int | None = None,
-    commit_every: int = 512,
-    source: Source = "auto",
-    cache_root: Path | None = None,
-    versions: str | None = INSTALLED,
-    corpus: str | None = None,
-    progress: bool = True,
-) -> EncodeReport:
-    """Vectors for `texts` (one per id), encoding only what the cache does not already hold. `runtime` (over the
-    process's, see evalctl.indexers.runtime) says how; device alone may be given instead; batch_size caps the
-    texts per batch (the token budget decides otherwise)."""
+def encode_texts(spec: ModelSpec, role: Role, view: str, ids: Sequence[str], texts: Sequence[str],
+                 options: EncodeOptions = EncodeOptions()) -> EncodeReport:
+    """Vectors for `texts` (one per id), encoding only what the cache does not already hold."""
+    o = options
     if len(ids) != len(texts):
         raise ValueError(f"{len(ids)} ids but {len(texts)} texts")
     empty = [i for i, t in zip(ids, texts) if not t or not t.strip()]
     if empty:
         raise ValueError(f"{len(empty)} empty text(s), e.g. id {empty[0]!r}; filter them out before encoding")
     started = time.perf_counter()
-    rt = Runtime(device=device).over(runtime or Runtime()).over(current_runtime())
-    precision = encoder.precision if encoder is not None else encoding_precision(spec, rt)
-    prompt = spec.prompt_for(role, task_type=task_type, task=task, variant=variant)
-    # versions and corpus: the cache entry's (see cache_key); an imported entry's texts that lack a vector are
-    # encoded here
-    cache = EmbeddingCache(cache_key(spec, role, view, variant, prompt, precision, versions, corpus), root=cache_root)
+    rt = Runtime(device=o.device).over(o.runtime or Runtime()).over(current_runtime())
+    precision = o.encoder.precision if o.encoder is not None else encoding_precision(spec, rt)
+    prompt = spec.prompt_for(role, task_type=o.task_type, task=o.task, variant=o.variant)
+    cache = EmbeddingCache(cache_key(spec, role, view, o.variant, prompt, precision, o.versions, o.corpus),
+                           root=o.cache_root)
     hashes = [text_hash(t) for t in texts]
     unique = dict(zip(hashes, texts))  # one encode per distinct text
     todo = [h for h in unique if h not in cache]
@@ -391,15 +352,15 @@ def encode_texts(
             todo = [h for h in todo if h not in cache]
     n_truncated, budget, halvings = 0, None, 0
     if todo:
-        own_encoder = encoder is None
-        enc = encoder or Encoder(spec, device=rt.device, precision=rt.precision, max_batch_tokens=rt.max_batch_tokens,
-                                 attn_implementation=rt.attn_implementation, batch_size=batch_size, source=source)
+        own_encoder = o.encoder is None
+        enc = o.encoder or Encoder(spec, device=rt.device, precision=rt.precision, max_batch_tokens=rt.max_batch_tokens,
+                                   attn_implementation=rt.attn_implementation, batch_size=o.batch_size, source=o.source)
         todo.sort(key=lambda h: -len(unique[h]))  # longest first: a group's batches pad little
         halvings = getattr(enc, "oom_halvings", 0)  # a shared encoder counts across calls
         try:
-            with tqdm(total=len(todo), unit="doc", desc=f"encode {spec.id}", disable=not progress) as bar:
-                for start in range(0, len(todo), commit_every):
-                    chunk = todo[start : start + commit_every]
+            with tqdm(total=len(todo), unit="doc", desc=f"encode {spec.id}", disable=not o.progress) as bar:
+                for start in range(0, len(todo), o.commit_every):
+                    chunk = todo[start : start + o.commit_every]
                     encoded = enc.encode([unique[h] for h in chunk], prompt)
                     cache.commit(chunk, encoded.vectors)
                     n_truncated += encoded.n_truncated
@@ -422,9 +383,9 @@ def encode_texts(
 
 
 def get_or_encode(spec: ModelSpec, role: Role, view: str, ids: Sequence[str], texts: Sequence[str],
-                  **kwargs) -> np.ndarray:
-    """The vectors only (see encode_texts for the options and the run report)."""
-    return encode_texts(spec, role, view, ids, texts, **kwargs).vectors
+                  **options) -> np.ndarray:
+    """The vectors only (`options`: EncodeOptions' fields; encode_texts gives the run report too)."""
+    return encode_texts(spec, role, view, ids, texts, EncodeOptions(**options)).vectors
 
 
 def parse_shard(value: str) -> tuple[int, int]:

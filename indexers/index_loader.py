@@ -21,14 +21,15 @@ from evalctl.errors import BadInput
 from evalctl.gc_tuning import long_lived_frozen
 from evalctl.indexers.byte_vectors import is_byte, max_abs, quantisation, stored
 from evalctl.indexers.embedding_cache import EmbeddingCache
-from evalctl.indexers.encoder import INSTALLED, LazyEncoder, cache_key, encoding_versions, get_or_encode
+from evalctl.indexers.encode_options import IMPORTED, INSTALLED, EncodeOptions
+from evalctl.indexers.encoder import LazyEncoder, cache_key, encoding_versions, get_or_encode
 from evalctl.indexers.index_layout import (
     BM25_ONLY, CODE_FIELDS, FACETS, LABEL_TASKS, IndexSettings, corpus_alias, facet_manifest, field_unit, field_units,
     index_body, index_name, index_prefix, load_index_settings, record_codes, record_facets, task_units, task_vectors,
     text_field, vector_field, vector_properties, view_properties,
 )
 from evalctl.indexers.model_loader import require_weights
-from evalctl.indexers.vectors_import import IMPORTED, imported_for_index, require_covered
+from evalctl.indexers.vectors_import import imported_for_index, require_covered
 from evalctl.opensearch.cluster_info import (require_available, require_engine, simd_vectors, snapshot_read,
                                              wait_until_settled)
 from evalctl.provenance import code_version
@@ -440,14 +441,16 @@ def _dim_proven(model, views, variant: str | None, prompt: str | None) -> bool:
     return all(len(EmbeddingCache(cache_key(model, "document", v.name, variant, prompt))) for v in views)
 
 
-def index_corpus(client, corpus, views, model=None, *, variant: str | None = None,
-                 settings: IndexSettings | None = None, chunk_docs: int = 2000, device: str | None = None,
-                 encode_batch_size: int | None = None, label_tasks: dict[str, list[str]] | None = None,
-                 progress: bool = True) -> IndexReport:
-    """Load `corpus` (text of every view, and `model`'s vectors when given) into its index.
+def index_corpus(client, corpus, views, model=None, *, encoding: EncodeOptions = EncodeOptions(),
+                 settings: IndexSettings | None = None, chunk_docs: int = 2000,
+                 label_tasks: dict[str, list[str]] | None = None, progress: bool = True) -> IndexReport:
+    """Load `corpus` (text of every view, and `model`'s vectors when given) into its index. `encoding`: the
+    prompt variant, device and batch size of the vectors (each field's prompt and the cache entry are the
+    index's own).
 
     `label_tasks` ({task: views}; default every label task on every view given) adds a task field per
     view where the model's prompt for that task differs from its document prompt ({} adds none)."""
+    variant = encoding.variant
     settings = settings or load_index_settings()
     name = index_name(corpus.name, model.id if model else None)
     prompt = model.prompt_for("document", task_type="retrieval", variant=variant) if model else None
@@ -463,7 +466,7 @@ def index_corpus(client, corpus, views, model=None, *, variant: str | None = Non
     elif model is not None:  # before the index exists: missing weights must not leave an empty index behind
         require_weights(model)
     meta = index_manifest(corpus, model, variant, prompt, [v.name for v in views], settings, tasks)
-    encoder = LazyEncoder(model, device=device, batch_size=encode_batch_size,
+    encoder = LazyEncoder(model, device=encoding.device, batch_size=encoding.batch_size,
                           **({"precision": imported.precision} if imported else {})) if model else None
     if encoder is not None:  # vectors of another precision or package versions are other vectors
         meta.update(precision=encoder.precision, encoding_versions=IMPORTED if imported else encoding_versions())

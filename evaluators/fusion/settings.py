@@ -6,14 +6,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+Normalization = Literal["min_max", "l2", "z_score"]
+Combination = Literal["arithmetic_mean", "geometric_mean", "harmonic_mean"]
+
 
 @dataclass(frozen=True)
 class FusionSpec:
     """How two sub-queries [BM25, dense] are fused. `dense_weight` is the dense share; BM25 gets the rest."""
 
     technique: Literal["linear", "rrf"] = "linear"
-    normalization: Literal["min_max", "l2", "z_score"] = "min_max"
-    combination: Literal["arithmetic_mean", "geometric_mean", "harmonic_mean"] = "arithmetic_mean"
+    normalization: Normalization = "min_max"
+    combination: Combination = "arithmetic_mean"
     dense_weight: float = 0.5
     rank_constant: int = 60
 

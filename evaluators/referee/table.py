@@ -15,6 +15,7 @@ from evalctl.corpus.store import load_corpus
 from evalctl.corpus.views import load_views
 from evalctl.errors import BadInput
 from evalctl.evaluators.referee import peers as rf
+from evalctl.evaluators.retrieval.params import RetrievalParams
 from evalctl.evaluators.retrieval.retrieve import RetrievalOptions, retrieval_spec, retrieve
 from evalctl.evaluators.scoring.metrics import score
 from evalctl.evaluators.scoring.runs import StoredRun
@@ -58,8 +59,9 @@ def _runs(client, spec: LandscapeSpec) -> dict[str, StoredRun]:
     corpus = load_corpus(spec.corpus)
     index_corpus(client, corpus, [load_views()[spec.view]], get_model(spec.model), progress=False)
     opts = RetrievalOptions(progress=False)
-    return {m: retrieve(client, retrieval_spec(spec.corpus, spec.view, m, spec.model, query_view=spec.query_view,
-                                              qrels=spec.qrels, split=spec.split, k=spec.k), opts)
+    return {m: retrieve(client, retrieval_spec(RetrievalParams(spec.corpus, spec.view, m, spec.model,
+                                                               query_view=spec.query_view, qrels=spec.qrels,
+                                                               split=spec.split, k=spec.k)), opts)
             for m in ("exact", "bm25")}
 
 

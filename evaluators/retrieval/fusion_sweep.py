@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from evalctl.evaluators.retrieval.retrieve import RetrievalError, RetrievalOptions, RetrievalSpec, retrieve
+from evalctl.evaluators.scoring.metrics import evaluate_and_store
 from evalctl.evaluators.scoring.runs import StoredRun
 from evalctl.evaluators.fusion.search_pipelines import has_neural_search
 from evalctl.evaluators.fusion.settings import FusionSpec
@@ -33,8 +34,6 @@ def fusion_sweep(client, spec: RetrievalSpec, weights: list[float], *, metric: s
 
     `spec` is a hybrid RetrievalSpec for the reporting split (normally test). Native mode sends each
     weight through an inline pipeline; client mode fuses the stored BM25 and dense dev runs."""
-    from evalctl.evaluators.scoring.metrics import evaluate_and_store
-
     if spec.split == "dev":
         raise RetrievalError("the sweep tunes on dev: report on another split (--split test)")
     opts = options or RetrievalOptions()

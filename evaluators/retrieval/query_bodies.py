@@ -12,10 +12,6 @@ from collections.abc import Collection, Sequence
 
 import numpy as np
 
-# Lucene caps a boolean query at 1024 clauses (indices.query.bool.max_clause_count): a long claims
-# text as one `match` would fail, so query texts are cut to this many whitespace terms by default.
-DEFAULT_BM25_MAX_TERMS = 1000
-
 _TERM = re.compile(r"\S+")
 
 

@@ -21,15 +21,20 @@ from tqdm import tqdm
 
 from evalctl.errors import BadInput, Failure
 from evalctl.corpus.store import Corpus, load_corpus
+from evalctl.evaluators.fusion.client_fusion import fuse_rankings
 from evalctl.evaluators.retrieval.methods import MAX_K, METHODS, BodyContext, RetrievalMethod
-from evalctl.evaluators.retrieval.query_bodies import DEFAULT_BM25_MAX_TERMS, truncate_terms
+from evalctl.evaluators.retrieval.params import DEFAULT_BM25_MAX_TERMS, RetrievalOptions, RetrievalParams
+from evalctl.evaluators.retrieval.query_bodies import truncate_terms
 from evalctl.evaluators.scoring.runs import Ranking, StoredRun, find_run, ranked, save_run
 from evalctl.evaluators.fusion.search_pipelines import ensure_pipeline, require_neural_search
 from evalctl.evaluators.fusion.settings import FusionSpec
 from evalctl.indexers.byte_vectors import stored
+from evalctl.indexers.encoder import get_or_encode
 from evalctl.indexers.index_contract import open_index
 from evalctl.indexers.index_layout import load_index_settings, text_field, vector_field
 from evalctl.indexers.index_loader import result_identity
+from evalctl.indexers.vectors_import import query_encoding
+from evalctl.models import get_model
 from evalctl.opensearch.cluster_info import require_available, simd_vectors
 from evalctl.corpus.qrels import QrelsSet, load_qrels
 from evalctl.corpus.query_set import SAMPLE_SEED, QuerySet, load_query_set
@@ -82,24 +87,19 @@ class RetrievalSpec:
         return dataclasses.replace(self, **changes)
 
 
-def retrieval_spec(corpus: str, view: str, method: str, model: str | None = None, *, query_view: str | None = None,
-                   qrels: str = "citations", split: str | None = "test", k: int = 100,
-                   bm25_max_terms: int | None = DEFAULT_BM25_MAX_TERMS, prompt_variant: str | None = None,
-                   fusion_mode: Literal["native", "client"] = "native", normalization: str = "min_max",
-                   combination: str = "arithmetic_mean", dense_weight: float = 0.5, rank_constant: int = 60,
-                   query_sample: int | None = None) -> RetrievalSpec:
+def retrieval_spec(p: RetrievalParams) -> RetrievalSpec:
     """The RetrievalSpec of `evalctl retrieve` and of a study's retrieval step, from the same inputs: one
-    builder, so both give one run identity and the study finds a run made by hand. Split "all" (or None)
-    is every query; a BM25 cut of 0 (or None) is no cut; the fusion technique is the method's own."""
-    technique = METHODS.get(method).technique if method in METHODS else None
+    builder, so both give one run identity and the study finds a run made by hand. Split "all" is every
+    query; a BM25 cut of 0 is no cut; the fusion technique is the method's own."""
+    technique = METHODS.get(p.method).technique if p.method in METHODS else None
     try:
-        fusion = FusionSpec(technique or "linear", normalization, combination, dense_weight, rank_constant)
+        fusion = FusionSpec(technique or "linear", p.normalization, p.combination, p.dense_weight, p.rank_constant)
     except ValueError as e:
         raise RetrievalError(str(e)) from None
-    return RetrievalSpec(corpus=corpus, view=view, method=method, model=model, query_view=query_view, qrels=qrels,
-                         split=None if split == "all" else split, k=k, bm25_max_terms=bm25_max_terms or None,
-                         prompt_variant=prompt_variant, fusion=fusion, fusion_mode=fusion_mode,
-                         query_sample=query_sample)
+    return RetrievalSpec(corpus=p.corpus, view=p.view, method=p.method, model=p.model, query_view=p.query_view,
+                         qrels=p.qrels, split=None if p.split == "all" else p.split, k=p.k,
+                         bm25_max_terms=p.bm25_max_terms or None, prompt_variant=p.prompt_variant, fusion=fusion,
+                         fusion_mode=p.fusion_mode, query_sample=p.query_sample)
 
 
 # --------------------------------------------------------------------------- index
@@ -187,18 +187,6 @@ def search_all(client, index: str, bodies: list[dict | None], *, batch_size: int
 # --------------------------------------------------------------------------- retrieval
 
 
-@dataclass
-class RetrievalOptions:
-    """How queries are sent; not part of a run's identity."""
-
-    batch_size: int = 32
-    concurrency: int = 2
-    progress: bool = True
-    inline_pipeline: bool = False  # hybrid: put the pipeline body in each request instead of a stored one
-    reuse: bool = True  # return a stored run with the same identity instead of searching again
-    extra: dict = field(default_factory=dict)  # added to the run manifest (e.g. how fusion weights were tuned)
-
-
 def _views(spec: RetrievalSpec) -> str:
     return spec.view if spec.qview == spec.view else f"{spec.qview}_{spec.view}"
 
@@ -245,8 +233,6 @@ class _Identified:
 
 
 def _identify(client, spec: RetrievalSpec, corpus: Corpus) -> _Identified:
-    from evalctl.models import get_model
-
     qset = load_qrels(corpus, spec.qrels)
     queries = load_query_set(corpus, qset, spec.split, spec.qview, spec.query_sample)
     model = get_model(spec.model) if spec.model else None
@@ -306,9 +292,6 @@ def _bodies(client, spec: RetrievalSpec, queries: QuerySet, manifest: dict, mode
         counts["n_truncated_terms"] = sum(c for _, c in cut.values())
     vectors: dict = {}
     if m.vector:
-        from evalctl.indexers.encoder import get_or_encode
-        from evalctl.indexers.vectors_import import query_encoding
-
         arr = get_or_encode(model, "query", spec.qview, ids, [queries.texts[q] for q in ids],
                             variant=spec.prompt_variant, task_type="retrieval", progress=opts.progress,
                             **query_encoding(manifest))
@@ -343,8 +326,6 @@ def _client_identity(spec: RetrievalSpec, corpus: Corpus, parts: list[StoredRun]
 
 def _client_fused(client, spec: RetrievalSpec, opts: RetrievalOptions, corpus: Corpus) -> StoredRun:
     """BM25 and dense runs at the same depth on the same index, fused with ranx."""
-    from evalctl.evaluators.fusion.client_fusion import fuse_rankings
-
     if not spec.definition.client:
         raise RetrievalError(f"--method {spec.method} has no client-side fusion; use --fusion native")
     parts = [retrieve(client, part, dataclasses.replace(opts, extra={}, reuse=True)) for part in _client_parts(spec)]

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from evalctl import results_store
+from evalctl.evaluators.retrieval.params import RetrievalParams
 from evalctl.evaluators.retrieval.retrieve import RetrievalOptions, retrieval_spec, retrieve
 from evalctl.evaluators.scoring.runs import Ranking
 from evalctl.evaluators.scoring.metrics import score
@@ -84,7 +85,8 @@ def transfer(client, tuned: list[str], corpus: str, view: str, *, base: str | No
 
     def scored(model_id: str) -> dict[str, float]:
         if model_id not in scores:
-            run = retrieve(client, retrieval_spec(corpus, view, method, model_id, qrels=qrels, split=split, k=k), opts)
+            params = RetrievalParams(corpus, view, method, model_id, qrels=qrels, split=split, k=k)
+            run = retrieve(client, retrieval_spec(params), opts)
             runs[model_id] = run.id
             scores[model_id] = per_query(truth, run.ranking, metric)
         return scores[model_id]

@@ -6,19 +6,21 @@ import json
 
 import click
 
-from evalctl.cli.runtime_options import DEVICE_HELP, runtime_options
+from evalctl.cli.dataclass_options import build, dataclass_options
+from evalctl.cli.runtime_options import runtime_options
+from evalctl.corpus.default import corpus_for_command
+from evalctl.corpus.store import CorpusNotFound, load_corpus
 from evalctl.errors import UserError
-from evalctl.indexers.index_layout import MAX_SHARDS
+from evalctl.indexers.encode_options import EncodeOptions
+from evalctl.indexers.index_layout import (BM25_ONLY, MAX_SHARDS, index_prefix, load_index_settings, owned_by_prefix,
+                                           vector_field)
+from evalctl.models import get_model
 
 DEFAULT_MODEL_VIEWS = ("TAC",)  # the study's best view; BM25-only indexes take every view
 
 
 def _resolve(corpus_name: str | None, model_id: str | None, view_names: tuple[str, ...]):
-    from evalctl.corpus.store import CorpusNotFound, load_corpus
-    from evalctl.corpus.default import corpus_for_command
-    from evalctl.indexers.index_layout import BM25_ONLY
-    from evalctl.models import get_model
-    from evalctl.corpus.views import load_views
+    from evalctl.corpus.views import load_views  # start-up time
 
     try:
         corpus = load_corpus(corpus_for_command(corpus_name))
@@ -38,11 +40,8 @@ def _resolve(corpus_name: str | None, model_id: str | None, view_names: tuple[st
               "(default: EVALCTL_DEFAULT_CORPUS, `default_corpus` in the config file, else the only imported one).")
 @click.option("--model", "model_id", default=None, help="Model id (`evalctl models list`); omit or `bm25` for text only.")
 @click.option("--view", "view_names", multiple=True, help="View(s) to index (default: TAC with a model, all without).")
-@click.option("--prompt-variant", default=None, help="Named prompt variant of the model (default: the model's).")
-@click.option("--device", default=None, help=DEVICE_HELP)
+@dataclass_options(EncodeOptions, only=("variant", "device", "batch_size"))
 @runtime_options
-@click.option("--batch-size", type=click.IntRange(min=1), default=None,
-              help="At most this many texts per encoding batch (default: the token budget alone decides).")
 @click.option("--chunk-docs", type=click.IntRange(min=1), default=2000, show_default=True,
               help="Documents encoded and loaded per step (the unit of resumption).")
 @click.option("--shards", type=click.IntRange(1, MAX_SHARDS), default=None,
@@ -56,19 +55,17 @@ def _resolve(corpus_name: str | None, model_id: str | None, view_names: tuple[st
                    "where they differ from its document prompt (what classify/cluster read); document: only "
                    "the document vectors.")
 @click.pass_context
-def index(ctx, corpus_name, model_id, view_names, prompt_variant, device, batch_size, chunk_docs, shards, replicas,
-          vectors) -> None:
+def index(ctx, corpus_name, model_id, view_names, chunk_docs, shards, replicas, vectors, **params) -> None:
     """Index a corpus: BM25 text per view and the model's vectors per view (resumable)."""
     if ctx.invoked_subcommand is not None:
         return
-    from evalctl.opensearch.connection import make_client
-    from evalctl.indexers.index_layout import load_index_settings, vector_field
-    from evalctl.indexers.index_loader import index_corpus
+    from evalctl.opensearch.connection import make_client  # start-up time
+    from evalctl.indexers.index_loader import index_corpus  # numpy
 
     corpus, model, views, names = _resolve(corpus_name, model_id, view_names)
     # A node that stops answering is reported by the CLI (cli.explain): loaded chunks are kept and resumed.
-    rep = index_corpus(make_client(), corpus, [views[n] for n in names], model, variant=prompt_variant,
-                       device=device, encode_batch_size=batch_size, chunk_docs=chunk_docs,
+    rep = index_corpus(make_client(), corpus, [views[n] for n in names], model,
+                       encoding=build(EncodeOptions, params), chunk_docs=chunk_docs,
                        settings=load_index_settings(shards=shards, replicas=replicas),
                        label_tasks=None if vectors == "task" else {})
     click.echo(f"{rep.index}: loaded {rep.n_loaded} documents ({rep.docs_per_s:.0f} docs/s), "
@@ -96,8 +93,8 @@ def index(ctx, corpus_name, model_id, view_names, prompt_variant, device, batch_
 @click.option("--sample", type=int, default=50, show_default=True, help="Vectors per view compared with the cache.")
 def verify(corpus_name, model_id, sample) -> None:
     """Check document and vector counts, dimensions, and sampled vectors against the embedding cache."""
-    from evalctl.opensearch.connection import make_client
-    from evalctl.indexers.index_verify import verify_index
+    from evalctl.opensearch.connection import make_client  # start-up time
+    from evalctl.indexers.index_verify import verify_index  # numpy
 
     corpus, model, views, _ = _resolve(corpus_name, model_id, ())
     rep = verify_index(make_client(), corpus, views, model, sample=sample)
@@ -114,9 +111,8 @@ def verify(corpus_name, model_id, sample) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the full manifests as JSON.")
 def status(as_json) -> None:
     """List evalctl indexes with their manifests, sizes and counts."""
-    from evalctl.opensearch.connection import make_client
-    from evalctl.indexers.index_layout import index_prefix
-    from evalctl.indexers.index_verify import index_status
+    from evalctl.opensearch.connection import make_client  # start-up time
+    from evalctl.indexers.index_verify import index_status  # numpy
 
     rows = index_status(make_client())
     if as_json:
@@ -138,9 +134,8 @@ def status(as_json) -> None:
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def delete(name, yes) -> None:
     """Delete one evalctl index."""
-    from evalctl.opensearch.connection import make_client
-    from evalctl.indexers.index_layout import index_prefix, owned_by_prefix
-    from evalctl.indexers.index_loader import read_manifest
+    from evalctl.opensearch.connection import make_client  # start-up time
+    from evalctl.indexers.index_loader import read_manifest  # numpy
 
     client = make_client()
     prefix = index_prefix()

@@ -19,14 +19,14 @@ def main() -> None:
 
 
 def _redact(text: str) -> str:
-    from evalctl.opensearch.connection import redact
+    from evalctl.opensearch.connection import redact  # start-up time
 
     return redact(text, os.environ.get("EVALCTL_OPENSEARCH_PASSWORD"), os.environ.get("EVALCTL_DASHBOARDS_PASSWORD"))
 
 
 def _node() -> tuple[str, bool]:
     """The configured cluster's URL, and whether it is a configured one (not the managed node)."""
-    from evalctl.opensearch.connection import load_settings, resolve_url
+    from evalctl.opensearch.connection import load_settings, resolve_url  # start-up time
 
     try:
         settings = load_settings()
@@ -40,7 +40,7 @@ def explain(e: BaseException) -> tuple[str, int] | None:
     from opensearchpy.exceptions import AuthenticationException, AuthorizationException, NotFoundError, TransportError
     from opensearchpy.exceptions import ConnectionError as OSConnectionError
 
-    from evalctl.opensearch.connection import node_answered
+    from evalctl.opensearch.connection import node_answered  # start-up time
 
     if isinstance(e, EvalctlError):
         return str(e), e.exit_code
@@ -93,7 +93,7 @@ class EvalctlGroup(click.Group):
     """
 
     def invoke(self, ctx):
-        from evalctl.opensearch.connection import forget_answers
+        from evalctl.opensearch.connection import forget_answers  # start-up time
 
         forget_answers()  # "the node answered earlier" means earlier in this command
         try:
@@ -137,9 +137,9 @@ def opensearch() -> None:
                    "each), beside the single node, to try shards, replicas and host lists on.")
 def start(heap, port, plugin_zips, timeout, nodes) -> None:
     """Provision (once, from Maven Central) and start the local node (or a local cluster: --nodes)."""
-    from evalctl.opensearch.cluster_info import cluster_status
-    from evalctl.opensearch.connection import load_settings
-    from evalctl.opensearch.node import ManagedNode, NodeError
+    from evalctl.opensearch.cluster_info import cluster_status  # ssl
+    from evalctl.opensearch.connection import load_settings  # start-up time
+    from evalctl.opensearch.node import ManagedNode, NodeError  # subprocess
 
     settings = load_settings()
     if settings.external:  # a configured cluster is used as it is: there is no local node to start
@@ -173,7 +173,7 @@ def start(heap, port, plugin_zips, timeout, nodes) -> None:
 @opensearch.command()
 def status() -> None:
     """Version, health and installed plugins of the configured cluster."""
-    from evalctl.opensearch.cluster_info import cluster_status
+    from evalctl.opensearch.cluster_info import cluster_status  # ssl
 
     info = cluster_status()
     click.echo(f"cluster:  {info['where']}")
@@ -193,8 +193,8 @@ def status() -> None:
 @opensearch.command()
 def stop() -> None:
     """Stop the node (and the local cluster's nodes) that `evalctl opensearch start` started, and nothing else."""
-    from evalctl.opensearch.local_cluster import stop_members
-    from evalctl.opensearch.node import ManagedNode
+    from evalctl.opensearch.local_cluster import stop_members  # subprocess
+    from evalctl.opensearch.node import ManagedNode  # subprocess
 
     pid = ManagedNode().stop()
     click.echo(f"stopped OpenSearch (pid {pid})" if pid else "no managed OpenSearch node is running")
@@ -206,7 +206,7 @@ def stop() -> None:
 @click.option("-n", "--lines", type=int, default=50, show_default=True)
 def logs(lines) -> None:
     """Print the end of the managed node's log."""
-    from evalctl.opensearch.node import ManagedNode
+    from evalctl.opensearch.node import ManagedNode  # subprocess
 
     node = ManagedNode()
     click.echo(f"# {node.log_file}")

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import click
 
-from evalctl.cli.runtime_options import DEVICE_HELP, runtime_options
+from evalctl.cli.dataclass_options import build, dataclass_options
+from evalctl.cli.runtime_options import runtime_options
 from evalctl.errors import UserError
-from evalctl.models import ROLES, TASK_TYPES, load_models
+from evalctl.indexers.encode_options import EncodeOptions
+from evalctl.indexers.model_loader import ModelLoadError, require_weights
+from evalctl.models import ROLES, load_models, registered_dir
 from evalctl.config_files import SpecError
 
 
@@ -26,8 +29,6 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
 
 
 def _weights_state(spec) -> str:
-    from evalctl.indexers.model_loader import ModelLoadError, require_weights
-
     try:
         require_weights(spec)
     except ModelLoadError:
@@ -39,8 +40,6 @@ def _weights_state(spec) -> str:
 def list_models() -> None:
     """Every model spec with size, dimension, revision pin, prompt variants and offline source, and why the
     unpinned ones are; then the fine-tuned models registered in this cache, with their base model and recipe."""
-    from evalctl.models import registered_dir
-
     try:
         specs = load_models()
         tuned = load_models(registered_dir()) if registered_dir().is_dir() else {}
@@ -83,25 +82,17 @@ def list_models() -> None:
 @click.option("--model", "model_id", required=True, help="Model id from `evalctl models list`.")
 @click.option("--view", required=True, help="Text view to encode (configs/views.yaml).")
 @click.option("--role", type=click.Choice(ROLES), default="document", show_default=True)
-@click.option("--task-type", type=click.Choice(TASK_TYPES), default="retrieval", show_default=True,
-              help="Selects the prompt together with role and variant.")
-@click.option("--prompt-variant", default=None, help="Named prompt set of the model (default: its default_variant).")
 @click.option("--shard", default="0/1", show_default=True, help="i/n: encode part i (0-based) of n, split by id hash.")
-@click.option("--batch-size", type=click.IntRange(min=1), default=None,
-              help="At most this many texts per batch (default: the token budget alone decides).")
-@click.option("--device", default=None, help=DEVICE_HELP)
+@dataclass_options(EncodeOptions)
 @runtime_options
-@click.option("--source", type=click.Choice(["auto", "offline", "hub"]), default="auto", show_default=True,
-              help="Where weights come from; auto prefers an installed offline package.")
-def encode(corpus, model_id, view, role, task_type, prompt_variant, shard, batch_size, device, source) -> None:
+def encode(corpus, model_id, view, role, shard, **params) -> None:
     """Encode one view of a corpus into the embedding cache (resumable; cached texts are skipped)."""
-    from evalctl.indexers.encode_corpus import encode_corpus
-    from evalctl.indexers.encoder import parse_shard
-    from evalctl.indexers.model_loader import ModelLoadError
+    from evalctl.indexers.encode_corpus import encode_corpus  # numpy
+    from evalctl.indexers.encoder import parse_shard  # numpy
 
     try:
-        result = encode_corpus(corpus, model_id, view, role=role, variant=prompt_variant, task_type=task_type,
-                               shard=parse_shard(shard), batch_size=batch_size, device=device, source=source)
+        result = encode_corpus(corpus, model_id, view, build(EncodeOptions, params), role=role,
+                               shard=parse_shard(shard))
     except (SpecError, ModelLoadError, KeyError, ValueError, FileNotFoundError) as e:  # a damaged cache: cli.explain
         raise UserError(str(e).strip("'\"")) from None
     r = result.report

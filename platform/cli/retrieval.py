@@ -7,9 +7,13 @@ from pathlib import Path
 
 import click
 
-from evalctl.cli.choices import RegistryChoice
+from evalctl.cli.dataclass_options import build, dataclass_options
+from evalctl.config_files import SpecError
+from evalctl.corpus.default import corpus_for_command
+from evalctl.corpus.store import CorpusNotFound
 from evalctl.errors import UserError
-from evalctl.evaluators.retrieval.methods import METHODS
+from evalctl.evaluators.retrieval.params import RetrievalOptions, RetrievalParams
+from evalctl.indexers.model_loader import ModelLoadError
 
 FORMATS = {"md": "md", "latex": "tex", "csv": "csv"}
 
@@ -17,14 +21,11 @@ FORMATS = {"md": "md", "latex": "tex", "csv": "csv"}
 @contextlib.contextmanager
 def _user_errors():
     """Known failures become one-line UserErrors; anything else keeps its traceback."""
-    from evalctl.corpus.store import CorpusNotFound
-    from evalctl.evaluators.scoring.compare import NotComparable
-    from evalctl.evaluators.fusion.client_fusion import FusionUnsupported
-    from evalctl.evaluators.retrieval.retrieve import RetrievalError, SearchFailed
-    from evalctl.evaluators.scoring.runs import RunNotFound
-    from evalctl.evaluators.fusion.search_pipelines import NeuralSearchMissing
-    from evalctl.indexers.model_loader import ModelLoadError
-    from evalctl.config_files import SpecError
+    from evalctl.evaluators.scoring.compare import NotComparable  # pandas, scipy
+    from evalctl.evaluators.fusion.client_fusion import FusionUnsupported  # numpy
+    from evalctl.evaluators.retrieval.retrieve import RetrievalError, SearchFailed  # numpy
+    from evalctl.evaluators.scoring.runs import RunNotFound  # numpy
+    from evalctl.evaluators.fusion.search_pipelines import NeuralSearchMissing  # ssl
 
     try:
         yield
@@ -33,49 +34,15 @@ def _user_errors():
         raise UserError(str(e)) from None
 
 
-def _fusion_options(f):
-    for opt in reversed([
-        click.option("--normalization", type=click.Choice(["min_max", "l2", "z_score"]), default="min_max", show_default=True),
-        click.option("--combination", type=click.Choice(["arithmetic_mean", "geometric_mean", "harmonic_mean"]),
-                     default="arithmetic_mean", show_default=True),
-        click.option("--dense-weight", type=float, default=0.5, show_default=True,
-                     help="Weight of the dense sub-query; BM25 gets 1 - this."),
-        click.option("--rank-constant", type=int, default=60, show_default=True, help="RRF k."),
-    ]):
-        f = opt(f)
-    return f
+_corpus_option = click.option("--corpus", "corpus_name", default=None, help="Corpus name or folder (default: the "
+                              "configured default, else the only imported one).")
 
 
-def _common(f):
-    for opt in reversed([
-        click.option("--corpus", "corpus_name", default=None,
-                     help="Corpus name or folder (default: the configured default, else the only imported one)."),
-        click.option("--model", "model_id", default=None, help="Model id; omit for BM25 on the text-only index."),
-        click.option("--view", required=True, help="Document view (text_<V> / vec_<V> fields), e.g. TAC."),
-        click.option("--query-view", default=None, help="View of the query patent's text (default: --view)."),
-        click.option("--qrels", "qrels_name", default="citations", show_default=True, help="Qrels set of the corpus."),
-        click.option("--split", default="test", show_default=True, help="Query split: train, dev, test or all."),
-        click.option("--k", type=int, default=100, show_default=True, help="Depth: hits per query (size and knn k)."),
-        click.option("--bm25-max-terms", type=click.IntRange(min=0), default=1000, show_default=True,
-                     help="BM25 query texts are cut to this many terms (Lucene's 1024-clause limit); 0: no cut."),
-        click.option("--prompt-variant", default=None, help="Model prompt variant for the query encoding."),
-        click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True, help="Queries per _msearch."),
-        click.option("--concurrency", type=click.IntRange(min=1), default=2, show_default=True, help="_msearch calls in flight."),
-    ]):
-        f = opt(f)
-    return f
+def _spec(params: dict, **given):
+    """The RetrievalSpec of a command's options (`params`: RetrievalParams' taken out) and `given` fields."""
+    from evalctl.evaluators.retrieval.retrieve import retrieval_spec  # numpy
 
-
-def _spec(method, corpus_name, model_id, view, query_view, qrels_name, split, k, bm25_max_terms, prompt_variant,
-          fusion_mode, normalization, combination, dense_weight, rank_constant, query_sample=None):
-    from evalctl.corpus.default import corpus_for_command
-    from evalctl.evaluators.retrieval.retrieve import retrieval_spec
-
-    return retrieval_spec(corpus_for_command(corpus_name), view, method, model_id, query_view=query_view,
-                          qrels=qrels_name, split=split, k=k, bm25_max_terms=bm25_max_terms,
-                          prompt_variant=prompt_variant, fusion_mode=fusion_mode, normalization=normalization,
-                          combination=combination, dense_weight=dense_weight, rank_constant=rank_constant,
-                          query_sample=query_sample)
+    return retrieval_spec(build(RetrievalParams, params, corpus=corpus_for_command(params.pop("corpus_name")), **given))
 
 
 def _echo_scores(label: str, scores) -> None:
@@ -83,37 +50,29 @@ def _echo_scores(label: str, scores) -> None:
 
 
 @click.command()
-@click.option("--method", type=RegistryChoice(METHODS), required=True,
-              help="Retrieval method (registered in evaluators/retrieval/methods.py).")
-@_common
-@_fusion_options
-@click.option("--fusion", "fusion_mode", type=click.Choice(["native", "client"]), default="native", show_default=True,
-              help="hybrid/rrf: neural-search pipeline, or ranx fusion of the BM25 and dense runs (any node).")
+@_corpus_option
+@dataclass_options(RetrievalParams, exclude=("corpus",))
+@dataclass_options(RetrievalOptions)
 @click.option("--rerun", is_flag=True, help="Search again even if this exact run is stored.")
-@click.option("--query-sample", type=click.IntRange(min=1), default=None,
-              help="Search a seeded sample of N of the split's queries (part of the run's identity), e.g. exact at scale.")
-def retrieve(method, corpus_name, model_id, view, query_view, qrels_name, split, k, bm25_max_terms, prompt_variant,
-             batch_size, concurrency, normalization, combination, dense_weight, rank_constant, fusion_mode, rerun,
-             query_sample) -> None:
+def retrieve(rerun, **params) -> None:
     """Run one retrieval method over a qrels split; store the run and its metrics."""
-    from evalctl.opensearch.connection import make_client
-    from evalctl.evaluators.retrieval.retrieve import RetrievalOptions
-    from evalctl.evaluators.retrieval.retrieve import retrieve as run_retrieval
-    from evalctl.evaluators.scoring.metrics import ann_loss, evaluate_and_store
+    from evalctl.opensearch.connection import make_client  # start-up time
+    from evalctl.evaluators.retrieval.retrieve import retrieve as run_retrieval  # numpy
+    from evalctl.evaluators.scoring.metrics import ann_loss, evaluate_and_store  # numpy
 
-    spec = _spec(method, corpus_name, model_id, view, query_view, qrels_name, split, k, bm25_max_terms,
-                 prompt_variant, fusion_mode, normalization, combination, dense_weight, rank_constant, query_sample)
+    spec = _spec(params)
+    opts = build(RetrievalOptions, params, reuse=not rerun)
     client = make_client()
     with _user_errors():
-        run = run_retrieval(client, spec, RetrievalOptions(batch_size=batch_size, concurrency=concurrency, reuse=not rerun))
+        run = run_retrieval(client, spec, opts)
         m = run.manifest
         click.echo(f"run {run.id}  ({run.result.path})")
         click.echo(f"  {m.get('n_queries')} queries, {m.get('n_empty')} with no hit, {m.get('n_no_text', 0)} without "
                    f"{spec.qview} text, depth {spec.k}" + (f", engine took {m['took_ms']} ms" if "took_ms" in m else ""))
         _echo_scores("  metrics", evaluate_and_store(run))
-        if method == "exact":
-            dense = run_retrieval(client, spec.with_(method="dense"), RetrievalOptions(batch_size=batch_size,
-                                  concurrency=concurrency, progress=False))
+        if spec.method == "exact":
+            dense = run_retrieval(client, spec.with_(method="dense"), RetrievalOptions(
+                batch_size=opts.batch_size, concurrency=opts.concurrency, progress=False))
             click.echo("  ANN vs exact: " + "  ".join(f"{k_}={v:.4f}" for k_, v in ann_loss(dense, run).items()))
 
 
@@ -123,8 +82,8 @@ def retrieve(method, corpus_name, model_id, view, query_view, qrels_name, split,
               help="Score against the pairs of this domain only (queries without one are dropped).")
 def evaluate(runs, domain) -> None:
     """Score stored runs (result folders or ids) with nDCG@10/100, Recall@10/100, MAP@100, MRR@10."""
-    from evalctl.evaluators.scoring.runs import load_run
-    from evalctl.evaluators.scoring.metrics import evaluate_and_store
+    from evalctl.evaluators.scoring.runs import load_run  # numpy
+    from evalctl.evaluators.scoring.metrics import evaluate_and_store  # numpy
 
     with _user_errors():
         for ref in runs:
@@ -153,9 +112,9 @@ def evaluate(runs, domain) -> None:
 def compare(runs, baseline, fmt, out, latex, markdown, test, alpha, permutations, n_bootstrap, seed, force) -> None:
     """Comparison table of runs: means with 95% CIs, paired tests with Holm correction, IN/OUT and
     jurisdiction breakdowns; ranx's Report tables with --latex / --markdown."""
-    from evalctl.evaluators.scoring.compare import compare_runs, ranx_latex, ranx_markdown, render
-    from evalctl.evaluators.scoring.runs import load_run
-    from evalctl.output_folder import check_file, check_folder, claim_folder, write_into
+    from evalctl.evaluators.scoring.compare import compare_runs, ranx_latex, ranx_markdown, render  # pandas, scipy
+    from evalctl.evaluators.scoring.runs import load_run  # numpy
+    from evalctl.output_folder import check_file, check_folder, claim_folder, write_into  # start-up time
 
     with _user_errors():
         for path in (latex, markdown):
@@ -180,31 +139,28 @@ def compare(runs, baseline, fmt, out, latex, markdown, test, alpha, permutations
 
 
 @click.command("fusion-sweep")
-@_common
-@click.option("--normalization", type=click.Choice(["min_max", "l2", "z_score"]), default="min_max", show_default=True)
-@click.option("--combination", type=click.Choice(["arithmetic_mean", "geometric_mean", "harmonic_mean"]),
-              default="arithmetic_mean", show_default=True)
+@_corpus_option
+@dataclass_options(RetrievalParams, exclude=("corpus", "method", "fusion_mode", "dense_weight", "rank_constant",
+                                             "query_sample"))
+@dataclass_options(RetrievalOptions)
 @click.option("--weights", default="0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9", show_default=True,
               help="Dense weights to try on the dev queries.")
 @click.option("--mode", type=click.Choice(["native", "client", "auto"]), default="native", show_default=True,
               help="native: inline neural-search pipelines; client: ranx fusion of stored runs; auto: native when "
                    "the node has neural-search, else client.")
-def fusion_sweep(corpus_name, model_id, view, query_view, qrels_name, split, k, bm25_max_terms, prompt_variant,
-                 batch_size, concurrency, normalization, combination, weights, mode) -> None:
+def fusion_sweep(weights, mode, **params) -> None:
     """Tune the BM25/dense weight on dev queries, report the chosen weight on --split (test)."""
-    from evalctl.opensearch.connection import make_client
-    from evalctl.evaluators.retrieval.fusion_sweep import fusion_sweep as sweep
-    from evalctl.evaluators.retrieval.retrieve import RetrievalOptions
+    from evalctl.opensearch.connection import make_client  # start-up time
+    from evalctl.evaluators.retrieval.fusion_sweep import fusion_sweep as sweep  # numpy
 
     try:
         grid = [float(w) for w in weights.split(",")]
     except ValueError:
         raise UserError(f"--weights {weights!r}: expected comma-separated numbers") from None
-    spec = _spec("hybrid", corpus_name, model_id, view, query_view, qrels_name, split, k, bm25_max_terms,
-                 prompt_variant, "native", normalization, combination, 0.5, 60)
+    spec = _spec(params, method="hybrid")
     with _user_errors():
         res = sweep(make_client(), spec, grid, mode=None if mode == "auto" else mode,
-                    options=RetrievalOptions(batch_size=batch_size, concurrency=concurrency))
+                    options=build(RetrievalOptions, params))
     click.echo(f"fusion sweep ({res.mode}, {spec.fusion.normalization}/{spec.fusion.combination}), "
                f"{res.metric} on dev queries:")
     for p in res.points:

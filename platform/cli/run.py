@@ -6,9 +6,11 @@ from pathlib import Path
 
 import click
 
-from evalctl.cli.runtime_options import DEVICE_HELP, runtime_options
+from evalctl.cli.runtime_options import runtime_options
+from evalctl.indexers.encode_options import DEVICE_HELP
 from evalctl.errors import UserError
 from evalctl.config_files import SpecError
+from evalctl.indexers.runtime import Runtime, using
 
 
 @click.command()
@@ -23,9 +25,8 @@ from evalctl.config_files import SpecError
 @runtime_options
 def run(spec_name, dry_run, device, corpus_sizes, gpu, utilisation) -> None:
     """Plan and run every step of SPEC (a name in configs/experiments/ or a YAML path)."""
-    from evalctl.study.runner import check_expected, execute, plan
-    from evalctl.indexers.runtime import Runtime, using
-    from evalctl.study.spec_loading import load_experiment, missing_sources
+    from evalctl.study.runner import check_expected, execute, plan  # start-up time
+    from evalctl.study.spec_loading import load_experiment, missing_sources  # start-up time
 
     try:
         spec = load_experiment(spec_name)
@@ -70,9 +71,9 @@ def run(spec_name, dry_run, device, corpus_sizes, gpu, utilisation) -> None:
               "a folder holding files that are not an evalctl report.")
 def report(spec_name, out, force) -> None:
     """Write the report of SPEC (Markdown + HTML, PNG plots) from the stored results."""
-    from evalctl.study.report import write_report
-    from evalctl.study.spec_loading import load_experiment
-    from evalctl.results_store import results_root
+    from evalctl.study.report import write_report  # numpy
+    from evalctl.study.spec_loading import load_experiment  # start-up time
+    from evalctl.results_store import results_root  # numpy
 
     try:
         spec = load_experiment(spec_name)

@@ -8,8 +8,6 @@ import click
 
 from evalctl.indexers.runtime import PRECISIONS, Runtime, using
 
-DEVICE_HELP = "cpu, cuda, cuda:N, a comma list of devices, or 'all' for every local GPU (default: cuda when visible)."
-
 
 def runtime_options(f):
     """--precision, --max-batch-tokens, --attn-implementation: the command runs with them as the process's

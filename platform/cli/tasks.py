@@ -9,13 +9,15 @@ import click
 from evalctl.cli.choices import RegistryChoice
 from evalctl.cli.params import CommaChoices, FiniteFloatRange
 from evalctl.corpus.class_codes import LEVELS
+from evalctl.corpus.default import corpus_for_command
+from evalctl.corpus.label_sets import LABEL_SOURCES, load_label_sets
+from evalctl.corpus.store import CorpusNotFound, load_corpus
 from evalctl.errors import UserError
+from evalctl.models import get_model
 
 
 def _resolve(corpus_name: str | None, view_name: str):
-    from evalctl.corpus.store import CorpusNotFound, load_corpus
-    from evalctl.corpus.default import corpus_for_command
-    from evalctl.corpus.views import load_views
+    from evalctl.corpus.views import load_views  # start-up time
 
     try:
         corpus = load_corpus(corpus_for_command(corpus_name))
@@ -30,7 +32,6 @@ def _resolve(corpus_name: str | None, view_name: str):
 def _label_set(name: str, min_support: int | None):
     import dataclasses
 
-    from evalctl.corpus.label_sets import load_label_sets
 
     sets = load_label_sets()
     if name not in sets:
@@ -40,8 +41,8 @@ def _label_set(name: str, min_support: int | None):
 
 def _run(fn, *args, **kwargs):
     """Call a task function, turning unusable indexes and label sets into one clear message."""
-    from evalctl.evaluators.tasks.classification import TooFewExamples
-    from evalctl.evaluators.vectors.export import ReadbackError
+    from evalctl.evaluators.tasks.classification import TooFewExamples  # numpy
+    from evalctl.evaluators.vectors.export import ReadbackError  # opensearchpy
 
     try:
         return fn(*args, **kwargs)
@@ -105,8 +106,8 @@ def vectors() -> None:
 @click.option("--force", is_flag=True, help="Export again even when a matching export exists.")
 def export(corpus_name, model_id, view_name, force) -> None:
     """Stream a view's vectors and codes out of the index into the cache (checked against corpus and cache)."""
-    from evalctl.opensearch.connection import make_client
-    from evalctl.evaluators.vectors.export import export_vectors
+    from evalctl.opensearch.connection import make_client  # start-up time
+    from evalctl.evaluators.vectors.export import export_vectors  # opensearchpy
 
     corpus, view = _resolve(corpus_name, view_name)
     rep = _run(export_vectors, make_client(), corpus, view, model_id, force=force)
@@ -140,8 +141,7 @@ def import_cmd(ctx, corpus_name, model_id, view_name, npy, ids, beir_corpus, par
     """Bring embeddings made elsewhere into the embedding cache (checked; `evalctl index` then uses them)."""
     import shlex
 
-    from evalctl.indexers.vectors_import import import_vectors, read_npy, read_parquet
-    from evalctl.models import get_model
+    from evalctl.indexers.vectors_import import import_vectors, read_npy, read_parquet  # numpy
 
     if (npy is None) == (parquet is None):
         raise UserError("give the vectors as --npy (with --ids or --beir-corpus) or as --parquet")
@@ -170,8 +170,7 @@ def import_cmd(ctx, corpus_name, model_id, view_name, npy, ids, beir_corpus, par
 def merge_cmd(corpus_name, model_id, view_name, sources, role, task_type, prompt_variant) -> None:
     """Merge the caches of `evalctl encode --shard i/n` runs (SOURCES: their EVALCTL_CACHE folders) into this one,
     checking that every text of the view is there, each under this machine's key and once."""
-    from evalctl.indexers.encode_merge import merge_caches
-    from evalctl.models import get_model
+    from evalctl.indexers.encode_merge import merge_caches  # numpy
 
     corpus, view = _resolve(corpus_name, view_name)
     rep = merge_caches(corpus, view, get_model(model_id), list(sources), role=role, variant=prompt_variant,
@@ -194,8 +193,8 @@ def merge_cmd(corpus_name, model_id, view_name, sources, role, task_type, prompt
 def classify(corpus_name, model_id, view_name, label_set, min_support, seeds, vectors, test_size, probes,
              knn_k) -> None:
     """Multi-label classification probes (logistic regression, kNN) on the view's vectors."""
-    from evalctl.opensearch.connection import make_client
-    from evalctl.evaluators.tasks.classification import ClassifySettings, run_classification
+    from evalctl.opensearch.connection import make_client  # start-up time
+    from evalctl.evaluators.tasks.classification import ClassifySettings, run_classification  # numpy
 
     corpus, view = _resolve(corpus_name, view_name)
     spec = _label_set(label_set, min_support)
@@ -222,13 +221,12 @@ def classify(corpus_name, model_id, view_name, label_set, min_support, seeds, ve
               help="Code levels to score, e.g. section,class,subclass (cpc/ipc sets).")
 def cluster_cmd(corpus_name, model_id, view_name, label_set, min_support, seeds, vectors, rule, levels) -> None:
     """MiniBatchKMeans (k = gold classes) on the view's vectors: V-measure, ARI, NMI, AMI."""
-    from evalctl.opensearch.connection import make_client
-    from evalctl.evaluators.tasks.clustering import ClusterSettings, run_clustering
+    from evalctl.opensearch.connection import make_client  # start-up time
+    from evalctl.evaluators.tasks.clustering import ClusterSettings, run_clustering  # numpy
 
     corpus, view = _resolve(corpus_name, view_name)
     spec = _label_set(label_set, min_support)
     settings = _settings(ClusterSettings, seeds=_seeds(seeds), rule=rule, levels=levels)
-    from evalctl.corpus.label_sets import LABEL_SOURCES
 
     if settings.levels and not LABEL_SOURCES.get(spec.source).levelled:
         raise UserError(f"--levels: label set {spec.name!r} holds free labels, which have no code levels")
@@ -248,9 +246,9 @@ def cluster_cmd(corpus_name, model_id, view_name, label_set, min_support, seeds,
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write here, not stdout.")
 def tables(task, corpus_name, fmt, out) -> None:
     """Classification or clustering results across models and views, with bootstrap 95% CIs."""
-    from evalctl.study.task_tables import task_table, to_csv, to_markdown
+    from evalctl.study.task_tables import task_table, to_csv, to_markdown  # pandas, scipy
 
-    from evalctl.output_folder import check_file, write_into
+    from evalctl.output_folder import check_file, write_into  # start-up time
 
     if out:
         check_file(out)

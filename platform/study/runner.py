@@ -146,6 +146,7 @@ def index_step(corpus_name: str, model_id: str | None, variant: str | None, view
         return loaded_count(client, name, field_units(meta)) == len(corpus)
 
     def run() -> str:
+        from evalctl.indexers.encode_options import EncodeOptions
         from evalctl.indexers.index_loader import index_corpus
 
         from evalctl.indexers.index_loader import IndexMismatch
@@ -153,15 +154,15 @@ def index_step(corpus_name: str, model_id: str | None, variant: str | None, view
         corpus, model, name = resolve()
         client, all_views = make_client(), load_views()
         try:
-            rep = index_corpus(client, corpus, [all_views[v] for v in views], model, variant=variant,
-                               label_tasks=label_tasks or {})
+            rep = index_corpus(client, corpus, [all_views[v] for v in views], model,
+                               encoding=EncodeOptions(variant=variant), label_tasks=label_tasks or {})
         except IndexMismatch:
             if not (model and model.lineage):
                 raise  # a configured model's index is the user's to delete
             # A model this study fine-tuned was retrained (new revision): its old index is stale.
             client.indices.delete(index=name)
-            rep = index_corpus(client, corpus, [all_views[v] for v in views], model, variant=variant,
-                               label_tasks=label_tasks or {})
+            rep = index_corpus(client, corpus, [all_views[v] for v in views], model,
+                               encoding=EncodeOptions(variant=variant), label_tasks=label_tasks or {})
         if rep.failed:
             raise RuntimeError(f"{len(rep.failed)} documents rejected, e.g. {rep.failed[0]}")
         return (f"{rep.index}: {rep.n_loaded} loaded, {rep.n_already} already there ({rep.docs_per_s:.0f} docs/s)"

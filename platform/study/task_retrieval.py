@@ -28,6 +28,7 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
     from evalctl.corpus.store import load_corpus
     from evalctl.evaluators.retrieval.fusion_sweep import fusion_sweep
     from evalctl.evaluators.retrieval.methods import METHODS
+    from evalctl.evaluators.retrieval.params import RetrievalParams
     from evalctl.evaluators.retrieval.retrieve import (RetrievalOptions, RetrievalSpec, find_stored, retrieval_spec,
                                                        retrieve)
     from evalctl.evaluators.scoring.metrics import evaluate_and_store, stored_scores
@@ -44,10 +45,10 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
     def spec(client) -> RetrievalSpec:
         mode = entry.fusion_mode if entry.fusion_mode != "auto" else (
             "native" if has_neural_search(client) else "client")
-        return retrieval_spec(entry.corpus, view, method, model_id, query_view=entry.query_view, qrels=entry.qrels,
-                              split=entry.split, k=entry.k, fusion_mode=mode, dense_weight=entry.dense_weight,
-                              query_sample=entry.exact_queries if method == "exact" and entry.exact_queries
-                              else entry.query_sample)
+        return retrieval_spec(RetrievalParams(
+            entry.corpus, view, method, model_id, query_view=entry.query_view, qrels=entry.qrels, split=entry.split,
+            k=entry.k, fusion_mode=mode, dense_weight=entry.dense_weight,
+            query_sample=entry.exact_queries if method == "exact" and entry.exact_queries else entry.query_sample))
 
     def identity() -> dict:
         client = make_client()

@@ -55,13 +55,14 @@ def test_registered_spec_resolves_offline_with_lineage(env):
 
 
 def test_tuned_model_encodes_through_the_cache_and_differs_from_base(env):
+    from evalctl.indexers.encode_options import EncodeOptions
     from evalctl.indexers.encoder import encode_texts
     from evalctl.indexers.index_layout import index_name
 
     texts = ["A pizza box with a vented lid.", "A battery cathode electrode."]
     tuned, base = get_model(env["tuned"].model_id), get_model("all-minilm-l6-v2")
-    rep = encode_texts(tuned, "document", "T", ["a", "b"], texts, progress=False)
-    vb = encode_texts(base, "document", "T", ["a", "b"], texts, progress=False).vectors
+    rep = encode_texts(tuned, "document", "T", ["a", "b"], texts, EncodeOptions(progress=False))
+    vb = encode_texts(base, "document", "T", ["a", "b"], texts, EncodeOptions(progress=False)).vectors
     assert rep.vectors.shape == (2, 384) and not np.allclose(rep.vectors, vb)
     assert rep.cache_dir.parent.name == tuned.id
     name = index_name("pizza", tuned.id)

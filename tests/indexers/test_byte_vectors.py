@@ -67,10 +67,11 @@ def _export(os_client, pizza, key: str):
 
 
 def _run(os_client, pizza, key: str, method: str):
+    from evalctl.evaluators.retrieval.params import RetrievalParams
     from evalctl.evaluators.retrieval.retrieve import RetrievalOptions, retrieval_spec, retrieve
 
     on_variant(pizza, key)
-    spec = retrieval_spec(pizza["corpus"].name, "T", method, MODEL, k=10)  # a fused method's own technique
+    spec = retrieval_spec(RetrievalParams(pizza["corpus"].name, "T", method, MODEL, k=10))  # a fused method's own technique
     return retrieve(os_client, spec, RetrievalOptions(progress=False))
 
 

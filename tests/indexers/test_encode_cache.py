@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from evalctl.indexers.embedding_cache import EmbeddingCache, EmbeddingCacheError
-from evalctl.indexers.encoder import Encoded, cache_key, encode_texts, in_shard, parse_shard
+from evalctl.indexers.encode_options import EncodeOptions, Encoded
+from evalctl.indexers.encoder import cache_key, encode_texts, in_shard, parse_shard
 from evalctl.models import get_model
 
 SPEC = get_model("bge-small-en-v1.5")  # 384-dim, with a query-only prompt
@@ -40,8 +41,8 @@ IDS = [f"US{i}" for i in range(50)]
 
 
 def _run(tmp_path, encoder, role="document", texts=TEXTS, ids=IDS, **kw):
-    return encode_texts(SPEC, role, "tac", ids, texts, encoder=encoder, commit_every=8, cache_root=tmp_path,
-                        progress=False, **kw)
+    return encode_texts(SPEC, role, "tac", ids, texts,
+                        EncodeOptions(encoder=encoder, commit_every=8, cache_root=tmp_path, progress=False, **kw))
 
 
 def test_interrupted_run_resumes_without_reencoding(tmp_path):
@@ -83,8 +84,8 @@ def test_same_prompt_in_another_role_or_view_reuses_vectors(tmp_path):
     assert plain.prompt_for("query", task_type="retrieval") == plain.prompt_for("document", task_type="retrieval")
 
     def run(encoder, role, view, texts):
-        return encode_texts(plain, role, view, IDS[: len(texts)], texts, encoder=encoder, commit_every=8,
-                            cache_root=tmp_path, progress=False)
+        return encode_texts(plain, role, view, IDS[: len(texts)], texts,
+                            EncodeOptions(encoder=encoder, commit_every=8, cache_root=tmp_path, progress=False))
 
     doc = run(FakeEncoder(), "document", "TA", TEXTS[:30])
     enc = FakeEncoder()

@@ -132,6 +132,7 @@ def test_another_key_and_another_vector_are_refused(shards):
 
 def test_merged_caches_index_without_encoding(shards, os_client):
     from evalctl.indexers.embedding_cache import EmbeddingCache, text_hash
+    from evalctl.indexers.encode_options import EncodeOptions
     from evalctl.indexers.encoder import encode_texts
     from evalctl.models import get_model
 
@@ -147,8 +148,8 @@ def test_merged_caches_index_without_encoding(shards, os_client):
     assert again.exit_code == 0 and f"0 merged, {distinct} already here" in again.output, again.output
     # the vectors are the ones this machine makes for those texts
     sample = dict(list(texts.items())[:12])
-    local = encode_texts(get_model(MODEL), "document", VIEW, list(sample), list(sample.values()), progress=False,
-                         cache_root=shards["root"] / "local-check").vectors
+    local = encode_texts(get_model(MODEL), "document", VIEW, list(sample), list(sample.values()),
+                         EncodeOptions(progress=False, cache_root=shards["root"] / "local-check")).vectors
     got = merged.get([text_hash(t) for t in sample.values()])
     assert np.abs(local - got).max() < 1e-4
 

@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import USPTO
+from evalctl.indexers.encode_options import EncodeOptions
 from evalctl.indexers.encoder import Encoder, encode_texts
 from evalctl.indexers.model_loader import ModelLoadError, choose_source, load_model, offline_model_dir
 from evalctl.models import OfflineSource, get_model
@@ -51,7 +52,8 @@ def test_minilm_matches_bare_sentence_transformers(minilm, tmp_path):
 
     spec, enc = minilm
     ids, texts = patent_texts(24)
-    report = encode_texts(spec, "document", "tac", ids, texts, encoder=enc, cache_root=tmp_path, progress=False)
+    report = encode_texts(spec, "document", "tac", ids, texts,
+                          EncodeOptions(encoder=enc, cache_root=tmp_path, progress=False))
     bare = SentenceTransformer(str(offline_model_dir(spec)), device="cpu").encode(texts, batch_size=16)
     assert _cos(report.vectors, bare).min() > 0.9999
     # Claims run far past 256 word pieces: nearly all are cut, and the count comes from the tokenizer.
@@ -75,10 +77,10 @@ def test_minilm_run_killed_midway_resumes(minilm, tmp_path):
             return enc.encode(batch, prompt)
 
     with pytest.raises(RuntimeError, match="killed"):
-        encode_texts(spec, "document", "tac", ids, texts, encoder=Dies(), commit_every=8, cache_root=tmp_path,
-                     progress=False)
-    report = encode_texts(spec, "document", "tac", ids, texts, encoder=enc, commit_every=8, cache_root=tmp_path,
-                          progress=False)
+        encode_texts(spec, "document", "tac", ids, texts,
+                     EncodeOptions(encoder=Dies(), commit_every=8, cache_root=tmp_path, progress=False))
+    report = encode_texts(spec, "document", "tac", ids, texts,
+                          EncodeOptions(encoder=enc, commit_every=8, cache_root=tmp_path, progress=False))
     assert (report.n_cached, report.n_encoded) == (16, 14)
     straight = enc.encode(texts, "").vectors
     assert _cos(report.vectors, straight).min() > 0.9999
@@ -113,7 +115,8 @@ def test_mpnet_split_zip_package_matches_bare_encode(tmp_path):
     assert offline_model_dir(spec) == model_dir  # unpacked once, then reused
     ids, texts = patent_texts(4)
     texts = [t[:600] for t in texts]
-    report = encode_texts(spec, "document", "ta", ids, texts, device="cpu", cache_root=tmp_path, progress=False)
+    report = encode_texts(spec, "document", "ta", ids, texts,
+                          EncodeOptions(device="cpu", cache_root=tmp_path, progress=False))
     bare = SentenceTransformer(str(model_dir), device="cpu").encode(texts)
     assert report.vectors.shape == (4, 768) and _cos(report.vectors, bare).min() > 0.9999
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from evalctl.indexers import encoder as encoder_module
+from evalctl.indexers.encode_options import EncodeOptions
 from evalctl.indexers.encoder import Encoder, LazyEncoder, encode_texts
 from evalctl.indexers.model_loader import load_model
 from evalctl.models import get_model
@@ -30,8 +31,8 @@ def spec(monkeypatch):
 def test_encoders_share_one_loaded_model(spec, tmp_path):
     first = Encoder(spec, device="cpu", batch_size=8)
     lazy = LazyEncoder(spec, device="cpu", batch_size=2)
-    report = encode_texts(spec, "document", "T", ["a", "b"], TEXTS, encoder=lazy, cache_root=tmp_path,
-                          progress=False)
+    report = encode_texts(spec, "document", "T", ["a", "b"], TEXTS,
+                          EncodeOptions(encoder=lazy, cache_root=tmp_path, progress=False))
     assert lazy._encoder.model is first.model
     assert len(encoder_module._SHARED) == 1
     own = load_model(spec, device="cpu")  # loaded on its own: the same numbers

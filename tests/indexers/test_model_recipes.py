@@ -20,6 +20,7 @@ import torch
 from conftest import USPTO
 from evalctl.indexers import encoder as encoder_mod
 from evalctl.indexers.embedding_cache import CacheKey, EmbeddingCache
+from evalctl.indexers.encode_options import EncodeOptions
 from evalctl.indexers.encoder import (Encoder, assign_batches, cache_key, encode_texts, in_shard, plan_batches,
                                       shared_model)
 from evalctl.indexers.model_loader import ModelLoadError, require_weights
@@ -193,13 +194,14 @@ def test_vectors_equal_the_recipe_and_do_not_depend_on_batching(built, kind, tmp
     spec = spec_for(recipe)
     ids, texts = patent_texts()
     ref = reference(recipe, texts)
-    one = encode_texts(spec, "document", "TA", ids, texts, variant="plain", device="cpu", cache_root=tmp_path / "a",
-                       progress=False)
+    one = encode_texts(spec, "document", "TA", ids, texts,
+                       EncodeOptions(variant="plain", device="cpu", cache_root=tmp_path / "a", progress=False))
     assert np.abs(one.vectors - ref).max() < 1e-5
     assert one.precision == "float32" and one.prompt == ""  # fp32 on a CPU though the spec says bfloat16
     # small batches (padding differs in every one), texts of one at a time: the same vectors
-    small = encode_texts(spec, "document", "TA", ids, texts, variant="plain", runtime=Runtime(max_batch_tokens=3 * LIMIT),
-                         device="cpu", cache_root=tmp_path / "b", progress=False)
+    small = encode_texts(spec, "document", "TA", ids, texts,
+                         EncodeOptions(variant="plain", runtime=Runtime(max_batch_tokens=3 * LIMIT), device="cpu",
+                                       cache_root=tmp_path / "b", progress=False))
     assert np.abs(small.vectors - one.vectors).max() < 1e-5
     # truncation comes from the tokenisation that encoded: the texts over LIMIT tokens alone
     tok = shared_model(spec, "cpu", "auto", "float32").tokenizer
@@ -211,8 +213,8 @@ def test_padding_side_from_the_spec_and_the_instructed_prompt(built, tmp_path):
     ids, texts = patent_texts(12)
     right = spec_for(recipe, tokenizer_kwargs={"padding_side": "right"})
     assert shared_model(right, "cpu", "auto", "float32").tokenizer.padding_side == "right"
-    got = encode_texts(right, "query", "TA", ids, texts, variant="instructed", device="cpu", cache_root=tmp_path,
-                       progress=False)
+    got = encode_texts(right, "query", "TA", ids, texts,
+                       EncodeOptions(variant="instructed", device="cpu", cache_root=tmp_path, progress=False))
     prompt = right.prompt_for("query", variant="instructed")
     assert got.prompt == prompt and np.abs(got.vectors - reference(recipe, texts, prompt)).max() < 1e-5
 
@@ -223,8 +225,8 @@ def test_a_prompt_less_variant_gets_no_prompt_whatever_the_folder_default(built,
 
     recipe = built["qwen3"]
     ids, texts = patent_texts(8)
-    got = encode_texts(spec_for(recipe), "document", "TA", ids, texts, variant="plain", device="cpu",
-                       cache_root=tmp_path, progress=False)
+    got = encode_texts(spec_for(recipe), "document", "TA", ids, texts,
+                       EncodeOptions(variant="plain", device="cpu", cache_root=tmp_path, progress=False))
     bare = SentenceTransformer(str(recipe["folder"]), device="cpu", model_kwargs={"dtype": torch.float32}).encode(texts)
     assert np.abs(got.vectors - reference(recipe, texts)).max() < 1e-5
     assert np.abs(bare - reference(recipe, texts, "passage: ")).max() < 1e-5  # what the old route recorded as ""
@@ -234,8 +236,8 @@ def test_remote_code_folder_needs_trust_remote_code(built, tmp_path):
     recipe = built["llama-bidir"]
     spec = spec_for(recipe)
     ids, texts = patent_texts(6)
-    got = encode_texts(spec, "document", "TA", ids, texts, variant="plain", device="cpu", cache_root=tmp_path,
-                       progress=False)
+    got = encode_texts(spec, "document", "TA", ids, texts,
+                       EncodeOptions(variant="plain", device="cpu", cache_root=tmp_path, progress=False))
     assert np.abs(got.vectors - reference(recipe, texts)).max() < 1e-5  # bidirectional, from the folder
     # a copy whose config says model_type llama (as Nemotron's): without trust_remote_code transformers would
     # quietly build a causal LlamaModel; refused, naming the config; with it, the remote code runs
@@ -246,10 +248,10 @@ def test_remote_code_folder_needs_trust_remote_code(built, tmp_path):
     for folder in (recipe["folder"], as_llama):
         untrusted = dataclasses.replace(spec, trust_remote_code=False, path=str(folder), id="tiny-untrusted")
         with pytest.raises(ModelLoadError, match=r"auto_map.*trust_remote_code: true"):
-            encode_texts(untrusted, "document", "TA", ids, texts, variant="plain", device="cpu", cache_root=tmp_path,
-                         progress=False)
+            encode_texts(untrusted, "document", "TA", ids, texts,
+                         EncodeOptions(variant="plain", device="cpu", cache_root=tmp_path, progress=False))
     trusted = encode_texts(dataclasses.replace(spec, path=str(as_llama), id="tiny-as-llama"), "document", "TA", ids,
-                           texts, variant="plain", device="cpu", cache_root=tmp_path, progress=False)
+                           texts, EncodeOptions(variant="plain", device="cpu", cache_root=tmp_path, progress=False))
     assert np.abs(trusted.vectors - reference(recipe, texts)).max() < 1e-5
 
 
@@ -260,10 +262,10 @@ def test_precision_is_enforced_recorded_and_keyed(built, tmp_path):
     fp32 = shared_model(spec, "cpu", "auto", "float32")
     assert {p.dtype for p in fp32.parameters()} == {torch.float32}
     with using(Runtime(precision="bfloat16")):
-        half = encode_texts(spec, "document", "TA", ids, texts, variant="plain", device="cpu", cache_root=tmp_path,
-                            progress=False)
-    full = encode_texts(spec, "document", "TA", ids, texts, variant="plain", device="cpu", cache_root=tmp_path,
-                        progress=False)
+        half = encode_texts(spec, "document", "TA", ids, texts,
+                            EncodeOptions(variant="plain", device="cpu", cache_root=tmp_path, progress=False))
+    full = encode_texts(spec, "document", "TA", ids, texts,
+                        EncodeOptions(variant="plain", device="cpu", cache_root=tmp_path, progress=False))
     assert {p.dtype for p in shared_model(spec, "cpu", "auto", "bfloat16").parameters()} == {torch.bfloat16}
     assert half.precision == "bfloat16" and full.precision == "float32" and full.n_encoded == len(texts)
     assert half.cache_dir != full.cache_dir  # never one entry for both
@@ -287,8 +289,9 @@ def test_cuda_out_of_memory_halves_the_batch_and_is_recorded(built, tmp_path, mo
         return forward(self, features, *a, **k)
 
     monkeypatch.setattr(type(model[0]), "forward", small_memory)
-    got = encode_texts(spec, "document", "TA", ids, texts, variant="plain", device="cpu", cache_root=tmp_path,
-                       runtime=Runtime(max_batch_tokens=16 * LIMIT), progress=False)
+    got = encode_texts(spec, "document", "TA", ids, texts,
+                       EncodeOptions(variant="plain", device="cpu", cache_root=tmp_path,
+                                     runtime=Runtime(max_batch_tokens=16 * LIMIT), progress=False))
     assert got.oom_halvings >= 2 and got.max_batch_tokens <= 4 * LIMIT
     assert np.abs(got.vectors - reference(recipe, texts)).max() < 1e-5
     assert EmbeddingCache(cache_key(spec, "document", "TA", "plain", "", "float32"), root=tmp_path).runs()[-1][
@@ -322,14 +325,14 @@ def test_shards_merge_through_the_cache(built, tmp_path):
     ids, texts = patent_texts(16)
     for i, root in enumerate((tmp_path / "m0", tmp_path / "m1")):  # two machines, one shard each
         part = [(d, t) for d, t in zip(ids, texts) if in_shard(d, (i, 2))]
-        encode_texts(spec, "document", "TA", [d for d, _ in part], [t for _, t in part], variant="plain",
-                     device="cpu", cache_root=root, progress=False)
+        encode_texts(spec, "document", "TA", [d for d, _ in part], [t for _, t in part],
+                     EncodeOptions(variant="plain", device="cpu", cache_root=root, progress=False))
     key = cache_key(spec, "document", "TA", "plain", "", "float32")
     mine = EmbeddingCache(key, root=tmp_path / "m0").dir
     for f in EmbeddingCache(key, root=tmp_path / "m1").dir.glob("*.npy"):  # copying the shard files is the merge
         shutil.copy(f, mine)
-    merged = encode_texts(spec, "document", "TA", ids, texts, variant="plain", device="cpu",
-                          cache_root=tmp_path / "m0", progress=False)
+    merged = encode_texts(spec, "document", "TA", ids, texts,
+                          EncodeOptions(variant="plain", device="cpu", cache_root=tmp_path / "m0", progress=False))
     assert merged.n_encoded == 0 and np.abs(merged.vectors - reference(built["qwen3"], texts)).max() < 1e-5
 
 
