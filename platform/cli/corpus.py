@@ -7,11 +7,15 @@ from pathlib import Path
 import click
 
 from evalctl.cli.choices import RegistryChoice
+from evalctl.config_files import SpecError, build
+from evalctl.corpus.import_formats.problems import CorpusImportError
+from evalctl.corpus.import_formats.registry import IMPORT_FORMATS
+from evalctl.corpus.importer import import_corpus
 from evalctl.corpus.patent_record import CITATION_TYPES
+from evalctl.corpus.qrels import QrelsSpec, build_qrels, load_qrels
+from evalctl.corpus.stats import corpus_stats, format_stats
 from evalctl.corpus.store import CorpusNotFound, load_corpus
 from evalctl.errors import UserError
-from evalctl.corpus.import_formats.registry import IMPORT_FORMATS
-from evalctl.config_files import SpecError, build
 
 
 def _load(name_or_path: str):
@@ -41,9 +45,6 @@ def corpus() -> None:
 @click.option("--show", type=click.IntRange(min=0), default=100, show_default=True, help="Problems to print (all are in problems.jsonl).")
 def import_cmd(sources, fmt, name, out, strict, labels, overwrite, documents, show) -> None:
     """Import SOURCES (files, or one folder for beir/dapfam) into a corpus."""
-    from evalctl.corpus.importer import import_corpus  # subprocess
-    from evalctl.corpus.import_formats.problems import CorpusImportError  # start-up time
-
     try:
         res = import_corpus(fmt, list(sources), name=name, out=out, strict=strict, labels=labels, overwrite=overwrite,
                             documents=documents)
@@ -91,8 +92,6 @@ def import_cmd(sources, fmt, name, out, strict, labels, overwrite, documents, sh
 def qrels_cmd(corpus_name, name, source, within_views, direction, level, citation_types, query_languages,
               domain_scheme, domain_chars, dev_fraction, train_fraction, seed, overwrite) -> None:
     """Build retrieval qrels from CORPUS_NAME's citation graph, or a known-item task."""
-    from evalctl.corpus.qrels import QrelsSpec, build_qrels  # start-up time
-
     try:
         spec = build(QrelsSpec, dict(name=name, source=source.replace("-", "_"), within_views=list(within_views),
                                      direction=direction, level=level,
@@ -122,8 +121,6 @@ def qrels_cmd(corpus_name, name, source, within_views, direction, level, citatio
 @click.argument("corpus_name")
 def stats_cmd(corpus_name) -> None:
     """Sizes, view coverage, label cardinality, queries, IN/OUT and jurisdiction shares."""
-    from evalctl.corpus.stats import corpus_stats, format_stats  # start-up time
-
     try:
         click.echo(format_stats(corpus_stats(_load(corpus_name))))
     except SpecError as e:
@@ -142,7 +139,6 @@ def stats_cmd(corpus_name) -> None:
 def export_cmd(corpus_name, out_dir, fmt, view, query_view, qrels_name, split, force) -> None:
     """Write CORPUS_NAME's landscape (view text, queries, qrels) as BEIR or DAPFAM files in OUT_DIR."""
     from evalctl.corpus.export import ExportError, export_landscape  # pyarrow
-    from evalctl.corpus.qrels import load_qrels  # start-up time
 
     corpus = _load(corpus_name)
     try:

@@ -6,12 +6,15 @@ from pathlib import Path
 
 import click
 
+from evalctl.dashboards.objects import import_objects, index_properties, missing_fields, saved_objects, to_ndjson
+from evalctl.dashboards.search_templates import install_templates
+from evalctl.dashboards.settings import load_dashboards_settings
 from evalctl.errors import UserError
+from evalctl.opensearch.connection import make_client
+from evalctl.output_folder import check_file, write_into
 
 
 def _objects_ndjson(client) -> tuple[str, int]:
-    from evalctl.dashboards.objects import index_properties, missing_fields, saved_objects, to_ndjson  # start-up time
-
     indexes = index_properties(client)
     if not indexes:
         raise UserError("there are no evalctl indexes to make Dashboards objects for; run `evalctl index` first")
@@ -37,11 +40,6 @@ def dashboards() -> None:
 @click.option("--templates-only", is_flag=True, help="Store the search templates; import no saved objects.")
 def install(url, templates_only) -> None:
     """Store the search templates, then import index patterns, saved searches and visualisations."""
-    from evalctl.dashboards.objects import import_objects  # start-up time
-    from evalctl.dashboards.search_templates import install_templates  # start-up time
-    from evalctl.dashboards.settings import load_dashboards_settings  # start-up time
-    from evalctl.opensearch.connection import make_client  # start-up time
-
     target = None if templates_only else load_dashboards_settings(url)  # a bad URL is refused before any write
     client = make_client()
     click.echo("search templates: " + ", ".join(install_templates(client)))
@@ -57,9 +55,6 @@ def install(url, templates_only) -> None:
               help="NDJSON file to write (import it in Dashboards: Management > Saved objects > Import).")
 def export(out) -> None:
     """Write the saved objects for the existing evalctl indexes as NDJSON (no Dashboards server needed)."""
-    from evalctl.opensearch.connection import make_client  # start-up time
-    from evalctl.output_folder import check_file, write_into  # start-up time
-
     check_file(out)
     ndjson, n_indexes = _objects_ndjson(make_client())
     write_into(out.parent, out.name, ndjson)  # atomic: a full disk leaves no half file, and is one message naming --out

@@ -8,17 +8,19 @@ import json
 import click
 
 from evalctl.cli.params import FiniteFloatRange
+from evalctl.config_files import SpecError
 from evalctl.corpus.store import CorpusNotFound
 from evalctl.errors import UserError
-from evalctl.config_files import SpecError
+from evalctl.evaluators.retrieval.retrieve import RetrievalError
+from evalctl.finetune.pairs import LeakageError, PairError, build_pairs
+from evalctl.finetune.recipes import get_recipe, load_recipes
+from evalctl.finetune.train import FinetuneError, finetune as run_finetune, registered_models
 from evalctl.indexers.model_loader import ModelLoadError
+from evalctl.opensearch.connection import make_client
 
 
 def _user_errors():
     """The exception types that are bad input, not bugs (imported lazily: torch is slow to import)."""
-    from evalctl.finetune.train import FinetuneError  # subprocess
-    from evalctl.finetune.pairs import LeakageError, PairError  # start-up time
-
     return (SpecError, CorpusNotFound, FinetuneError, ModelLoadError, PairError, LeakageError, FileNotFoundError)
 
 
@@ -62,8 +64,6 @@ def recipes() -> None:
 @recipes.command("list")
 def list_recipes() -> None:
     """Every recipe with its generators, loss and training defaults."""
-    from evalctl.finetune.recipes import load_recipes  # start-up time
-
     try:
         specs = load_recipes()
     except SpecError as e:
@@ -82,9 +82,6 @@ def list_recipes() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def pairs(recipe_id, corpora, match_size, seed, qrels_name, guard, examples, as_json) -> None:
     """Preview a recipe's training pairs: counts per source, the leakage check, examples."""
-    from evalctl.finetune.pairs import build_pairs  # start-up time
-    from evalctl.finetune.recipes import get_recipe  # start-up time
-
     try:
         ps = build_pairs(get_recipe(recipe_id), list(corpora), match_size=match_size, seed=seed,
                          qrels_name=qrels_name, guard=guard)
@@ -132,7 +129,6 @@ def finetune(ctx, model_id, recipe_id, corpora, match_size, seed, qrels_name, gu
     missing = [o for o, v in (("--model", model_id), ("--recipe", recipe_id), ("--corpus", corpora)) if not v]
     if missing:
         raise UserError(f"{', '.join(missing)} required (or use the subcommand `list`)")
-    from evalctl.finetune.train import finetune as run_finetune  # subprocess
 
     try:
         res = run_finetune(model_id, recipe_id, list(corpora), match_size=match_size, seed=seed, epochs=epochs,
@@ -155,8 +151,6 @@ def finetune(ctx, model_id, recipe_id, corpora, match_size, seed, qrels_name, gu
 @finetune.command("list")
 def list_finetuned() -> None:
     """Fine-tuned models registered in this cache, with their lineage."""
-    from evalctl.finetune.train import registered_models  # subprocess
-
     specs = registered_models()
     if not specs:
         click.echo("no fine-tuned models registered (evalctl finetune --model M --recipe R --corpus C)")
@@ -182,8 +176,6 @@ def list_finetuned() -> None:
               show_default=True)
 def transfer(tuned, base, corpus, view, method, qrels_name, split, metric, test, alpha) -> None:
     """Compare fine-tuned models with their bases on another corpus: paired tests, Holm-corrected."""
-    from evalctl.opensearch.connection import make_client  # start-up time
-    from evalctl.evaluators.retrieval.retrieve import RetrievalError  # numpy
     from evalctl.evaluators.tasks.transfer import save_report  # pandas, scipy
     from evalctl.evaluators.tasks.transfer import transfer as run_transfer  # pandas, scipy
 

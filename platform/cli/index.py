@@ -10,18 +10,20 @@ from evalctl.cli.dataclass_options import build, dataclass_options
 from evalctl.cli.runtime_options import runtime_options
 from evalctl.corpus.default import corpus_for_command
 from evalctl.corpus.store import CorpusNotFound, load_corpus
+from evalctl.corpus.views import load_views
 from evalctl.errors import UserError
 from evalctl.indexers.encode_options import EncodeOptions
 from evalctl.indexers.index_layout import (BM25_ONLY, MAX_SHARDS, index_prefix, load_index_settings, owned_by_prefix,
                                            vector_field)
+from evalctl.indexers.index_loader import index_corpus, read_manifest
+from evalctl.indexers.index_verify import index_status, verify_index
 from evalctl.models import get_model
+from evalctl.opensearch.connection import make_client
 
 DEFAULT_MODEL_VIEWS = ("TAC",)  # the study's best view; BM25-only indexes take every view
 
 
 def _resolve(corpus_name: str | None, model_id: str | None, view_names: tuple[str, ...]):
-    from evalctl.corpus.views import load_views  # start-up time
-
     try:
         corpus = load_corpus(corpus_for_command(corpus_name))
     except CorpusNotFound as e:
@@ -59,8 +61,6 @@ def index(ctx, corpus_name, model_id, view_names, chunk_docs, shards, replicas, 
     """Index a corpus: BM25 text per view and the model's vectors per view (resumable)."""
     if ctx.invoked_subcommand is not None:
         return
-    from evalctl.opensearch.connection import make_client  # start-up time
-    from evalctl.indexers.index_loader import index_corpus  # numpy
 
     corpus, model, views, names = _resolve(corpus_name, model_id, view_names)
     # A node that stops answering is reported by the CLI (cli.explain): loaded chunks are kept and resumed.
@@ -93,9 +93,6 @@ def index(ctx, corpus_name, model_id, view_names, chunk_docs, shards, replicas, 
 @click.option("--sample", type=int, default=50, show_default=True, help="Vectors per view compared with the cache.")
 def verify(corpus_name, model_id, sample) -> None:
     """Check document and vector counts, dimensions, and sampled vectors against the embedding cache."""
-    from evalctl.opensearch.connection import make_client  # start-up time
-    from evalctl.indexers.index_verify import verify_index  # numpy
-
     corpus, model, views, _ = _resolve(corpus_name, model_id, ())
     rep = verify_index(make_client(), corpus, views, model, sample=sample)
     for line in rep.checks:
@@ -111,9 +108,6 @@ def verify(corpus_name, model_id, sample) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the full manifests as JSON.")
 def status(as_json) -> None:
     """List evalctl indexes with their manifests, sizes and counts."""
-    from evalctl.opensearch.connection import make_client  # start-up time
-    from evalctl.indexers.index_verify import index_status  # numpy
-
     rows = index_status(make_client())
     if as_json:
         click.echo(json.dumps(rows, indent=2))
@@ -134,9 +128,6 @@ def status(as_json) -> None:
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def delete(name, yes) -> None:
     """Delete one evalctl index."""
-    from evalctl.opensearch.connection import make_client  # start-up time
-    from evalctl.indexers.index_loader import read_manifest  # numpy
-
     client = make_client()
     prefix = index_prefix()
     if not owned_by_prefix(name, read_manifest(client, name) or {}, prefix):

@@ -8,6 +8,10 @@ import sys
 import click
 
 from evalctl.errors import EvalctlError, UserError
+from evalctl.opensearch.cluster_info import cluster_status
+from evalctl.opensearch.connection import forget_answers, load_settings, node_answered, redact, resolve_url
+from evalctl.opensearch.local_cluster import LocalCluster, stop_members
+from evalctl.opensearch.node import ManagedNode, NodeError
 
 
 def main() -> None:
@@ -19,15 +23,11 @@ def main() -> None:
 
 
 def _redact(text: str) -> str:
-    from evalctl.opensearch.connection import redact  # start-up time
-
     return redact(text, os.environ.get("EVALCTL_OPENSEARCH_PASSWORD"), os.environ.get("EVALCTL_DASHBOARDS_PASSWORD"))
 
 
 def _node() -> tuple[str, bool]:
     """The configured cluster's URL, and whether it is a configured one (not the managed node)."""
-    from evalctl.opensearch.connection import load_settings, resolve_url  # start-up time
-
     try:
         settings = load_settings()
         return resolve_url(settings), settings.external
@@ -37,10 +37,8 @@ def _node() -> tuple[str, bool]:
 
 def explain(e: BaseException) -> tuple[str, int] | None:
     """The message and exit code for an error evalctl knows (2: bad input, 1: failure); None for a bug."""
-    from opensearchpy.exceptions import AuthenticationException, AuthorizationException, NotFoundError, TransportError
-    from opensearchpy.exceptions import ConnectionError as OSConnectionError
-
-    from evalctl.opensearch.connection import node_answered  # start-up time
+    from opensearchpy.exceptions import (AuthenticationException, AuthorizationException,  # opensearchpy
+                                         ConnectionError as OSConnectionError, NotFoundError, TransportError)
 
     if isinstance(e, EvalctlError):
         return str(e), e.exit_code
@@ -93,8 +91,6 @@ class EvalctlGroup(click.Group):
     """
 
     def invoke(self, ctx):
-        from evalctl.opensearch.connection import forget_answers  # start-up time
-
         forget_answers()  # "the node answered earlier" means earlier in this command
         try:
             return super().invoke(ctx)
@@ -137,10 +133,6 @@ def opensearch() -> None:
                    "each), beside the single node, to try shards, replicas and host lists on.")
 def start(heap, port, plugin_zips, timeout, nodes) -> None:
     """Provision (once, from Maven Central) and start the local node (or a local cluster: --nodes)."""
-    from evalctl.opensearch.cluster_info import cluster_status  # ssl
-    from evalctl.opensearch.connection import load_settings  # start-up time
-    from evalctl.opensearch.node import ManagedNode, NodeError  # subprocess
-
     settings = load_settings()
     if settings.external:  # a configured cluster is used as it is: there is no local node to start
         if plugin_zips:
@@ -151,8 +143,6 @@ def start(heap, port, plugin_zips, timeout, nodes) -> None:
                    f"{info['health']}): nothing to start")
         return
     if nodes > 1:
-        from evalctl.opensearch.local_cluster import LocalCluster
-
         cluster = LocalCluster(nodes, heap=heap or "512m", http_port=port or 9400, plugin_sources=plugin_zips)
         try:
             seconds = cluster.start(timeout=max(timeout, 300.0), echo=click.echo)
@@ -173,8 +163,6 @@ def start(heap, port, plugin_zips, timeout, nodes) -> None:
 @opensearch.command()
 def status() -> None:
     """Version, health and installed plugins of the configured cluster."""
-    from evalctl.opensearch.cluster_info import cluster_status  # ssl
-
     info = cluster_status()
     click.echo(f"cluster:  {info['where']}")
     click.echo(f"url:      {info['url']}")
@@ -193,9 +181,6 @@ def status() -> None:
 @opensearch.command()
 def stop() -> None:
     """Stop the node (and the local cluster's nodes) that `evalctl opensearch start` started, and nothing else."""
-    from evalctl.opensearch.local_cluster import stop_members  # subprocess
-    from evalctl.opensearch.node import ManagedNode  # subprocess
-
     pid = ManagedNode().stop()
     click.echo(f"stopped OpenSearch (pid {pid})" if pid else "no managed OpenSearch node is running")
     for name, member_pid in stop_members().items():
@@ -206,8 +191,6 @@ def stop() -> None:
 @click.option("-n", "--lines", type=int, default=50, show_default=True)
 def logs(lines) -> None:
     """Print the end of the managed node's log."""
-    from evalctl.opensearch.node import ManagedNode  # subprocess
-
     node = ManagedNode()
     click.echo(f"# {node.log_file}")
     click.echo(node.tail_log(lines))

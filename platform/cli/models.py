@@ -6,11 +6,13 @@ import click
 
 from evalctl.cli.dataclass_options import build, dataclass_options
 from evalctl.cli.runtime_options import runtime_options
+from evalctl.config_files import SpecError
 from evalctl.errors import UserError
+from evalctl.indexers.encode_corpus import encode_corpus
 from evalctl.indexers.encode_options import EncodeOptions
+from evalctl.indexers.encoder import parse_shard
 from evalctl.indexers.model_loader import ModelLoadError, require_weights
 from evalctl.models import ROLES, load_models, registered_dir
-from evalctl.config_files import SpecError
 
 
 def _size(params_m: float) -> str:
@@ -87,9 +89,6 @@ def list_models() -> None:
 @runtime_options
 def encode(corpus, model_id, view, role, shard, **params) -> None:
     """Encode one view of a corpus into the embedding cache (resumable; cached texts are skipped)."""
-    from evalctl.indexers.encode_corpus import encode_corpus  # numpy
-    from evalctl.indexers.encoder import parse_shard  # numpy
-
     try:
         result = encode_corpus(corpus, model_id, view, build(EncodeOptions, params), role=role,
                                shard=parse_shard(shard))

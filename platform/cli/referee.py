@@ -8,6 +8,9 @@ import click
 
 from evalctl.corpus.store import CorpusNotFound
 from evalctl.errors import UserError
+from evalctl.evaluators.retrieval.retrieve import RetrievalError
+from evalctl.opensearch.connection import make_client
+from evalctl.output_folder import check_folder, claim_folder, write_into
 from evalctl.paths import cache_root
 
 
@@ -24,11 +27,8 @@ from evalctl.paths import cache_root
               "referee table (replacing the files of the same names).")
 def referee(corpus_name, model, view, query_view, qrels_name, split, out_dir, force) -> None:
     """Score CORPUS_NAME's landscape with evalctl and its referees (trec_eval, MTEB, Pyserini); print the table."""
-    from evalctl.opensearch.connection import make_client  # start-up time
     from evalctl.corpus.export import ExportError  # pyarrow
     from evalctl.evaluators.referee.table import LandscapeSpec, referee_landscape  # pandas
-    from evalctl.evaluators.retrieval.retrieve import RetrievalError  # numpy
-    from evalctl.output_folder import check_folder, claim_folder, write_into  # start-up time
 
     out_dir = out_dir or cache_root() / "referee" / corpus_name
     # an export cut short is recognised by its beir/export.json: the mark comes once the table is scored

@@ -12,8 +12,17 @@ from evalctl.config_files import SpecError
 from evalctl.corpus.default import corpus_for_command
 from evalctl.corpus.store import CorpusNotFound
 from evalctl.errors import UserError
+from evalctl.evaluators.fusion.client_fusion import FusionUnsupported
+from evalctl.evaluators.fusion.search_pipelines import NeuralSearchMissing
+from evalctl.evaluators.retrieval.fusion_sweep import fusion_sweep as sweep
 from evalctl.evaluators.retrieval.params import RetrievalOptions, RetrievalParams
+from evalctl.evaluators.retrieval.retrieve import (RetrievalError, SearchFailed, retrieval_spec,
+                                                   retrieve as run_retrieval)
+from evalctl.evaluators.scoring.metrics import ann_loss, evaluate_and_store
+from evalctl.evaluators.scoring.runs import RunNotFound, load_run
 from evalctl.indexers.model_loader import ModelLoadError
+from evalctl.opensearch.connection import make_client
+from evalctl.output_folder import check_file, check_folder, claim_folder, write_into
 
 FORMATS = {"md": "md", "latex": "tex", "csv": "csv"}
 
@@ -22,10 +31,6 @@ FORMATS = {"md": "md", "latex": "tex", "csv": "csv"}
 def _user_errors():
     """Known failures become one-line UserErrors; anything else keeps its traceback."""
     from evalctl.evaluators.scoring.compare import NotComparable  # pandas, scipy
-    from evalctl.evaluators.fusion.client_fusion import FusionUnsupported  # numpy
-    from evalctl.evaluators.retrieval.retrieve import RetrievalError, SearchFailed  # numpy
-    from evalctl.evaluators.scoring.runs import RunNotFound  # numpy
-    from evalctl.evaluators.fusion.search_pipelines import NeuralSearchMissing  # ssl
 
     try:
         yield
@@ -40,8 +45,6 @@ _corpus_option = click.option("--corpus", "corpus_name", default=None, help="Cor
 
 def _spec(params: dict, **given):
     """The RetrievalSpec of a command's options (`params`: RetrievalParams' taken out) and `given` fields."""
-    from evalctl.evaluators.retrieval.retrieve import retrieval_spec  # numpy
-
     return retrieval_spec(build(RetrievalParams, params, corpus=corpus_for_command(params.pop("corpus_name")), **given))
 
 
@@ -56,10 +59,6 @@ def _echo_scores(label: str, scores) -> None:
 @click.option("--rerun", is_flag=True, help="Search again even if this exact run is stored.")
 def retrieve(rerun, **params) -> None:
     """Run one retrieval method over a qrels split; store the run and its metrics."""
-    from evalctl.opensearch.connection import make_client  # start-up time
-    from evalctl.evaluators.retrieval.retrieve import retrieve as run_retrieval  # numpy
-    from evalctl.evaluators.scoring.metrics import ann_loss, evaluate_and_store  # numpy
-
     spec = _spec(params)
     opts = build(RetrievalOptions, params, reuse=not rerun)
     client = make_client()
@@ -82,9 +81,6 @@ def retrieve(rerun, **params) -> None:
               help="Score against the pairs of this domain only (queries without one are dropped).")
 def evaluate(runs, domain) -> None:
     """Score stored runs (result folders or ids) with nDCG@10/100, Recall@10/100, MAP@100, MRR@10."""
-    from evalctl.evaluators.scoring.runs import load_run  # numpy
-    from evalctl.evaluators.scoring.metrics import evaluate_and_store  # numpy
-
     with _user_errors():
         for ref in runs:
             run = load_run(ref)
@@ -113,8 +109,6 @@ def compare(runs, baseline, fmt, out, latex, markdown, test, alpha, permutations
     """Comparison table of runs: means with 95% CIs, paired tests with Holm correction, IN/OUT and
     jurisdiction breakdowns; ranx's Report tables with --latex / --markdown."""
     from evalctl.evaluators.scoring.compare import compare_runs, ranx_latex, ranx_markdown, render  # pandas, scipy
-    from evalctl.evaluators.scoring.runs import load_run  # numpy
-    from evalctl.output_folder import check_file, check_folder, claim_folder, write_into  # start-up time
 
     with _user_errors():
         for path in (latex, markdown):
@@ -150,9 +144,6 @@ def compare(runs, baseline, fmt, out, latex, markdown, test, alpha, permutations
                    "the node has neural-search, else client.")
 def fusion_sweep(weights, mode, **params) -> None:
     """Tune the BM25/dense weight on dev queries, report the chosen weight on --split (test)."""
-    from evalctl.opensearch.connection import make_client  # start-up time
-    from evalctl.evaluators.retrieval.fusion_sweep import fusion_sweep as sweep  # numpy
-
     try:
         grid = [float(w) for w in weights.split(",")]
     except ValueError:

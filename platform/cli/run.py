@@ -7,10 +7,15 @@ from pathlib import Path
 import click
 
 from evalctl.cli.runtime_options import runtime_options
-from evalctl.indexers.encode_options import DEVICE_HELP
-from evalctl.errors import UserError
 from evalctl.config_files import SpecError
+from evalctl.errors import UserError
+from evalctl.indexers.encode_options import DEVICE_HELP
 from evalctl.indexers.runtime import Runtime, using
+from evalctl.results_store import results_root
+from evalctl.study.cost_plan import cost_plan, parse_sizes
+from evalctl.study.report import write_report
+from evalctl.study.runner import check_expected, execute, plan
+from evalctl.study.spec_loading import load_experiment, missing_sources
 
 
 @click.command()
@@ -25,9 +30,6 @@ from evalctl.indexers.runtime import Runtime, using
 @runtime_options
 def run(spec_name, dry_run, device, corpus_sizes, gpu, utilisation) -> None:
     """Plan and run every step of SPEC (a name in configs/experiments/ or a YAML path)."""
-    from evalctl.study.runner import check_expected, execute, plan  # start-up time
-    from evalctl.study.spec_loading import load_experiment, missing_sources  # start-up time
-
     try:
         spec = load_experiment(spec_name)
         steps = plan(spec)
@@ -43,8 +45,6 @@ def run(spec_name, dry_run, device, corpus_sizes, gpu, utilisation) -> None:
     with using(Runtime(device=device)), using(spec.runtime, beneath=True):
         report = execute(steps, echo=click.echo, dry_run=dry_run)
     if dry_run:
-        from evalctl.study.cost_plan import cost_plan, parse_sizes
-
         try:
             costs = cost_plan(spec, steps, parse_sizes(corpus_sizes), gpu=gpu, utilisation=utilisation)
         except SpecError as e:
@@ -71,10 +71,6 @@ def run(spec_name, dry_run, device, corpus_sizes, gpu, utilisation) -> None:
               "a folder holding files that are not an evalctl report.")
 def report(spec_name, out, force) -> None:
     """Write the report of SPEC (Markdown + HTML, PNG plots) from the stored results."""
-    from evalctl.study.report import write_report  # numpy
-    from evalctl.study.spec_loading import load_experiment  # start-up time
-    from evalctl.results_store import results_root  # numpy
-
     try:
         spec = load_experiment(spec_name)
     except SpecError as e:

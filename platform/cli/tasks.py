@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import shlex
 from pathlib import Path
 
 import click
@@ -12,13 +14,19 @@ from evalctl.corpus.class_codes import LEVELS
 from evalctl.corpus.default import corpus_for_command
 from evalctl.corpus.label_sets import LABEL_SOURCES, load_label_sets
 from evalctl.corpus.store import CorpusNotFound, load_corpus
+from evalctl.corpus.views import load_views
 from evalctl.errors import UserError
+from evalctl.evaluators.tasks.classification import ClassifySettings, TooFewExamples, run_classification
+from evalctl.evaluators.tasks.clustering import ClusterSettings, run_clustering
+from evalctl.evaluators.vectors.export import ReadbackError, export_vectors
+from evalctl.indexers.encode_merge import merge_caches
+from evalctl.indexers.vectors_import import import_vectors, read_npy, read_parquet
 from evalctl.models import get_model
+from evalctl.opensearch.connection import make_client
+from evalctl.output_folder import check_file, write_into
 
 
 def _resolve(corpus_name: str | None, view_name: str):
-    from evalctl.corpus.views import load_views  # start-up time
-
     try:
         corpus = load_corpus(corpus_for_command(corpus_name))
     except CorpusNotFound as e:
@@ -30,8 +38,6 @@ def _resolve(corpus_name: str | None, view_name: str):
 
 
 def _label_set(name: str, min_support: int | None):
-    import dataclasses
-
 
     sets = load_label_sets()
     if name not in sets:
@@ -41,9 +47,6 @@ def _label_set(name: str, min_support: int | None):
 
 def _run(fn, *args, **kwargs):
     """Call a task function, turning unusable indexes and label sets into one clear message."""
-    from evalctl.evaluators.tasks.classification import TooFewExamples  # numpy
-    from evalctl.evaluators.vectors.export import ReadbackError  # opensearchpy
-
     try:
         return fn(*args, **kwargs)
     except (ReadbackError, TooFewExamples) as e:
@@ -106,9 +109,6 @@ def vectors() -> None:
 @click.option("--force", is_flag=True, help="Export again even when a matching export exists.")
 def export(corpus_name, model_id, view_name, force) -> None:
     """Stream a view's vectors and codes out of the index into the cache (checked against corpus and cache)."""
-    from evalctl.opensearch.connection import make_client  # start-up time
-    from evalctl.evaluators.vectors.export import export_vectors  # opensearchpy
-
     corpus, view = _resolve(corpus_name, view_name)
     rep = _run(export_vectors, make_client(), corpus, view, model_id, force=force)
     exp = rep.export
@@ -139,10 +139,6 @@ def export(corpus_name, model_id, view_name, force) -> None:
 def import_cmd(ctx, corpus_name, model_id, view_name, npy, ids, beir_corpus, parquet, id_column, vector_column,
                precision, role, task_type, prompt_variant) -> None:
     """Bring embeddings made elsewhere into the embedding cache (checked; `evalctl index` then uses them)."""
-    import shlex
-
-    from evalctl.indexers.vectors_import import import_vectors, read_npy, read_parquet  # numpy
-
     if (npy is None) == (parquet is None):
         raise UserError("give the vectors as --npy (with --ids or --beir-corpus) or as --parquet")
     corpus, view = _resolve(corpus_name, view_name)
@@ -170,8 +166,6 @@ def import_cmd(ctx, corpus_name, model_id, view_name, npy, ids, beir_corpus, par
 def merge_cmd(corpus_name, model_id, view_name, sources, role, task_type, prompt_variant) -> None:
     """Merge the caches of `evalctl encode --shard i/n` runs (SOURCES: their EVALCTL_CACHE folders) into this one,
     checking that every text of the view is there, each under this machine's key and once."""
-    from evalctl.indexers.encode_merge import merge_caches  # numpy
-
     corpus, view = _resolve(corpus_name, view_name)
     rep = merge_caches(corpus, view, get_model(model_id), list(sources), role=role, variant=prompt_variant,
                        task_type=task_type)
@@ -193,9 +187,6 @@ def merge_cmd(corpus_name, model_id, view_name, sources, role, task_type, prompt
 def classify(corpus_name, model_id, view_name, label_set, min_support, seeds, vectors, test_size, probes,
              knn_k) -> None:
     """Multi-label classification probes (logistic regression, kNN) on the view's vectors."""
-    from evalctl.opensearch.connection import make_client  # start-up time
-    from evalctl.evaluators.tasks.classification import ClassifySettings, run_classification  # numpy
-
     corpus, view = _resolve(corpus_name, view_name)
     spec = _label_set(label_set, min_support)
     settings = _settings(ClassifySettings, seeds=_seeds(seeds), test_size=test_size,
@@ -221,9 +212,6 @@ def classify(corpus_name, model_id, view_name, label_set, min_support, seeds, ve
               help="Code levels to score, e.g. section,class,subclass (cpc/ipc sets).")
 def cluster_cmd(corpus_name, model_id, view_name, label_set, min_support, seeds, vectors, rule, levels) -> None:
     """MiniBatchKMeans (k = gold classes) on the view's vectors: V-measure, ARI, NMI, AMI."""
-    from evalctl.opensearch.connection import make_client  # start-up time
-    from evalctl.evaluators.tasks.clustering import ClusterSettings, run_clustering  # numpy
-
     corpus, view = _resolve(corpus_name, view_name)
     spec = _label_set(label_set, min_support)
     settings = _settings(ClusterSettings, seeds=_seeds(seeds), rule=rule, levels=levels)
@@ -247,8 +235,6 @@ def cluster_cmd(corpus_name, model_id, view_name, label_set, min_support, seeds,
 def tables(task, corpus_name, fmt, out) -> None:
     """Classification or clustering results across models and views, with bootstrap 95% CIs."""
     from evalctl.study.task_tables import task_table, to_csv, to_markdown  # pandas, scipy
-
-    from evalctl.output_folder import check_file, write_into  # start-up time
 
     if out:
         check_file(out)
