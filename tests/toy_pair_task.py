@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from evalctl.config_files import SpecError
-from evalctl.study.tasks import Step, Target
+from evalctl.study.step_ids import QrelsId, Target, TaskStepId, identity_name
+from evalctl.study.tasks import Step
 
 KIND = "pairsim"
 
@@ -26,7 +27,7 @@ class PairEntry:
     seed: int = 0
 
 
-def _step(entry: PairEntry, model_id: str, view: str, deps: tuple[str, ...]) -> Step:
+def _step(entry: PairEntry, model_id: str, view: str, deps: tuple) -> Step:
     from evalctl import results_store
     from evalctl.corpus.qrels import load_qrels
     from evalctl.corpus.store import load_corpus
@@ -36,11 +37,11 @@ def _step(entry: PairEntry, model_id: str, view: str, deps: tuple[str, ...]) -> 
     from evalctl.indexers.index_loader import IDENTITY, read_manifest
     from evalctl.opensearch.connection import make_client
 
-    key = f"pairsim {entry.corpus} {model_id} {view} {entry.qrels}"
+    sid = TaskStepId("pairsim", Target(KIND, entry.corpus, model_id, view, entry.qrels))
 
     def identity() -> dict:
         meta = read_manifest(make_client(), index_name(entry.corpus, model_id)) or {}
-        return {"name": key.replace(" ", "_"), "index": {k: meta.get(k) for k in IDENTITY}, "view": view,
+        return {"name": identity_name(sid), "index": {k: meta.get(k) for k in IDENTITY}, "view": view,
                 "qrels": entry.qrels, "seed": entry.seed}
 
     def record():
@@ -65,8 +66,7 @@ def _step(entry: PairEntry, model_id: str, view: str, deps: tuple[str, ...]) -> 
         res = record()
         return res.manifest["scores"] if res else {}
 
-    return Step(key, KIND, run, lambda: bool(scores()), deps=deps, scores=scores,
-                target=Target(KIND, entry.corpus, model_id, view, entry.qrels), ref=lambda: (r := record()) and r.id)
+    return Step(sid, run, lambda: bool(scores()), deps=deps, scores=scores, ref=lambda: (r := record()) and r.id)
 
 
 class PairTask:
@@ -79,10 +79,10 @@ class PairTask:
             raise SpecError(f"{at}: corpus {entry.corpus} builds no qrels set to draw citation pairs from")
 
     def steps(self, ctx, entry: PairEntry):
-        qrels = f"qrels {entry.corpus} {entry.qrels}"
+        qrels = QrelsId(entry.corpus, entry.qrels)
         for m in ctx.models_of(entry):
             for view in entry.views:
-                yield _step(entry, m.id, view, (qrels, ctx.index_keys[(entry.corpus, m.id)]))
+                yield _step(entry, m.id, view, (qrels, ctx.index_ids[(entry.corpus, m.id)]))
 
     def expected_target(self, e) -> Target:
         return Target(KIND, e.corpus, e.model, e.view, e.method or "citations")

@@ -232,16 +232,14 @@ def _count(n: float) -> str:
 
 def _planned(steps) -> tuple[list[tuple[str, str | None, tuple[str, ...]]], dict]:
     """(corpus, model id or None, views) of each index step, and {(corpus, model id): {task: views}} of the
-    label-task steps, read from the steps' keys (the runner's readable contract: "index CORPUS MODEL [V,...]",
-    "classify|cluster CORPUS MODEL VIEW LABEL_SET")."""
+    label-task steps, from the steps' ids."""
     indexes, label_tasks = [], {}
     for step in steps:
         if step.kind == "index":
-            _, corpus, label, views = step.key.split(" ", 3)
-            indexes.append((corpus, None if label == "bm25" else label, tuple(views.strip("[]").split(","))))
+            indexes.append((step.id.corpus, step.id.model, step.id.views))
         elif step.kind in ("classification", "clustering"):
-            _, corpus, model_id, view, _ = step.key.split(" ")
-            label_tasks.setdefault((corpus, model_id), {}).setdefault(step.kind, set()).add(view)
+            t = step.target
+            label_tasks.setdefault((t.corpus, t.model), {}).setdefault(step.kind, set()).add(t.view)
     return indexes, label_tasks
 
 

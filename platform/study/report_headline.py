@@ -5,7 +5,7 @@ view); only the letters are renamed, so that one letter names one system across 
 from __future__ import annotations
 
 from evalctl.study.page import Report
-from evalctl.study.retrieval_groups import ViewGroup, system_name, view_groups
+from evalctl.study.retrieval_groups import ViewGroup, view_groups
 
 
 def headline(report: Report, steps) -> None:
@@ -20,7 +20,7 @@ def headline(report: Report, steps) -> None:
         return
     for corpus in dict.fromkeys(g.corpus for g in groups):
         mine = [g for g in groups if g.corpus == corpus]
-        names = list(dict.fromkeys(system_name(r.label) for g in mine for r in g.runs))
+        names = list(dict.fromkeys(r.system_name for g in mine for r in g.runs))
         letter = {n: chr(ord("a") + i) for i, n in enumerate(names)}
         rows = {n: {"system": f"{letter[n]} {n}"} for n in names}
         strong = set()
@@ -57,12 +57,12 @@ def _cells(g: ViewGroup, letter: dict[str, str]) -> tuple[dict[str, tuple[float,
     for i, run in enumerate(g.runs):
         if i not in g.main:
             mean, text, n = alone(run)
-            sampled[system_name(run.label)] = (mean, f"{text} (n={n})", False)
+            sampled[run.system_name] = (mean, f"{text} (n={n})", False)
     rep = g.comparison
     if rep is None:  # a single run of the widest query set
         mean, text, n = alone(g.runs[g.main[0]])
-        return {system_name(g.runs[g.main[0]].label): (mean, text, True), **sampled}, n
-    name_of = {s.split(" ")[0]: system_name(r.label) for s, r in zip(rep.systems, g.main_runs)}
-    return {name_of[s.split(" ")[0]]: (rep.means[s][PRIMARY], score_cell(
-        rep.means[s][PRIMARY], sorted(letter[name_of[x]] for x in rep.better_than(s, PRIMARY)), *rep.ci[s][PRIMARY]),
-        True) for s in rep.systems} | sampled, rep.n_queries
+        return {g.runs[g.main[0]].system_name: (mean, text, True), **sampled}, n
+    name_of = {x: r.system_name for x, r in zip(rep.letters, g.main_runs)}  # the comparison's letter -> system
+    return {name_of[x]: (rep.means[s][PRIMARY], score_cell(
+        rep.means[s][PRIMARY], sorted(letter[name_of[y]] for y in rep.better_than(s, PRIMARY)), *rep.ci[s][PRIMARY]),
+        True) for s, x in zip(rep.systems, rep.letters)} | sampled, rep.n_queries

@@ -7,7 +7,7 @@ that searched a sample of them shows "not searched" on the others."""
 from __future__ import annotations
 
 from evalctl.study.page import Report
-from evalctl.study.retrieval_groups import ViewGroup, query_page_name, system_name, view_groups
+from evalctl.study.retrieval_groups import ViewGroup, query_page_name, view_groups
 
 NOT_SEARCHED = "not searched"  # a system that searched a sample of the queries, on one outside it
 
@@ -28,7 +28,7 @@ def _page(g: ViewGroup) -> Report:
     qset, split = basis.qset, g.runs[0].manifest["split"]
     qrels = basis.judged(split)
     domain = {(p.query_id, p.doc_id): p.domain for p in qset.pairs if split is None or p.split == split}
-    names = [system_name(r.label) for r in g.runs]
+    names = [r.system_name for r in g.runs]
     ranks = [{q: {doc: i for i, (doc, _) in enumerate(hits, 1)} for q, hits in r.ranking.items()} for r in g.runs]
     scores = [evaluate_run(r, metrics=(PRIMARY,)).per_query[PRIMARY] for r in g.runs]
     corpus = load_corpus(g.corpus)

@@ -1,5 +1,5 @@
 """The done retrieval steps of a report grouped by corpus and view (the headline, the retrieval section and the
-per-query pages compare the same groups), and the names a system and a per-query page have in a report."""
+per-query pages compare the same groups), and the name a per-query page has in a report."""
 
 from __future__ import annotations
 
@@ -76,8 +76,3 @@ def stored_run(run_id: str, runs: dict):
 
     return runs.get(run_id) or runs.setdefault(run_id, load_run(run_id))
 
-
-def system_name(label: str) -> str:
-    """A run's label without its view ("dense:all-minilm-l6-v2:T" -> "dense:all-minilm-l6-v2"): the name a
-    system has in the headline table, the charts and the per-query pages."""
-    return label.rsplit(":", 1)[0]

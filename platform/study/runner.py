@@ -15,7 +15,9 @@ from dataclasses import asdict, dataclass, field
 
 from evalctl.errors import Failure
 from evalctl.opensearch.retries import node_gone
+from evalctl.config_files import SpecError
 from evalctl.study.experiment import ExperimentSpec, ModelEntry
+from evalctl.study.step_ids import FinetuneId, ImportId, IndexId, QrelsId, step_key
 from evalctl.study.tasks import TASKS, PlanContext, Step, note_outcome, remember
 
 
@@ -94,7 +96,7 @@ def import_step(spec: ExperimentSpec, entry) -> Step:
         problems = ", ".join(f"{k} {v}" for k, v in res.problem_counts.items()) or "no problems"
         return f"{len(res.corpus)} records ({problems})"
 
-    return Step(f"import {entry.name}", "import", run, is_done)
+    return Step(ImportId(entry.name), run, is_done)
 
 
 def qrels_step(spec: ExperimentSpec, entry) -> Step:
@@ -114,7 +116,7 @@ def qrels_step(spec: ExperimentSpec, entry) -> Step:
         q = build_qrels(load_corpus(entry.name), entry.qrels, overwrite=True)
         return f"{len(q.queries)} queries, {len(q.pairs)} pairs"
 
-    return Step(f"qrels {entry.name} {entry.qrels.name}", "qrels", run, is_done, deps=(f"import {entry.name}",))
+    return Step(QrelsId(entry.name, entry.qrels.name), run, is_done, deps=(ImportId(entry.name),))
 
 
 def index_step(corpus_name: str, model_id: str | None, variant: str | None, views: tuple[str, ...],
@@ -167,9 +169,7 @@ def index_step(corpus_name: str, model_id: str | None, variant: str | None, view
         return (f"{rep.index}: {rep.n_loaded} loaded, {rep.n_already} already there ({rep.docs_per_s:.0f} docs/s)"
                 + "".join(f"; warning: {why}" for why in rep.warnings))
 
-    label = model_id or "bm25"
-    return Step(f"index {corpus_name} {label} [{','.join(views)}]", "index", run, is_done,
-                deps=(f"import {corpus_name}",))
+    return Step(IndexId(corpus_name, model_id, views), run, is_done, deps=(ImportId(corpus_name),))
 
 
 def finetune_step(spec: ExperimentSpec, entry, base_id: str, recipe_id: str) -> tuple[Step, str]:
@@ -206,9 +206,9 @@ def finetune_step(spec: ExperimentSpec, entry, base_id: str, recipe_id: str) -> 
     # Wait for the qrels sets this run builds that guard the pairs, or that hold the training corpus's
     # train-side citations (R1).
     built = sorted((c.name, c.qrels.name) for c in spec.corpora if c.qrels is not None)
-    qrels_deps = [f"qrels {c} {q}" for c, q in built if (c, q) in read or c == entry.corpus]
-    deps = tuple(dict.fromkeys([f"import {entry.corpus}", *(f"import {c}" for c, _ in read), *qrels_deps]))
-    return Step(f"finetune {model_id}", "finetune", run, is_done, deps=deps), model_id
+    qrels_deps = [QrelsId(c, q) for c, q in built if (c, q) in read or c == entry.corpus]
+    deps = tuple(dict.fromkeys([ImportId(entry.corpus), *(ImportId(c) for c, _ in read), *qrels_deps]))
+    return Step(FinetuneId(model_id), run, is_done, deps=deps), model_id
 
 
 # --------------------------------------------------------------------------- plan and run
@@ -222,14 +222,14 @@ def plan(spec: ExperimentSpec) -> list[Step]:
             steps.append(qrels_step(spec, c))
     # Fine-tuned models join every task like the configured ones, after their training step.
     models = list(spec.models)
-    trained: dict[str, str] = {}  # tuned model id -> its finetune step
+    trained: dict[str, FinetuneId] = {}  # tuned model id -> its finetune step
     base_of: dict[str, str] = {}
     for ft in spec.finetune:
         for base in ft.models or [m.id for m in spec.models]:
             for recipe in ft.recipes:
                 step, tuned = finetune_step(spec, ft, base, recipe)
                 steps.append(step)
-                trained[tuned] = step.key
+                trained[tuned] = step.id
                 base_of[tuned] = base
                 models.append(ModelEntry(tuned))
 
@@ -252,18 +252,23 @@ def plan(spec: ExperimentSpec) -> list[Step]:
             for m in models_of(entry):
                 task_views.setdefault((entry.corpus, m.id), {}).setdefault(kind, set()).update(entry.views)
     variants = {m.id: m.prompt_variant for m in models}
-    index_keys = {}
+    index_ids = {}
     for (corpus, model_id), views in wanted.items():
         tasks = {t: sorted(vs) for t, vs in task_views.get((corpus, model_id), {}).items()}
         step = index_step(corpus, model_id, variants.get(model_id), tuple(sorted(views)), tasks)
         if model_id in trained:
             step.deps += (trained[model_id],)
-        index_keys[(corpus, model_id)] = step.key
+        index_ids[(corpus, model_id)] = step.id
         steps.append(step)
-    ctx = PlanContext(spec, list(steps), models_of, index_keys, base_of)
+    ctx = PlanContext(spec, list(steps), models_of, index_ids, base_of)
+    planned_by: dict[str, str] = {}  # a task step's key (its target's) -> the entry that planned it
     for name, task in TASKS.items():
-        for entry in spec.entries(name):
+        for i, entry in enumerate(spec.entries(name)):
             for step in task.steps(ctx, entry):
+                if step.key in planned_by:  # they would share one study record
+                    raise SpecError(f"{spec.source_path}: {planned_by[step.key]} and {name}[{i}] both plan "
+                                    f"{step.key} (target {step.target}): give each target once")
+                planned_by[step.key] = f"{name}[{i}]"
                 step.remember = functools.partial(remember, spec.name, step)
                 step.note_outcome = functools.partial(note_outcome, spec.name, step)
                 steps.append(step)
@@ -289,18 +294,19 @@ def check_expected(spec: ExperimentSpec, steps: list[Step]) -> list[str]:
 
 def execute(steps: list[Step], echo=print, dry_run: bool = False) -> RunReport:
     report = RunReport()
-    failed: set[str] = set()
-    cause: dict[str, str] = {}  # failed or skipped step -> the failure behind it, one line
+    failed: set = set()  # step ids
+    cause: dict = {}  # failed or skipped step's id -> the failure behind it, one line
     for i, step in enumerate(steps, 1):
         prefix = f"[{i}/{len(steps)}] {step.key}"
         blocked = [d for d in step.deps if d in failed]
         if blocked:
-            failed.add(step.key)
-            report.outcomes.append(Outcome(step.key, "skipped", f"needs {', '.join(blocked)}"))
-            cause[step.key] = cause[blocked[0]]
+            needs = ", ".join(map(step_key, blocked))
+            failed.add(step.id)
+            report.outcomes.append(Outcome(step.key, "skipped", f"needs {needs}"))
+            cause[step.id] = cause[blocked[0]]
             if step.note_outcome:
-                step.note_outcome("skipped", f"needs {', '.join(blocked)} ({cause[step.key]})")
-            echo(f"{prefix}: skipped (needs {', '.join(blocked)})")
+                step.note_outcome("skipped", f"needs {needs} ({cause[step.id]})")
+            echo(f"{prefix}: skipped (needs {needs})")
             continue
         try:
             done = step.is_done()
@@ -324,13 +330,13 @@ def execute(steps: list[Step], echo=print, dry_run: bool = False) -> RunReport:
             report.outcomes.append(Outcome(step.key, "ok", detail, time.perf_counter() - t0))
             echo(f"{prefix}: ok ({time.perf_counter() - t0:.1f}s) {detail}")
         except Exception as e:  # report and go on: later independent steps still run
-            cause[step.key] = f"{step.key} failed: " + f"{e.__class__.__name__}: {e}".splitlines()[0]
+            cause[step.id] = f"{step.key} failed: " + f"{e.__class__.__name__}: {e}".splitlines()[0]
             if step.note_outcome:
-                step.note_outcome("failed", cause[step.key])
+                step.note_outcome("failed", cause[step.id])
             if node_gone(e):  # every later step would fail the same way: stop once, saying where and what to do
                 report.outcomes.append(Outcome(step.key, "failed", f"{e.__class__.__name__}", time.perf_counter() - t0))
                 raise NodeLost(_node_lost_message(prefix, e, report, len(steps) - i), report) from e
-            failed.add(step.key)
+            failed.add(step.id)
             detail = f"{e.__class__.__name__}: {e}"
             report.outcomes.append(Outcome(step.key, "failed", detail + "\n" + traceback.format_exc(limit=3),
                                            time.perf_counter() - t0))

@@ -8,10 +8,11 @@ from pathlib import Path
 
 from evalctl.config_files import SpecError
 from evalctl.study.experiment import LabelTaskEntry
-from evalctl.study.tasks import Step, Target, memo
+from evalctl.study.step_ids import Target, TaskStepId
+from evalctl.study.tasks import Step, memo
 
 
-def label_task_step(kind: str, corpus_name: str, model_id: str, view: str, label_set: str, deps: tuple[str, ...],
+def label_task_step(kind: str, corpus_name: str, model_id: str, view: str, label_set: str, deps: tuple,
                     vectors: str = "task") -> Step:
     """A classification or clustering result for one corpus x model x view x label set (`vectors`: the
     task's own prompt's vectors where the model has one, or the document vectors)."""
@@ -70,9 +71,8 @@ def label_task_step(kind: str, corpus_name: str, model_id: str, view: str, label
         return "; ".join(f"{lv} V {100 * v['v_measure']['mean']:.1f} ARI {100 * v['ari']['mean']:.1f}"
                          for lv, v in summary.items())
 
-    return Step(f"{prefix} {corpus_name} {model_id} {view} {label_set}", kind, run, lambda: bool(stored()),
-                deps=deps, scores=stored, target=Target(kind, corpus_name, model_id, view, label_set),
-                ref=lambda: (r := record()) and r.id)
+    return Step(TaskStepId(prefix, Target(kind, corpus_name, model_id, view, label_set)), run, lambda: bool(stored()),
+                deps=deps, scores=stored, ref=lambda: (r := record()) and r.id)
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ class LabelTask:
             for view in entry.views:
                 for label_set in entry.label_sets:
                     yield label_task_step(self.name, entry.corpus, m.id, view, label_set,
-                                          deps=(ctx.index_keys[(entry.corpus, m.id)],), vectors=entry.vectors)
+                                          deps=(ctx.index_ids[(entry.corpus, m.id)],), vectors=entry.vectors)
 
     def expected_target(self, e) -> Target:
         return Target(self.name, e.corpus, e.model, e.view, e.label_set)

@@ -11,14 +11,15 @@ from typing import TYPE_CHECKING
 from evalctl.config_files import SpecError
 from evalctl.study.experiment import ALL_SPLITS, RetrievalEntry, check_spec_name
 from evalctl.study.page import Report, plt_module, save_figure
-from evalctl.study.retrieval_groups import ViewGroup, query_page_name, stored_run, system_name, view_groups
-from evalctl.study.tasks import Step, Target, memo
+from evalctl.study.retrieval_groups import ViewGroup, query_page_name, stored_run, view_groups
+from evalctl.study.step_ids import QrelsId, Target, TaskStepId, identity_name
+from evalctl.study.tasks import Step, memo
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
-def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tuple[str, ...]) -> Step:
+def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tuple) -> Step:
     """One run (retrieve + evaluate). Done when a study-step record for the same corpus version,
     index identity, qrels and settings holds its scores, or when the run itself and its scores are
     stored (`evalctl retrieve` with the same inputs makes the same run: the step then adopts it)."""
@@ -36,8 +37,8 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
     from evalctl.indexers.index_loader import read_manifest, result_identity
     from evalctl.corpus.qrels import qrels_manifest
 
-    qview = entry.query_view or view
-    key = f"retrieve {entry.corpus} {model_id or 'bm25'} {view} {method}" + (f" (queries {qview})" if qview != view else "")
+    sid = TaskStepId("retrieve", Target("retrieval", entry.corpus, model_id or "bm25", view, method,
+                                        entry.query_view or view))
     m = METHODS.get(method)
     sweep = entry.dense_weights if m.tunable else ()
 
@@ -56,7 +57,7 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
         rspec = spec(client)
         # a sampled step's scores were once kept over the whole split (metrics._scores_identity): not reused
         sampled = {"scored_on": "searched queries"} if rspec.query_sample else {}
-        return {"name": key.replace(" ", "_"), "corpus_hash": corpus.content_hash,
+        return {"name": identity_name(sid), "corpus_hash": corpus.content_hash,
                 "index": result_identity(meta), "retrieval": asdict(rspec),
                 "qrels_spec": qrels_manifest(corpus, entry.qrels).get("spec"),
                 **({"dense_weights_tuned_on_dev": list(sweep)} if sweep else {}), **sampled}
@@ -101,8 +102,7 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
         return (f"{stored_run.label}: nDCG@10 {scores['ndcg@10']:.4f} ({stored_run.manifest['n_queries']} "
                 f"queries{how})")
 
-    return Step(key, "retrieval", run, lambda: bool(stored()), deps=deps, scores=stored,
-                target=Target("retrieval", entry.corpus, model_id or "bm25", view, method, qview),
+    return Step(sid, run, lambda: bool(stored()), deps=deps, scores=stored,
                 ref=lambda: (r := record()) and r.manifest["run"])
 
 
@@ -139,14 +139,14 @@ class RetrievalTask:
     def steps(self, ctx, entry: RetrievalEntry):
         from evalctl.evaluators.retrieval.methods import METHODS
 
-        deps = tuple(k for k in (f"qrels {entry.corpus} {entry.qrels}",) if any(s.key == k for s in ctx.steps))
+        deps = ctx.planned(QrelsId(entry.corpus, entry.qrels))
         ids = [m.id for m in ctx.models_of(entry)]
         for view in entry.views:
             for method in entry.methods:
                 text_only = not METHODS.get(method).vector
                 model_ids = [None] if text_only and not ids else ([ids[0]] if text_only else ids)
                 for model_id in model_ids:  # BM25 needs one run: it reads the text of the first model's index
-                    yield retrieval_step(entry, model_id, view, method, deps + (ctx.index_keys[(entry.corpus, model_id)],))
+                    yield retrieval_step(entry, model_id, view, method, deps + (ctx.index_ids[(entry.corpus, model_id)],))
 
     def expected_target(self, e) -> Target:
         return Target("retrieval", e.corpus, e.model, e.view, e.method, e.query_view or e.view)
@@ -310,7 +310,7 @@ def _in_out_plot(report: Report, g: ViewGroup, out: Path, name: str) -> None:
         means = np.array([v[0] for v in values])
         err = np.array([[m - lo for m, lo, _ in values], [hi - m for m, _, hi in values]])
         ax.bar(x + offset, means, width=0.4, yerr=err, capsize=3, label=f"{dom} (n={n})")
-    ax.set_xticks(list(x), [system_name(r.label) for r in runs], rotation=20, ha="right")
+    ax.set_xticks(list(x), [r.system_name for r in runs], rotation=20, ha="right")
     ax.set_ylabel(PRIMARY)
     ax.legend()
     missing = "".join(f"; no {d} queries" for d in ("IN", "OUT") if d not in bars)

@@ -13,7 +13,8 @@ from pathlib import Path
 from evalctl.config_files import SpecError
 from evalctl.study.experiment import check_spec_name
 from evalctl.study.retrieval_groups import stored_run
-from evalctl.study.tasks import Step, Target, memo
+from evalctl.study.step_ids import QrelsId, Target, TaskStepId, identity_name
+from evalctl.study.tasks import Step, memo
 
 KIND = "transfer"
 SCORES = ("delta", "base_score", "tuned_score", "p")  # the tuned model's mean minus its base's, both means, p
@@ -39,7 +40,7 @@ def _settings(entry: TransferEntry) -> dict:
     return {k: v for k, v in asdict(entry).items() if k not in ("corpus", "views", "models", "include_tuned")}
 
 
-def transfer_step(entry: TransferEntry, tuned: str, base: str, view: str, deps: tuple[str, ...]) -> Step:
+def transfer_step(entry: TransferEntry, tuned: str, base: str, view: str, deps: tuple) -> Step:
     """Done when a study-step record for the same corpus version, both indexes and the settings holds its scores."""
     from evalctl import results_store
     from evalctl.corpus.qrels import qrels_manifest
@@ -48,12 +49,12 @@ def transfer_step(entry: TransferEntry, tuned: str, base: str, view: str, deps: 
     from evalctl.indexers.index_loader import read_manifest, result_identity
     from evalctl.opensearch.connection import make_client
 
-    key = f"transfer {entry.corpus} {tuned} {view}"
+    sid = TaskStepId("transfer", Target(KIND, entry.corpus, tuned, view, entry.method), what_in_key=False)
 
     def identity() -> dict:
         client, corpus = make_client(), load_corpus(entry.corpus)
         indexes = {m: result_identity(read_manifest(client, index_name(entry.corpus, m)) or {}) for m in (base, tuned)}
-        return {"name": key.replace(" ", "_"), "corpus_hash": corpus.content_hash, "view": view, "indexes": indexes,
+        return {"name": identity_name(sid), "corpus_hash": corpus.content_hash, "view": view, "indexes": indexes,
                 "settings": _settings(entry), "qrels_spec": qrels_manifest(corpus, entry.qrels).get("spec")}
 
     record = memo(lambda: results_store.find("study-step", entry.corpus, identity()))
@@ -76,8 +77,7 @@ def transfer_step(entry: TransferEntry, tuned: str, base: str, view: str, deps: 
         return (f"{entry.metric} {row.base_score:.4f} -> {row.tuned_score:.4f} ({row.delta:+.4f}, p {row.p:.3g}, "
                 f"{row.n_queries} queries)")
 
-    return Step(key, KIND, run, lambda: bool(stored()), deps=deps, scores=stored,
-                target=Target(KIND, entry.corpus, tuned, view, entry.method),
+    return Step(sid, run, lambda: bool(stored()), deps=deps, scores=stored,
                 ref=lambda: (r := record()) and r.manifest["result"])
 
 
@@ -120,12 +120,12 @@ class TransferTask:
             raise SpecError(f"{at}: k {entry.k} is outside the allowed range 1-{MAX_K}")
 
     def steps(self, ctx, entry: TransferEntry):
-        qrels = tuple(k for k in (f"qrels {entry.corpus} {entry.qrels}",) if any(s.key == k for s in ctx.steps))
+        qrels = ctx.planned(QrelsId(entry.corpus, entry.qrels))
         for m in ctx.models_of(entry):
             if (base := ctx.base_of.get(m.id)) is None:
                 continue  # a base model: the other side of every comparison
             for view in entry.views:
-                deps = qrels + (ctx.index_keys[(entry.corpus, base)], ctx.index_keys[(entry.corpus, m.id)])
+                deps = qrels + (ctx.index_ids[(entry.corpus, base)], ctx.index_ids[(entry.corpus, m.id)])
                 yield transfer_step(entry, m.id, base, view, deps)
 
     def expected_target(self, e) -> Target:

@@ -15,44 +15,38 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
 from evalctl.registry import Registry
+from evalctl.study.step_ids import IndexId, StepId, Target, TaskStepId, record_name, step_key
 
 if TYPE_CHECKING:
     from evalctl.study.experiment import ExperimentSpec, Expected, ModelEntry
     from evalctl.study.page import Report
 
 
-@dataclass(frozen=True)
-class Target:
-    """What one task step scores, as an expected score names it."""
-
-    task: str
-    corpus: str
-    model: str  # "bm25" for a text-only retrieval run
-    view: str
-    what: str  # the retrieval method, the label set, or the task's own kind of system
-    query_view: str | None = None  # retrieval: the queries' view (the document view when they are the same)
-
-    @property
-    def view_label(self) -> str:
-        return self.view if self.query_view in (None, self.view) else f"{self.query_view}→{self.view}"
-
-    def __str__(self) -> str:
-        return "/".join(str(v) for v in dataclasses.astuple(self) if v is not None)
-
-
 @dataclass
 class Step:
-    key: str  # unique, readable: "index espacenet-pizza all-minilm-l6-v2 [T]"
-    kind: str
+    id: StepId  # unique in a plan
     run: Callable[[], str]  # returns a one-line summary
     is_done: Callable[[], bool]
-    deps: tuple[str, ...] = ()
+    deps: tuple[StepId, ...] = ()
     scores: Callable[[], dict] | None = None  # the stored scores, for expected-score checks and reports
-    target: Target | None = None  # a task step's target, for expected-score matching and the report
     ref: Callable[[], str | None] | None = None  # id of the stored run/result behind the scores
     remember: Callable[[], None] | None = None  # a task step: store its study record once done
     # a task step: store why it did not finish (status "failed" or "skipped", a one-line detail) for the report
     note_outcome: Callable[[str, str], None] | None = None
+
+    @property
+    def key(self) -> str:
+        """Readable and unique: "index espacenet-pizza all-minilm-l6-v2 [T]"."""
+        return step_key(self.id)
+
+    @property
+    def kind(self) -> str:
+        return self.id.kind
+
+    @property
+    def target(self) -> Target | None:
+        """A task step's target, for expected-score matching and the report."""
+        return self.id.target if isinstance(self.id, TaskStepId) else None
 
 
 @dataclass
@@ -62,8 +56,12 @@ class PlanContext:
     spec: ExperimentSpec
     steps: list[Step]  # the steps planned before the tasks' (imports, qrels, fine-tuning, indexes)
     models_of: Callable[[Any], list[ModelEntry]]  # an entry's models, fine-tuned ones included
-    index_keys: dict[tuple[str, str | None], str]  # (corpus, model id or None) -> its index step's key
+    index_ids: dict[tuple[str, str | None], IndexId]  # (corpus, model id or None) -> its index step
     base_of: dict[str, str] = dataclasses.field(default_factory=dict)  # a model fine-tuned by the spec -> its base
+
+    def planned(self, sid: StepId) -> tuple[StepId, ...]:
+        """(sid,) when the plan has that step (a dependency to wait for), else ()."""
+        return (sid,) if any(s.id == sid for s in self.steps) else ()
 
 
 class Task(Protocol):
@@ -122,7 +120,7 @@ RECORD_KIND = "study-record"
 
 
 def _record_identity(spec_name: str, step: Step) -> dict:
-    return {"name": f"{spec_name}-{step.key}".replace(" ", "_"), "spec": spec_name, "step": step.key}
+    return {"name": record_name(spec_name, step.id), "spec": spec_name, "step": step.key}
 
 
 def remember(spec_name: str, step: Step) -> None:

@@ -200,6 +200,7 @@ def test_plan_trains_before_evaluating_tuned_models(tmp_path, monkeypatch):
     """A fine-tuned model enters every task after its training step (pure planning, nothing runs)."""
     from evalctl.study.runner import plan
     from evalctl.study.spec_loading import load_experiment
+    from evalctl.study.step_ids import ImportId
 
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
     path = spec_file(tmp_path, "p")
@@ -210,10 +211,10 @@ def test_plan_trains_before_evaluating_tuned_models(tmp_path, monkeypatch):
     steps = {s.key: s for s in plan(load_experiment(str(path)))}
     tuned = "all-minilm-l6-v2+r3-n16@rt-p-grants"
     train = f"finetune {tuned}"
-    assert steps[train].deps == ("import rt-p-grants",)
+    assert steps[train].deps == (ImportId("rt-p-grants"),)
     index = steps[f"index rt-p-pizza {tuned} [T]"]
-    assert train in index.deps
-    assert steps[f"classify rt-p-pizza {tuned} T ipc3"].deps == (index.key,)
+    assert steps[train].id in index.deps
+    assert steps[f"classify rt-p-pizza {tuned} T ipc3"].deps == (index.id,)
     assert "classify rt-p-pizza all-minilm-l6-v2 T ipc3" in steps  # the base model is evaluated too
     keys = list(steps)
     assert keys.index(train) < keys.index(index.key)
@@ -225,7 +226,7 @@ def test_plan_guards_fine_tuning_and_filters_models(tmp_path, monkeypatch):
     the step and its target (pure planning, nothing runs)."""
     from evalctl.study.runner import plan
     from evalctl.study.spec_loading import load_experiment
-    from evalctl.study.tasks import Target
+    from evalctl.study.step_ids import ImportId, QrelsId, Target
 
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
     path = spec_file(tmp_path, "g")
@@ -240,8 +241,8 @@ def test_plan_guards_fine_tuning_and_filters_models(tmp_path, monkeypatch):
     path.write_text(yaml.safe_dump(doc))
     steps = {s.key: s for s in plan(load_experiment(str(path)))}
     tuned = "all-minilm-l6-v2+r3-n16@rt-g-grants"
-    assert set(steps[f"finetune {tuned}"].deps) == {"import rt-g-grants", "import rt-g-pizza",
-                                                    "qrels rt-g-grants ki", "qrels rt-g-pizza citations"}
+    assert set(steps[f"finetune {tuned}"].deps) == {ImportId("rt-g-grants"), ImportId("rt-g-pizza"),
+                                                    QrelsId("rt-g-grants", "ki"), QrelsId("rt-g-pizza", "citations")}
     grants = sorted(k for k in steps if k.startswith("retrieve rt-g-grants"))
     assert grants == [f"retrieve rt-g-grants {m} TA dense (queries T)" for m in ("all-minilm-l6-v2", tuned)]
     assert steps[grants[0]].target == Target("retrieval", "rt-g-grants", "all-minilm-l6-v2", "TA", "dense", "T")

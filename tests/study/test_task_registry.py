@@ -72,6 +72,7 @@ def test_a_bad_toy_entry_is_refused_naming_it(pair_task, tmp_path, monkeypatch):
 def test_toy_task_through_spec_plan_run_expected_and_report(os_client, pair_task, tmp_path, monkeypatch):
     from evalctl.cli.main import cli
     from evalctl.study.runner import plan
+    from evalctl.study.step_ids import step_key
     from evalctl.study.spec_loading import load_experiment
 
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
@@ -82,7 +83,7 @@ def test_toy_task_through_spec_plan_run_expected_and_report(os_client, pair_task
     try:
         steps = {s.key: s for s in plan(load_experiment(str(path)))}
         key = f"pairsim {corpus} {MODEL} T citations"
-        assert set(steps[key].deps) == {f"qrels {corpus} citations", f"index {corpus} {MODEL} [T]"}
+        assert {step_key(d) for d in steps[key].deps} == {f"qrels {corpus} citations", f"index {corpus} {MODEL} [T]"}
         r = CliRunner().invoke(cli, ["run", str(path)])
         assert r.exit_code == 0 and f"{key}: ok" in r.output, r.output
         got = steps[key].scores()["win_rate"]
