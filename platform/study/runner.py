@@ -13,12 +13,24 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 
+from evalctl.corpus.importer import import_corpus, source_files
+from evalctl.corpus.qrels import build_qrels, qrels_manifest
+from evalctl.corpus.store import CorpusNotFound, load_corpus
+from evalctl.corpus.views import load_views
 from evalctl.errors import Failure
+from evalctl.finetune.recipes import get_recipe
+from evalctl.finetune.train import finetune, finetuned_dir
+from evalctl.indexers.index_contract import inspect_index
+from evalctl.indexers.index_layout import field_units, index_name
+from evalctl.indexers.index_loader import IndexMismatch, index_corpus, loaded_count
+from evalctl.models import get_model, registered_dir
+from evalctl.opensearch.connection import load_settings, make_client, node_answered, resolve_url
 from evalctl.opensearch.retries import node_gone
-from evalctl.config_files import SpecError
-from evalctl.study.experiment import ExperimentSpec, ModelEntry
+from evalctl.provenance import file_sha256
+from evalctl.study.experiment import ExperimentSpec
 from evalctl.study.step_ids import FinetuneId, ImportId, IndexId, QrelsId, step_key
-from evalctl.study.tasks import TASKS, PlanContext, Step, note_outcome, remember
+from evalctl.study.tasks import (TASKS, PlanContext, Step, Tuning, note_outcome, remember, spec_models,
+                                 task_targets)
 
 
 @dataclass
@@ -53,8 +65,6 @@ class NodeLost(Failure):
 
 
 def _node_lost_message(step: str, e: Exception, report: RunReport, not_run: int) -> str:
-    from evalctl.opensearch.connection import load_settings, node_answered, resolve_url
-
     settings = load_settings()
     how = "stopped answering" if node_answered() else "does not answer"
     fix = ("Check that cluster (or unset EVALCTL_OPENSEARCH_URL and the config file's opensearch url to use the "
@@ -73,10 +83,6 @@ def _node_lost_message(step: str, e: Exception, report: RunReport, not_run: int)
 
 
 def import_step(spec: ExperimentSpec, entry) -> Step:
-    from evalctl.corpus.importer import import_corpus, source_files
-    from evalctl.corpus.store import CorpusNotFound, load_corpus
-    from evalctl.provenance import file_sha256
-
     def sources() -> list:  # resolved when used, so a plan can be shown before the data is in place
         return [spec.resolve_source(s) for s in entry.sources]
 
@@ -100,9 +106,6 @@ def import_step(spec: ExperimentSpec, entry) -> Step:
 
 
 def qrels_step(spec: ExperimentSpec, entry) -> Step:
-    from evalctl.corpus.store import load_corpus
-    from evalctl.corpus.qrels import build_qrels, qrels_manifest
-
     def is_done() -> bool:
         corpus = load_corpus(entry.name)
         try:  # the manifest alone: reading the queries and pairs costs a Parquet import on every rerun
@@ -122,14 +125,6 @@ def qrels_step(spec: ExperimentSpec, entry) -> Step:
 def index_step(corpus_name: str, model_id: str | None, variant: str | None, views: tuple[str, ...],
                label_tasks: dict[str, list[str]] | None = None) -> Step:
     """`label_tasks` ({task: views}): the label tasks of the spec that read their own prompt's vectors."""
-    from evalctl.opensearch.connection import make_client
-    from evalctl.corpus.store import load_corpus
-    from evalctl.indexers.index_contract import inspect_index
-    from evalctl.indexers.index_layout import field_units, index_name
-    from evalctl.indexers.index_loader import loaded_count
-    from evalctl.models import get_model
-    from evalctl.corpus.views import load_views
-
     def resolve():
         corpus = load_corpus(corpus_name)
         model = get_model(model_id) if model_id else None
@@ -148,10 +143,6 @@ def index_step(corpus_name: str, model_id: str | None, variant: str | None, view
         return loaded_count(client, name, field_units(meta)) == len(corpus)
 
     def run() -> str:
-        from evalctl.indexers.index_loader import index_corpus
-
-        from evalctl.indexers.index_loader import IndexMismatch
-
         corpus, model, name = resolve()
         client, all_views = make_client(), load_views()
         try:
@@ -172,19 +163,13 @@ def index_step(corpus_name: str, model_id: str | None, variant: str | None, view
     return Step(IndexId(corpus_name, model_id, views), run, is_done, deps=(ImportId(corpus_name),))
 
 
-def finetune_step(spec: ExperimentSpec, entry, base_id: str, recipe_id: str) -> tuple[Step, str]:
-    """Train `base_id` with a recipe on the entry's corpus; returns the step and the tuned model's id.
-    Every qrels set a retrieval task of the spec reads guards the pairs: no dev/test query (nor its family
+def finetune_step(spec: ExperimentSpec, tuning: Tuning) -> Step:
+    """Train a base model with a recipe on the entry's corpus. Every qrels set a retrieval task of the spec reads guards the pairs: no dev/test query (nor its family
     or relevant documents) reaches training. Done when that model is registered from the same corpus
     version, pair budget, guard and seed."""
-    from evalctl.corpus.store import load_corpus
-    from evalctl.finetune.train import default_model_id, finetune, finetuned_dir
-    from evalctl.finetune.recipes import get_recipe
-    from evalctl.models import registered_dir
-
-    recipe = get_recipe(recipe_id)
-    model_id = default_model_id(base_id, recipe.id, [entry.corpus], entry.match_size)
-    read = sorted({(r.corpus, r.qrels) for r in spec.retrieval})
+    entry, base_id, model_id = tuning.entry, tuning.base, tuning.model
+    recipe = get_recipe(tuning.recipe)
+    read = sorted({(r.corpus, r.qrels) for r in spec.entries("retrieval")})
     guard = tuple(f"{c}:{q}" for c, q in read)
 
     def is_done() -> bool:
@@ -208,7 +193,7 @@ def finetune_step(spec: ExperimentSpec, entry, base_id: str, recipe_id: str) -> 
     built = sorted((c.name, c.qrels.name) for c in spec.corpora if c.qrels is not None)
     qrels_deps = [QrelsId(c, q) for c, q in built if (c, q) in read or c == entry.corpus]
     deps = tuple(dict.fromkeys([ImportId(entry.corpus), *(ImportId(c) for c, _ in read), *qrels_deps]))
-    return Step(FinetuneId(model_id), run, is_done, deps=deps), model_id
+    return Step(FinetuneId(model_id), run, is_done, deps=deps)
 
 
 # --------------------------------------------------------------------------- plan and run
@@ -221,37 +206,28 @@ def plan(spec: ExperimentSpec) -> list[Step]:
         if c.qrels is not None:
             steps.append(qrels_step(spec, c))
     # Fine-tuned models join every task like the configured ones, after their training step.
-    models = list(spec.models)
+    models = spec_models(spec)
     trained: dict[str, FinetuneId] = {}  # tuned model id -> its finetune step
-    base_of: dict[str, str] = {}
-    for ft in spec.finetune:
-        for base in ft.models or [m.id for m in spec.models]:
-            for recipe in ft.recipes:
-                step, tuned = finetune_step(spec, ft, base, recipe)
-                steps.append(step)
-                trained[tuned] = step.id
-                base_of[tuned] = base
-                models.append(ModelEntry(tuned))
-
-    def models_of(entry) -> list:  # an entry's `models` (default all) and the models tuned from them
-        return [m for m in models if (entry.include_tuned or m.id not in base_of)
-                and (not entry.models or m.id in entry.models or base_of.get(m.id) in entry.models)]
+    for tuning in models.tunings:
+        steps.append(finetune_step(spec, tuning))
+        trained[tuning.model] = steps[-1].id
+    targets = task_targets(spec, models)
 
     # One index per corpus x model, holding every view any task of the spec asks for.
     wanted: dict[tuple[str, str | None], set[str]] = {}
     task_entries = [(name, e) for name in TASKS for e in spec.entries(name)]
     for entry in (*spec.indexes, *(e for _, e in task_entries)):
-        for m in models_of(entry):
+        for m in models.of(entry):
             wanted.setdefault((entry.corpus, m.id), set()).update(entry.views)
-        if not models:
+        if not models.models:
             wanted.setdefault((entry.corpus, None), set()).update(entry.views)
     # The label tasks that read their own prompt's vectors, per corpus x model: {task: views}.
     task_views: dict[tuple[str, str], dict[str, set[str]]] = {}
     for kind, entry in task_entries:
         if getattr(entry, "vectors", None) == "task":
-            for m in models_of(entry):
+            for m in models.of(entry):
                 task_views.setdefault((entry.corpus, m.id), {}).setdefault(kind, set()).update(entry.views)
-    variants = {m.id: m.prompt_variant for m in models}
+    variants = {m.id: m.prompt_variant for m in models.models}
     index_ids = {}
     for (corpus, model_id), views in wanted.items():
         tasks = {t: sorted(vs) for t, vs in task_views.get((corpus, model_id), {}).items()}
@@ -260,18 +236,12 @@ def plan(spec: ExperimentSpec) -> list[Step]:
             step.deps += (trained[model_id],)
         index_ids[(corpus, model_id)] = step.id
         steps.append(step)
-    ctx = PlanContext(spec, list(steps), models_of, index_ids, base_of)
-    planned_by: dict[str, str] = {}  # a task step's key (its target's) -> the entry that planned it
-    for name, task in TASKS.items():
-        for i, entry in enumerate(spec.entries(name)):
-            for step in task.steps(ctx, entry):
-                if step.key in planned_by:  # they would share one study record
-                    raise SpecError(f"{spec.source_path}: {planned_by[step.key]} and {name}[{i}] both plan "
-                                    f"{step.key} (target {step.target}): give each target once")
-                planned_by[step.key] = f"{name}[{i}]"
-                step.remember = functools.partial(remember, spec.name, step)
-                step.note_outcome = functools.partial(note_outcome, spec.name, step)
-                steps.append(step)
+    ctx = PlanContext(spec, list(steps), models, index_ids)
+    for task, entry, sid in targets:
+        step = task.step(ctx, entry, sid)
+        step.remember = functools.partial(remember, spec.name, step)
+        step.note_outcome = functools.partial(note_outcome, spec.name, step)
+        steps.append(step)
     return steps
 
 

@@ -259,10 +259,10 @@ def test_shipped_specs_validate():
 
     quick, study = load_experiment("quickstart"), load_experiment("study")
     assert {c.format for c in study.corpora} == {"lens", "dapfam"}
-    assert len(study.models) == 22 and len(study.retrieval[0].views) == 6
+    assert len(study.models) == 22 and len(study.entries("retrieval")[0].views) == 6
     assert study.finetune[0].recipes == ("R1", "R2", "R3", "R4") and study.finetune[0].match_size
-    assert {"bm25", "dense", "hybrid"} <= set(quick.retrieval[0].methods)
-    assert quick.classification and quick.clustering and quick.finetune
+    assert {"bm25", "dense", "hybrid"} <= set(quick.entries("retrieval")[0].methods)
+    assert quick.entries("classification") and quick.entries("clustering") and quick.finetune
 
 
 def test_a_run_made_by_the_cli_is_the_study_steps_run(os_client, tmp_path, monkeypatch):
@@ -313,7 +313,7 @@ def test_damaged_stored_results_are_redone_by_run_and_refused_by_report(private_
     from evalctl.cli.main import cli
     from evalctl.study.spec_loading import load_experiment
     from evalctl.study.runner import plan
-    from evalctl.study.tasks import recall
+    from evalctl.study.tasks import recorded
 
     path, doc, pizza = private_spec
     doc["indexes"] = [{"corpus": pizza, "views": ["T"]}]
@@ -323,9 +323,8 @@ def test_damaged_stored_results_are_redone_by_run_and_refused_by_report(private_
     out = tmp_path / "report"
     assert (r := CliRunner().invoke(cli, ["report", str(path), "--out", str(out)])).exit_code == 0, r.output
     spec = load_experiment(str(path))
-    step = next(s for s in plan(spec) if s.kind == "retrieval")
-    recall(spec.name, step)
-    run = results_store.get(pizza, step.ref())
+    step = recorded(spec.name, next(s for s in plan(spec) if s.kind == "retrieval").id)
+    run = results_store.get(pizza, step.ref)
     text = run.file("run.json").read_text()
     docs = sorted(set(re.findall(r'^"([^"]+)": \d', text, re.M)))
     run.file("run.json").write_text(text.replace(f'"{docs[0]}"', '"@"').replace(f'"{docs[1]}"', f'"{docs[0]}"'))
@@ -334,13 +333,13 @@ def test_damaged_stored_results_are_redone_by_run_and_refused_by_report(private_
     assert f"{run.file('run.json')}: content differs" in r.output and "`evalctl retrieve`" in r.output
     r = CliRunner().invoke(cli, ["run", str(path)])
     assert r.exit_code == 0 and "retrieve" in r.output and str(run.file("run.json")) in r.output, r.output
-    assert results_store.get(pizza, step.ref()).read_text("run.json") == text  # redone: the same ranking
+    assert results_store.get(pizza, step.ref).read_text("run.json") == text  # redone: the same ranking
     record = next(results_store.iter_results("study-record", pizza))
     record.file(results_store.MANIFEST).write_text('{"kind": "study-re')
     r = CliRunner().invoke(cli, ["run", str(path)])
     assert r.exit_code == 0 and str(record.file(results_store.MANIFEST)) in r.output, r.output
     assert (r := CliRunner().invoke(cli, ["report", str(path), "--out", str(out)])).exit_code == 0, r.output
-    assert results_store.load(record.path).manifest["scores"] == step.scores()
+    assert results_store.load(record.path).manifest["scores"] == step.scores
 
 
 def test_report_of_a_sampled_and_half_finished_study(private_spec, tmp_path, monkeypatch):
