@@ -30,7 +30,7 @@ from evalctl.indexers.model_loader import Source, load_model
 from evalctl.indexers.runtime import (CPU_BATCH_TOKENS, MAX_CUDA_BATCH_TOKENS, Runtime, resolve_devices,
                                       resolve_precision)
 from evalctl.indexers.runtime import current as current_runtime
-from evalctl.models import ModelSpec, Role, TaskType
+from evalctl.models import ModelSpec, Role
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -1,7 +1,8 @@
 """A toy study task (docs/extending.md, "A new task"): pair similarity over citation pairs. For each cited
 pair of the qrels set whose two patents are in the index, is the citing patent's vector closer (cosine) to
 the cited one than to a patent drawn at random? The score, `win_rate`, is the fraction of pairs where it
-is. One module plus one registry line (`TASKS.register("pairsim", "toy_pair_task:TASK")`)."""
+is, and its headline metric (the report's headline shows it with no code here). One module plus one
+registry line (`TASKS.register("pairsim", "toy_pair_task:TASK")`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from evalctl.config_files import SpecError
-from evalctl.study.tasks import Step, Target
+from evalctl.study.step_ids import QrelsId, Target, TaskStepId, identity_name
+from evalctl.study.tasks import Recorded, SpecModels, Step
 
 KIND = "pairsim"
 
@@ -26,7 +28,7 @@ class PairEntry:
     seed: int = 0
 
 
-def _step(entry: PairEntry, model_id: str, view: str, deps: tuple[str, ...]) -> Step:
+def _step(entry: PairEntry, sid: TaskStepId, deps: tuple) -> Step:
     from evalctl import results_store
     from evalctl.corpus.qrels import load_qrels
     from evalctl.corpus.store import load_corpus
@@ -36,11 +38,11 @@ def _step(entry: PairEntry, model_id: str, view: str, deps: tuple[str, ...]) -> 
     from evalctl.indexers.index_loader import IDENTITY, read_manifest
     from evalctl.opensearch.connection import make_client
 
-    key = f"pairsim {entry.corpus} {model_id} {view} {entry.qrels}"
+    model_id, view = sid.target.model, sid.target.view
 
     def identity() -> dict:
         meta = read_manifest(make_client(), index_name(entry.corpus, model_id)) or {}
-        return {"name": key.replace(" ", "_"), "index": {k: meta.get(k) for k in IDENTITY}, "view": view,
+        return {"name": identity_name(sid), "index": {k: meta.get(k) for k in IDENTITY}, "view": view,
                 "qrels": entry.qrels, "seed": entry.seed}
 
     def record():
@@ -65,24 +67,26 @@ def _step(entry: PairEntry, model_id: str, view: str, deps: tuple[str, ...]) -> 
         res = record()
         return res.manifest["scores"] if res else {}
 
-    return Step(key, KIND, run, lambda: bool(scores()), deps=deps, scores=scores,
-                target=Target(KIND, entry.corpus, model_id, view, entry.qrels), ref=lambda: (r := record()) and r.id)
+    return Step(sid, run, lambda: bool(scores()), deps=deps, scores=scores, ref=lambda: (r := record()) and r.id)
 
 
 class PairTask:
     name = KIND
     entry = PairEntry
     command = "pairsim"  # (a real task would add its CLI command too)
+    headline_metrics = ("win_rate",)
 
     def validate(self, spec, entry: PairEntry, at: str) -> None:
         if spec.corpus(entry.corpus).qrels is None:
             raise SpecError(f"{at}: corpus {entry.corpus} builds no qrels set to draw citation pairs from")
 
-    def steps(self, ctx, entry: PairEntry):
-        qrels = f"qrels {entry.corpus} {entry.qrels}"
-        for m in ctx.models_of(entry):
+    def targets(self, models: SpecModels, entry: PairEntry):
+        for m in models.of(entry):
             for view in entry.views:
-                yield _step(entry, m.id, view, (qrels, ctx.index_keys[(entry.corpus, m.id)]))
+                yield TaskStepId(self.command, Target(KIND, entry.corpus, m.id, view, entry.qrels))
+
+    def step(self, ctx, entry: PairEntry, sid: TaskStepId) -> Step:
+        return _step(entry, sid, (QrelsId(entry.corpus, entry.qrels), ctx.index_ids[(entry.corpus, sid.target.model)]))
 
     def expected_target(self, e) -> Target:
         return Target(KIND, e.corpus, e.model, e.view, e.method or "citations")
@@ -93,18 +97,18 @@ class PairTask:
     def check_stored(self, spec, entry: PairEntry) -> None:
         """Its results hold everything its section shows."""
 
-    def per_unit(self, step: Step, metric: str, runs: dict) -> dict[str, float]:
+    def per_unit(self, step: Recorded, metric: str, runs: dict) -> dict[str, float]:
         from evalctl import results_store
 
-        return next(r for r in results_store.iter_results(KIND, step.target.corpus) if r.id == step.ref()).manifest["pairs"]
+        return next(r for r in results_store.iter_results(KIND, step.target.corpus) if r.id == step.ref).manifest["pairs"]
 
-    def report(self, report, spec, steps, out: Path) -> None:
+    def report(self, report, spec, steps: list[Recorded], out: Path) -> None:
         import pandas as pd
 
         report.h("Pair similarity (citation pairs)")
-        done = [s for s in steps if s.kind == KIND and s.scores()]
+        done = [s for s in steps if s.scores]  # this task's steps, from their study records
         rows = [{"corpus": s.target.corpus, "model": s.target.model, "view": s.target.view,
-                 "win_rate": round(s.scores()["win_rate"], 4), "result": s.ref()} for s in done]
+                 "win_rate": round(s.scores["win_rate"], 4), "result": s.ref} for s in done]
         report.table(pd.DataFrame(rows) if rows else pd.DataFrame([{"note": "no pair-similarity results yet"}]))
 
 

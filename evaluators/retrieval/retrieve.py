@@ -25,7 +25,7 @@ from evalctl.evaluators.fusion.client_fusion import fuse_rankings
 from evalctl.evaluators.retrieval.methods import MAX_K, METHODS, BodyContext, RetrievalMethod
 from evalctl.evaluators.retrieval.params import DEFAULT_BM25_MAX_TERMS, RetrievalOptions, RetrievalParams
 from evalctl.evaluators.retrieval.query_bodies import truncate_terms
-from evalctl.evaluators.scoring.runs import Ranking, StoredRun, find_run, ranked, save_run
+from evalctl.evaluators.scoring.runs import Ranking, StoredRun, find_run, ranked, save_run, view_pair
 from evalctl.evaluators.fusion.search_pipelines import ensure_pipeline, require_neural_search
 from evalctl.evaluators.fusion.settings import FusionSpec
 from evalctl.indexers.byte_vectors import stored
@@ -187,8 +187,11 @@ def search_all(client, index: str, bodies: list[dict | None], *, batch_size: int
 # --------------------------------------------------------------------------- retrieval
 
 
-def _views(spec: RetrievalSpec) -> str:
-    return spec.view if spec.qview == spec.view else f"{spec.qview}_{spec.view}"
+def _identity_name(spec: RetrievalSpec, client: bool = False) -> str:
+    """A run identity's readable name, e.g. "dense-all-minilm-l6-v2-T_TA-test" ("hybrid-client-..." for
+    client-side fusion)."""
+    model = f"client-{spec.model}" if client else spec.model or "bm25"
+    return f"{spec.method}-{model}-{view_pair(spec.qview, spec.view, '_')}-{spec.split or 'all'}"
 
 
 def search_type(spec: RetrievalSpec, manifest: dict) -> str | None:
@@ -199,7 +202,7 @@ def search_type(spec: RetrievalSpec, manifest: dict) -> str | None:
 def run_identity(spec: RetrievalSpec, corpus: Corpus, qset: QrelsSet, queries: QuerySet, index: str,
                  manifest: dict, prompt: str | None) -> dict:
     identity = {
-        "name": f"{spec.method}-{spec.model or 'bm25'}-{_views(spec)}-{spec.split or 'all'}",
+        "name": _identity_name(spec),
         "corpus_hash": corpus.content_hash, "index": index,
         "index_identity": result_identity(manifest, ("views",)),
         "method": spec.method, "model": spec.model, "view": spec.view, "query_view": spec.qview,
@@ -312,7 +315,7 @@ def _client_parts(spec: RetrievalSpec) -> list[RetrievalSpec]:
 
 def _client_identity(spec: RetrievalSpec, corpus: Corpus, parts: list[StoredRun]) -> dict:
     identity = {
-        "name": f"{spec.method}-client-{spec.model}-{_views(spec)}-{spec.split or 'all'}",
+        "name": _identity_name(spec, client=True),
         "corpus_hash": corpus.content_hash, "method": spec.method, "model": spec.model, "view": spec.view,
         "query_view": spec.qview, "qrels": spec.qrels, "split": spec.split, "k": spec.k,
         "fusion_mode": "client", "fusion": dataclasses.asdict(spec.fusion),

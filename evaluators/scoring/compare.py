@@ -64,7 +64,9 @@ class Pair:
 
 @dataclass(frozen=True)
 class ComparisonReport:
-    systems: tuple[str, ...]  # letter-prefixed labels, e.g. "a bm25:bm25:TAC"
+    systems: tuple[str, ...]  # letter-prefixed labels, e.g. "a bm25:bm25:TAC": the keys of the fields below
+    letters: tuple[str, ...]  # each system's letter (a, b, ...), as the tables mark it
+    labels: tuple[str, ...]  # each system's run label
     run_ids: tuple[str, ...]
     metrics: tuple[str, ...]
     n_queries: int  # the queries every run searched, which all numbers are over
@@ -79,12 +81,12 @@ class ComparisonReport:
     jurisdictions: dict[str, dict[str, tuple[int, float]]]  # system -> jurisdiction -> (n, primary)
 
     def better_than(self, system: str, metric: str) -> list[str]:
-        out = []
+        out, letter = [], dict(zip(self.systems, self.letters))
         for p in self.pairs:
             if p.metric == metric and p.p_holm[self.test] < self.alpha and system in (p.control, p.treatment):
                 winner, loser = (p.treatment, p.control) if p.delta > 0 else (p.control, p.treatment)
                 if winner == system:
-                    out.append(loser.split()[0])
+                    out.append(letter[loser])
         return sorted(out)
 
 
@@ -134,7 +136,8 @@ def compare_runs(runs: list[StoredRun], baseline: StoredRun | None = None, metri
     if not queries:
         raise NotComparable("the runs searched no judged query in common: " + ", ".join(
             f"{r.id} {len(j)} queries" for r, j in zip(runs, judged)))
-    systems = tuple(f"{chr(ord('a') + i)} {r.label}" for i, r in enumerate(runs))
+    letters, labels = tuple(chr(ord("a") + i) for i in range(len(runs))), tuple(r.label for r in runs)
+    systems = tuple(f"{x} {label}" for x, label in zip(letters, labels))
     scores = {s: evaluate_run(r, metrics=metrics, within=queries, basis=b) for s, r, b in zip(systems, runs, bases)}
     values = {s: {m: np.array([scores[s].per_query[m][q] for q in queries]) for m in metrics} for s in systems}
 
@@ -165,7 +168,7 @@ def compare_runs(runs: list[StoredRun], baseline: StoredRun | None = None, metri
         jurisdictions[s] = {j: (len(v), float(np.mean(v))) for j, v in sorted(groups.items())}
 
     return ComparisonReport(
-        systems=systems, run_ids=tuple(r.id for r in runs), metrics=tuple(metrics), n_queries=len(queries),
+        systems=systems, letters=letters, labels=labels, run_ids=tuple(r.id for r in runs), metrics=tuple(metrics), n_queries=len(queries),
         searched=tuple(map(len, judged)),
         means={s: scores[s].mean for s in systems},
         ci={s: {m: bootstrap_ci(values[s][m], n_bootstrap, seed) for m in metrics} for s in systems},
@@ -227,7 +230,7 @@ def common_queries_note(rep: ComparisonReport) -> str:
     """What a table over the runs' common queries must say ("" when every run searched the same ones)."""
     if len(set(rep.searched)) == 1:
         return ""
-    each = ", ".join(f"{s.split()[0]} {n}" for s, n in zip(rep.systems, rep.searched))
+    each = ", ".join(f"{x} {n}" for x, n in zip(rep.letters, rep.searched))
     return (f"The runs searched different query sets ({each} judged queries): every number is over the "
             f"{rep.n_queries} queries all of them searched. ")
 
@@ -263,7 +266,7 @@ def ranx_report(rep: ComparisonReport):
     ranx_engine.load()
     from ranx.data_structures import FrozensetDict, Report  # ranx: imported after load()
 
-    labels = [s.split(" ", 1)[1] for s in rep.systems]  # ranx prints its own letter column
+    labels = rep.labels  # ranx prints its own letter column
     names = [f"{x} ({run})" if labels.count(x) > 1 else x for x, run in zip(labels, rep.run_ids)]
     name = dict(zip(rep.systems, names))
     untested = {"p_value": float("nan"), "significant": False}

@@ -91,13 +91,29 @@ class StoredRun:
 
     @property
     def label(self) -> str:
-        """Short system name for tables: method (/client for client-side fusion), model, view (as
-        query view→document view when the two differ)."""
-        m = self.manifest
-        client = "/client" if m.get("fusion_mode") == "client" else ""
-        qview = m.get("query_view") or m["view"]
-        view = m["view"] if qview == m["view"] else f"{qview}→{m['view']}"
-        return f"{m['method']}{client}:{m.get('model') or 'bm25'}:{view}"
+        return run_label(self.manifest)
+
+    @property
+    def system_name(self) -> str:
+        return system_name(self.manifest)
+
+
+def view_pair(query_view: str | None, view: str, joiner: str = "→") -> str:
+    """The views a run reads, as names show them: the document view alone when the queries use it too, else
+    the query view, `joiner` and the document view ("T→TA" in labels, "T_TA" in a run's identity name)."""
+    return view if query_view in (None, view) else f"{query_view}{joiner}{view}"
+
+
+def system_name(manifest: dict) -> str:
+    """A run's system, the name it has across views in a report's headline, charts and per-query pages:
+    method (/client for client-side fusion) and model, e.g. "dense:all-minilm-l6-v2"."""
+    client = "/client" if manifest.get("fusion_mode") == "client" else ""
+    return f"{manifest['method']}{client}:{manifest.get('model') or 'bm25'}"
+
+
+def run_label(manifest: dict) -> str:
+    """Short name for tables: the system and its views, e.g. "dense:all-minilm-l6-v2:T→TA"."""
+    return f"{system_name(manifest)}:{view_pair(manifest.get('query_view'), manifest['view'])}"
 
 
 def save_run(corpus: str, identity: dict, ranking: Ranking, extra: dict | None = None) -> StoredRun:

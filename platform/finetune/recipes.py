@@ -128,3 +128,10 @@ def get_recipe(recipe_id: str, directory: Path | None = None) -> RecipeSpec:
     if recipe_id.lower() not in by_lower:
         raise SpecError(f"unknown recipe {recipe_id!r}; known: {', '.join(recipes) or 'none'} (configs/recipes/)")
     return by_lower[recipe_id.lower()]
+
+
+def default_model_id(base_id: str, recipe_id: str, corpora: list[str], match_size: int | None) -> str:
+    """The id a model tuned by a recipe gets, e.g. all-minilm-l6-v2+r3@uspto, all-minilm-l6-v2+r4-n64@lens+uspto
+    (lowercase, index-name safe): a study names its tuned models with it before any training runs."""
+    size = f"-n{match_size}" if match_size else ""
+    return f"{base_id}+{recipe_id}{size}@{'+'.join(corpora)}".lower()

@@ -32,7 +32,7 @@ from evalctl.errors import Failure
 from evalctl.corpus.store import Corpus, load_corpus
 from evalctl.indexers.model_loader import load_model
 from evalctl.finetune.pairs import PairSet, build_pairs
-from evalctl.finetune.recipes import LoraSpec, RecipeSpec, TrainingSpec, get_recipe
+from evalctl.finetune.recipes import LoraSpec, RecipeSpec, TrainingSpec, default_model_id, get_recipe
 from evalctl.models import ModelSpec, get_model, load_models, registered_dir
 from evalctl.names import check_name
 from evalctl.paths import cache_root
@@ -57,12 +57,6 @@ class FinetuneResult:
     train_loss: float | None
     steps: int
     seconds: float
-
-
-def default_model_id(base_id: str, recipe_id: str, corpora: list[str], match_size: int | None) -> str:
-    """e.g. all-minilm-l6-v2+r3@uspto, all-minilm-l6-v2+r4-n64@lens+uspto (lowercase, index-name safe)."""
-    size = f"-n{match_size}" if match_size else ""
-    return f"{base_id}+{recipe_id}{size}@{'+'.join(corpora)}".lower()
 
 
 def finetuned_dir(model_id: str) -> Path:

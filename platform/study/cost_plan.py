@@ -16,8 +16,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from evalctl.config_files import SpecError, build, load_yaml
+from evalctl.corpus.store import CorpusNotFound, load_corpus
+from evalctl.corpus.views import load_views
 from evalctl.errors import BadInput
-from evalctl.config_files import build, load_yaml
+from evalctl.indexers.index_layout import load_index_settings, task_prompts
+from evalctl.models import get_model
 
 HASH_BYTES = 32  # per cached vector (evalctl.indexers.embedding_cache)
 GRAPH_OVERHEAD = 1.1  # OpenSearch k-NN's HNSW memory estimate: 1.1 x (4 x dim + 8 x m) bytes per vector
@@ -104,9 +108,6 @@ MEASURED_RECORDS = 20_000
 def corpus_lengths(name: str, views: list[str], settings: CostSettings, sizes: dict[str, int]
                    ) -> dict[str, TextLengths] | None:
     """{view: lengths} of corpus `name`: measured when it is imported, else from `sizes` (None: unknown)."""
-    from evalctl.corpus.store import CorpusNotFound, load_corpus
-    from evalctl.corpus.views import load_views
-
     specs = [load_views()[v] for v in views]
     try:
         corpus = load_corpus(name)
@@ -143,9 +144,6 @@ class IndexCost:
 
 def _model_spec(model_id: str):
     """The model's spec; a model the study fine-tunes is priced as its base (`base+recipe@corpora`)."""
-    from evalctl.models import get_model
-    from evalctl.config_files import SpecError
-
     try:
         return get_model(model_id)
     except SpecError:
@@ -155,8 +153,6 @@ def _model_spec(model_id: str):
 def index_cost(corpus: str, model_id: str | None, variant: str | None, views: tuple[str, ...],
                label_tasks: dict[str, set[str]], lengths: dict[str, TextLengths], settings: CostSettings,
                index_settings) -> IndexCost:
-    from evalctl.indexers.index_layout import task_prompts
-
     docs = lengths[views[0]].corpus_records
     text = (docs * settings.doc_bytes
             + sum(float(lengths[v].chars.sum()) * lengths[v].scale for v in views) * settings.text_bytes_per_char)
@@ -232,24 +228,20 @@ def _count(n: float) -> str:
 
 def _planned(steps) -> tuple[list[tuple[str, str | None, tuple[str, ...]]], dict]:
     """(corpus, model id or None, views) of each index step, and {(corpus, model id): {task: views}} of the
-    label-task steps, read from the steps' keys (the runner's readable contract: "index CORPUS MODEL [V,...]",
-    "classify|cluster CORPUS MODEL VIEW LABEL_SET")."""
+    label-task steps, from the steps' ids."""
     indexes, label_tasks = [], {}
     for step in steps:
         if step.kind == "index":
-            _, corpus, label, views = step.key.split(" ", 3)
-            indexes.append((corpus, None if label == "bm25" else label, tuple(views.strip("[]").split(","))))
+            indexes.append((step.id.corpus, step.id.model, step.id.views))
         elif step.kind in ("classification", "clustering"):
-            _, corpus, model_id, view, _ = step.key.split(" ")
-            label_tasks.setdefault((corpus, model_id), {}).setdefault(step.kind, set()).add(view)
+            t = step.target
+            label_tasks.setdefault((t.corpus, t.model), {}).setdefault(step.kind, set()).add(t.view)
     return indexes, label_tasks
 
 
 def cost_plan(spec, steps, sizes: dict[str, int] | None = None, **given) -> CostPlan:
     """The cost of the planned steps of `spec`; `sizes`: records of corpora not imported yet; `given`: gpu,
     utilisation."""
-    from evalctl.indexers.index_layout import load_index_settings
-
     settings, sizes = load_cost_settings(**given), sizes or {}
     indexes, label_tasks = _planned(steps)
     variants = {m.id: m.prompt_variant for m in spec.models}

@@ -1,13 +1,12 @@
 """`evalctl report SPEC`: one self-contained report (Markdown + HTML + PNG plots) from the results store.
 
-It opens with the headline table (report_headline: system x view, nDCG@10 with CI, best per view, letters),
-then the findings (short claims, their evidence in footnotes). Sections follow the study: retrieval tables
-with significance markers, views per model (heatmap, colours fitted to the scores), model size vs score
-(one line per family), IN vs OUT with the relative drop and CIs, fusion gain per model, recipe deltas per
-task, classification and clustering tables; a per-query page for each corpus and view (report_queries).
-Every table names the stored runs or results that produced it. Sections without data say so instead of
-disappearing. Charts are labelled with system names; the HTML carries each chart's tick labels. The pages
-are drawn with page.py's model, as the tasks draw their sections.
+It lists the spec's task steps from the spec alone (tasks.task_targets) and reads each one's study record, never
+the plan, the node or an index manifest. It opens with the headline (each task's part: its own, or a table of
+its headline metrics), then the missing results and the findings (short claims, their evidence in footnotes),
+each task's section (the retrieval task's: tables with significance markers, views, scaling, IN vs OUT, fusion
+gain, per-query pages) and the recipe deltas per task. Every table names the stored runs or results that
+produced it. Sections without data say so instead of disappearing. The pages are drawn with page.py's model,
+as the tasks draw their sections. This module names no task and no metric: it loops over the task registry.
 """
 
 from __future__ import annotations
@@ -18,20 +17,47 @@ from pathlib import Path
 
 from evalctl import results_store
 from evalctl.clock import utc_now
+from evalctl.models import get_model
 from evalctl.output_folder import check_folder, claim_folder, write_into
 from evalctl.provenance import code_version
 from evalctl.study.experiment import ExperimentSpec
 from evalctl.study.page import Report
-from evalctl.study.report_headline import headline
-from evalctl.study.report_queries import query_pages
-from evalctl.study.retrieval_groups import stored_run
-from evalctl.study.runner import plan
-from evalctl.study.tasks import TASKS, last_outcome, recall
+from evalctl.study.tasks import (TASKS, Recorded, Task, last_outcome, main_metric, recorded, spec_models,
+                                 task_targets)
 
 INPUTS_FILE = "inputs.json"  # what the report was made from; unchanged inputs keep the report
 
 
-def _missing(report: Report, steps, missing: dict[str, tuple[str, str] | None]) -> None:
+def _headline(report: Report, steps: list[Recorded]) -> None:
+    """Each task's part of the headline: its `headline` hook, else a table of its headline metrics."""
+    report.h("Headline results")
+    before = len(report.blocks)
+    for name, task in TASKS.items():
+        mine = [s for s in steps if s.kind == name]
+        if hook := getattr(task, "headline", None):
+            hook(report, mine)
+        else:
+            _headline_table(report, task, mine)
+    if len(report.blocks) == before:
+        report.p("No stored results yet: run `evalctl run` first.")
+
+
+def _headline_table(report: Report, task: Task, steps: list[Recorded]) -> None:
+    """One row per target with stored scores: its headline metrics (a task without a headline hook)."""
+    import pandas as pd
+
+    done = [s for s in steps if main_metric(task, s.scores)]
+    if not done:
+        return
+    metrics = [m for m in task.headline_metrics if any(m in s.scores for s in done)]
+    report.p(f"{task.name}: {', '.join(metrics)} per target (its section below has the details).")
+    report.table(pd.DataFrame([{"corpus": s.target.corpus, "model": s.target.model, "view": s.target.view_label,
+                                "what": s.target.what,
+                                **{m: round(s.scores[m], 4) if m in s.scores else "-" for m in metrics}}
+                               for s in done]))
+
+
+def _missing(report: Report, steps: list[Recorded], missing: dict[str, tuple[str, str] | None]) -> None:
     """The task steps without a stored result, and why: failed or skipped at the latest `evalctl run` (its
     study-outcome record), else not run yet. The tables leave them out; this section names them."""
     import pandas as pd
@@ -39,8 +65,8 @@ def _missing(report: Report, steps, missing: dict[str, tuple[str, str] | None]) 
     if not missing:
         return
     report.h("Missing results")
-    report.p(f"{len(missing)} of the spec's {sum(s.target is not None for s in steps)} task steps have no stored "
-             "result, so the tables leave these systems out:")
+    report.p(f"{len(missing)} of the spec's {len(steps)} task steps have no stored result, so the tables leave "
+             "these systems out:")
     report.table(pd.DataFrame([
         {"task": s.kind, "system": str(s.target), "status": (missing[s.key] or ("not run", ""))[0],
          "why": (missing[s.key] or ("", "no `evalctl run` of this spec has reached it"))[1]}
@@ -57,114 +83,88 @@ def _recipes(report: Report, pairs: list[dict]) -> None:
     report.table(pd.DataFrame(rows) if rows else pd.DataFrame([{"note": "no fine-tuned models in this spec"}]))
 
 
-def _findings(report: Report, steps, pairs: list[dict]) -> None:
-    """The findings, computed from the stored results: short claims, their evidence in footnotes."""
-    from evalctl.study import findings as rf  # scipy (its bootstrap): an up-to-date report never pays for it
-    from evalctl.evaluators.scoring.metrics import PRIMARY, evaluate_run
+def _findings(report: Report, steps: list[Recorded], pairs: list[dict]) -> None:
+    """The findings, computed from the stored results by each task (its `findings` hook, else the recipe
+    findings of its main metric): short claims, their evidence in footnotes."""
+    from evalctl.study.findings import recipe_findings  # scipy (its bootstrap): an up-to-date report never pays
 
     report.h("Findings")
-    results, sampled = [], set()
-    for s in steps:
-        if s.kind == "retrieval" and s.scores and s.scores() and s.ref():
-            run = stored_run(s.ref(), report.runs)
-            t = s.target
-            results.append(rf.RetrievalResult(t.corpus, t.model, t.view_label, t.what, run.id, run.label,
-                                              evaluate_run(run).per_query[PRIMARY]))
-            if run.manifest.get("query_sample"):
-                sampled.add(run.id)
-    # A system that searched a sample (exact_queries) is ranked against the others in its own table, on the
-    # sample's queries; the findings rank the systems of a corpus on the queries they all searched.
-    full = {r.corpus for r in results if r.run_id not in sampled}
-    results = [r for r in results if r.run_id not in sampled or r.corpus not in full]
-    found = rf.retrieval_findings(results)
-    for corpus in dict.fromkeys(r.corpus for r in results):
-        best = max((r for r in results if r.corpus == corpus), key=lambda r: r.mean)
-        run = report.runs[best.run_id]
-        if (run.manifest.get("qrels_spec") or {}).get("source") != "known_item":
-            domains = {d: (sc.n_queries, sc.mean[PRIMARY])
-                       for d in ("IN", "OUT") for sc in [evaluate_run(run, domain=d, metrics=(PRIMARY,))]}
-            found += [f for f in [rf.in_out_finding(corpus, best.label, best.run_id, domains)] if f]
-    # one per recipe x task x label set: dense retrieval, the logistic-regression probe, V-measure
-    found += rf.recipe_findings([p for p in pairs if p["what"] == "dense" or p["task"] != "retrieval"
-                                 and not p["metric"].startswith("knn/")])
+    found = []
+    for name, task in TASKS.items():
+        mine, theirs = [s for s in steps if s.kind == name], [p for p in pairs if p["task"] == name]
+        hook = getattr(task, "findings", None)
+        found += hook(report, mine, theirs) if hook else recipe_findings([p for p in theirs if p["main"]])
     if found:
         report.findings(found)
     else:
         report.p("No stored results yet: run `evalctl run` first.")
 
 
-def _recipe_pairs(steps, runs: dict) -> list[dict]:
-    """Base vs fine-tuned model on the same task, corpus, view and method/label set, per headline metric."""
-    from evalctl.models import get_model
-
+def _recipe_pairs(steps: list[Recorded], model_ids: set[str], runs: dict) -> list[dict]:
+    """Base vs fine-tuned model on the same task, corpus, view and method/label set, per headline metric
+    (`main`: the step's main one)."""
     rows = []
-    for s, base in _tuned_and_base(steps):
-        lineage, task = get_model(s.target.model).lineage, TASKS.get(s.kind)
-        for metric in s.scores():
-            if metric in base.scores() and _headline(metric):
+    for s, base, lineage in _tuned_and_base(steps, model_ids):
+        task = TASKS.get(s.kind)
+        for metric in s.scores:
+            if metric in base.scores and metric in task.headline_metrics:
                 rows.append({"task": s.kind, "corpus": s.target.corpus, "view": s.target.view_label,
                              "what": s.target.what, "model": s.target.model, "recipe": lineage["recipe"]["id"],
-                             "metric": metric, "base_mean": base.scores()[metric], "tuned_mean": s.scores()[metric],
+                             "metric": metric, "main": metric == main_metric(task, s.scores),
+                             "base_mean": base.scores[metric], "tuned_mean": s.scores[metric],
                              "base": task.per_unit(base, metric, runs), "tuned": task.per_unit(s, metric, runs),
-                             "ids": [base.ref(), s.ref()]})
+                             "ids": [base.ref, s.ref]})
     return rows
 
 
-def _headline(metric: str) -> bool:
-    return metric in ("ndcg@10", "logreg/micro_f1", "knn/micro_f1") or "v_measure" in metric
-
-
-def _tuned_and_base(steps):
-    """(fine-tuned model's step, its base model's step) for every task step with stored scores."""
-    from evalctl.models import get_model
-
+def _tuned_and_base(steps: list[Recorded], model_ids: set[str]):
+    """(fine-tuned model's step, its base model's step, the tuned model's lineage) for every task step with
+    stored scores whose model (one of the spec's, `model_ids`) was fine-tuned."""
     for s in steps:
-        if not s.scores or s.target is None or s.target.model == "bm25":
+        if not s.scores or s.target.model not in model_ids:
             continue
         lineage = getattr(get_model(s.target.model), "lineage", None)
-        if not lineage or not s.scores():
+        if not lineage:
             continue
         base_target = dataclasses.replace(s.target, model=lineage.get("base_model"))
         base = next((b for b in steps if b.target == base_target), None)
-        if base is not None and base.scores():
-            yield s, base
+        if base is not None and base.scores:
+            yield s, base, lineage
 
 
 def write_report(spec: ExperimentSpec, out: Path, force: bool = False) -> tuple[Path, Path, bool]:
     """Write the report; returns its two files and whether it was (re)written. A report whose inputs
-    (every step's stored scores and run, the spec file, the code version) are unchanged is kept. `out` must
-    be new, empty or an earlier evalctl report (output_folder); `force` also writes into any other folder."""
+    (every task step's stored scores and run, the spec file, the code version) are unchanged is kept. `out`
+    must be new, empty or an earlier evalctl report (output_folder); `force` also writes into any other folder."""
     check_folder(out, "report", (INPUTS_FILE, "code_version"), force=force)
+    models = spec_models(spec)
+    targets = task_targets(spec, models)
     for name, task in TASKS.items():
         for entry in spec.entries(name):
             task.check_stored(spec, entry)
-    steps = plan(spec)
-    for s in steps:  # the study records `evalctl run` left: no node, no index manifest is read
-        if s.target is not None:
-            recall(spec.name, s)
-            if ref := s.ref():  # a damaged input is refused by name, never reported (nor kept as up to date)
-                results_store.get(s.target.corpus, ref)
+    # the study records `evalctl run` left: no node, no index manifest is read
+    steps = [recorded(spec.name, sid) for _, _, sid in targets]
+    for s in steps:  # a damaged input is refused by name, never reported (nor kept as up to date)
+        if s.ref:
+            results_store.get(s.target.corpus, s.ref)
     md, page, inputs_file = out / "report.md", out / "report.html", out / INPUTS_FILE
-    missing = {s.key: last_outcome(spec.name, s) for s in steps if s.target is not None and not s.scores()}
+    missing = {s.key: last_outcome(spec.name, s.id) for s in steps if not s.scores}
     inputs = json.dumps({"code_version": code_version(), "spec": Path(spec.source_path).read_text(),
-                         "steps": [[s.key, s.scores() if s.scores else None, s.ref() if s.ref else None]
-                                   for s in steps], "missing": missing}, sort_keys=True, default=str)
+                         "steps": [[s.key, s.scores, s.ref] for s in steps], "missing": missing},
+                        sort_keys=True, default=str)
     if not force and md.exists() and page.exists() and inputs_file.exists() and inputs_file.read_text() == inputs:
         return md, page, False
     claim_folder(out, "report")
     report = Report(f"evalctl report: {spec.name}")
     report.p(f"{spec.description.strip()} Generated {utc_now('%Y-%m-%d %H:%M UTC')} by "
              f"evalctl {code_version()} from the results store.")
-    pairs = _recipe_pairs(steps, report.runs)
-    headline(report, steps)
+    pairs = _recipe_pairs(steps, {m.id for m in models.models}, report.runs)
+    _headline(report, steps)
     _missing(report, steps, missing)
     _findings(report, steps, pairs)
-    for _, task in TASKS.items():
-        task.report(report, spec, steps, out)
+    for name, task in TASKS.items():
+        task.report(report, spec, [s for s in steps if s.kind == name], out)
     _recipes(report, pairs)
-    for page_name, query_page in query_pages(report, steps):
-        write_into(out, f"{page_name}.md", query_page.markdown())
-        write_into(out, f"{page_name}.html", query_page.html(out))
     write_into(out, md.name, report.markdown())
     write_into(out, page.name, report.html(out))
     write_into(out, inputs_file.name, inputs)

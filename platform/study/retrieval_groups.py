@@ -1,30 +1,44 @@
-"""The done retrieval steps of a report grouped by corpus and view (the headline, the retrieval section and the
-per-query pages compare the same groups), and the names a system and a per-query page have in a report."""
+"""The done retrieval steps of a report grouped by corpus and views (the headline, the retrieval section and the
+per-query pages compare the same groups), and the name a per-query page has in a report."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from evalctl.study.tasks import Step
+from evalctl.evaluators.scoring.runs import load_run, view_pair
+from evalctl.study.tasks import Recorded
 
 if TYPE_CHECKING:
     from evalctl.study.page import Report
 
+KIND = "retrieval"  # the steps grouped: the retrieval task's
+
 
 @dataclass(frozen=True)
 class ViewGroup:
-    """The done retrieval steps of one corpus and view: compared query by query (two runs or more). Runs that
-    searched the group's widest query set (`main`) make its comparison; each other query set (a sample) gets
-    a comparison of its runs with those on the queries they share (`subsets`)."""
+    """The done retrieval steps of one corpus, query view and document view: compared query by query (two runs
+    or more). Runs that searched the group's widest query set (`main`) make its comparison; each other query set
+    (a sample) gets a comparison of its runs with those on the queries they share (`subsets`)."""
 
     corpus: str
-    view: str  # the target's view label ("T", or "T→TA")
-    steps: tuple[Step, ...]
+    query_view: str
+    view: str
+    steps: tuple[Recorded, ...]
     runs: tuple  # their StoredRuns, in step order
     main: tuple[int, ...]  # positions (in steps and runs) of the runs of the widest query set
     comparison: object | None  # ComparisonReport of the main runs (letters a, b, ...); None for a single one
     subsets: tuple = ()  # ComparisonReport per other query set: its runs and the main ones, on common queries
+
+    @property
+    def label(self) -> str:
+        """The views as tables show them: "T", or "T→TA" for queries in another view than the documents."""
+        return view_pair(self.query_view, self.view)
+
+    @property
+    def file_part(self) -> str:
+        """The views in a file name: "T", or "T-TA"."""
+        return view_pair(self.query_view, self.view, "-")
 
     @property
     def known_item(self) -> bool:
@@ -35,22 +49,23 @@ class ViewGroup:
         return tuple(self.runs[i] for i in self.main)
 
 
-def view_groups(report: Report, steps) -> list[ViewGroup]:
-    """Retrieval steps with stored scores by corpus and view, in plan order; each comparison computed once
+def view_groups(report: Report, steps: list[Recorded]) -> list[ViewGroup]:
+    """Retrieval steps with stored scores by corpus and views, in plan order; each comparison computed once
     per report (the headline, the tables and the per-query pages read the same one)."""
-    by: dict[tuple[str, str], list[Step]] = {}
+    by: dict[tuple[str, str, str], list[Recorded]] = {}
     for s in steps:
-        if s.kind == "retrieval" and s.scores and s.scores():
-            by.setdefault((s.target.corpus, s.target.view_label), []).append(s)
+        if s.kind == KIND and s.scores:
+            t = s.target
+            by.setdefault((t.corpus, t.query_view or t.view, t.view), []).append(s)
     out = []
-    for (corpus, view), group in by.items():
-        runs = tuple(stored_run(s.ref(), report.runs) for s in group)
+    for (corpus, query_view, view), group in by.items():
+        runs = tuple(stored_run(s.ref, report.runs) for s in group)
         query_sets: dict[str, list[int]] = {}
         for i, r in enumerate(runs):
             query_sets.setdefault(r.manifest["query_set"], []).append(i)
         main = max(query_sets.values(), key=lambda idx: len(runs[idx[0]].ranking))  # the first on a tie
         others = [idx for idx in query_sets.values() if idx is not main]
-        out.append(ViewGroup(corpus, view, tuple(group), runs, tuple(main),
+        out.append(ViewGroup(corpus, query_view, view, tuple(group), runs, tuple(main),
                              _compared(report, [runs[i] for i in main]),
                              tuple(_compared(report, [runs[i] for i in (*idx, *main)]) for idx in others)))
     return out
@@ -58,7 +73,7 @@ def view_groups(report: Report, steps) -> list[ViewGroup]:
 
 def _compared(report: Report, runs: list):
     """compare_runs of two runs or more (None for one), once per report."""
-    from evalctl.evaluators.scoring.compare import compare_runs
+    from evalctl.evaluators.scoring.compare import compare_runs  # pandas, scipy
 
     key = tuple(r.id for r in runs)
     if len(runs) >= 2 and key not in report.comparisons:
@@ -66,18 +81,10 @@ def _compared(report: Report, runs: list):
     return report.comparisons.get(key)
 
 
-def query_page_name(corpus: str, view: str) -> str:
-    return f"queries-{corpus}-{view}".replace("→", "-")
+def query_page_name(g: ViewGroup) -> str:
+    return f"queries-{g.corpus}-{g.file_part}"
 
 
 def stored_run(run_id: str, runs: dict):
     """The stored run, loaded once per report (`runs` keeps them)."""
-    from evalctl.evaluators.scoring.runs import load_run
-
     return runs.get(run_id) or runs.setdefault(run_id, load_run(run_id))
-
-
-def system_name(label: str) -> str:
-    """A run's label without its view ("dense:all-minilm-l6-v2:T" -> "dense:all-minilm-l6-v2"): the name a
-    system has in the headline table, the charts and the per-query pages."""
-    return label.rsplit(":", 1)[0]

@@ -13,10 +13,25 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 
+from evalctl.corpus.importer import import_corpus, source_files
+from evalctl.corpus.qrels import build_qrels, qrels_manifest
+from evalctl.corpus.store import CorpusNotFound, load_corpus
+from evalctl.corpus.views import load_views
 from evalctl.errors import Failure
+from evalctl.finetune.recipes import get_recipe
+from evalctl.finetune.train import finetune, finetuned_dir
+from evalctl.indexers.encode_options import EncodeOptions
+from evalctl.indexers.index_contract import inspect_index
+from evalctl.indexers.index_layout import field_units, index_name
+from evalctl.indexers.index_loader import IndexMismatch, index_corpus, loaded_count
+from evalctl.models import get_model, registered_dir
+from evalctl.opensearch.connection import load_settings, make_client, node_answered, resolve_url
 from evalctl.opensearch.retries import node_gone
-from evalctl.study.experiment import ExperimentSpec, ModelEntry
-from evalctl.study.tasks import TASKS, PlanContext, Step, note_outcome, remember
+from evalctl.provenance import file_sha256
+from evalctl.study.experiment import ExperimentSpec
+from evalctl.study.step_ids import FinetuneId, ImportId, IndexId, QrelsId, step_key
+from evalctl.study.tasks import (TASKS, PlanContext, Step, Tuning, note_outcome, remember, spec_models,
+                                 task_targets)
 
 
 @dataclass
@@ -51,8 +66,6 @@ class NodeLost(Failure):
 
 
 def _node_lost_message(step: str, e: Exception, report: RunReport, not_run: int) -> str:
-    from evalctl.opensearch.connection import load_settings, node_answered, resolve_url
-
     settings = load_settings()
     how = "stopped answering" if node_answered() else "does not answer"
     fix = ("Check that cluster (or unset EVALCTL_OPENSEARCH_URL and the config file's opensearch url to use the "
@@ -71,10 +84,6 @@ def _node_lost_message(step: str, e: Exception, report: RunReport, not_run: int)
 
 
 def import_step(spec: ExperimentSpec, entry) -> Step:
-    from evalctl.corpus.importer import import_corpus, source_files
-    from evalctl.corpus.store import CorpusNotFound, load_corpus
-    from evalctl.provenance import file_sha256
-
     def sources() -> list:  # resolved when used, so a plan can be shown before the data is in place
         return [spec.resolve_source(s) for s in entry.sources]
 
@@ -94,13 +103,10 @@ def import_step(spec: ExperimentSpec, entry) -> Step:
         problems = ", ".join(f"{k} {v}" for k, v in res.problem_counts.items()) or "no problems"
         return f"{len(res.corpus)} records ({problems})"
 
-    return Step(f"import {entry.name}", "import", run, is_done)
+    return Step(ImportId(entry.name), run, is_done)
 
 
 def qrels_step(spec: ExperimentSpec, entry) -> Step:
-    from evalctl.corpus.store import load_corpus
-    from evalctl.corpus.qrels import build_qrels, qrels_manifest
-
     def is_done() -> bool:
         corpus = load_corpus(entry.name)
         try:  # the manifest alone: reading the queries and pairs costs a Parquet import on every rerun
@@ -114,20 +120,12 @@ def qrels_step(spec: ExperimentSpec, entry) -> Step:
         q = build_qrels(load_corpus(entry.name), entry.qrels, overwrite=True)
         return f"{len(q.queries)} queries, {len(q.pairs)} pairs"
 
-    return Step(f"qrels {entry.name} {entry.qrels.name}", "qrels", run, is_done, deps=(f"import {entry.name}",))
+    return Step(QrelsId(entry.name, entry.qrels.name), run, is_done, deps=(ImportId(entry.name),))
 
 
 def index_step(corpus_name: str, model_id: str | None, variant: str | None, views: tuple[str, ...],
                label_tasks: dict[str, list[str]] | None = None) -> Step:
     """`label_tasks` ({task: views}): the label tasks of the spec that read their own prompt's vectors."""
-    from evalctl.opensearch.connection import make_client
-    from evalctl.corpus.store import load_corpus
-    from evalctl.indexers.index_contract import inspect_index
-    from evalctl.indexers.index_layout import field_units, index_name
-    from evalctl.indexers.index_loader import loaded_count
-    from evalctl.models import get_model
-    from evalctl.corpus.views import load_views
-
     def resolve():
         corpus = load_corpus(corpus_name)
         model = get_model(model_id) if model_id else None
@@ -146,11 +144,6 @@ def index_step(corpus_name: str, model_id: str | None, variant: str | None, view
         return loaded_count(client, name, field_units(meta)) == len(corpus)
 
     def run() -> str:
-        from evalctl.indexers.encode_options import EncodeOptions
-        from evalctl.indexers.index_loader import index_corpus
-
-        from evalctl.indexers.index_loader import IndexMismatch
-
         corpus, model, name = resolve()
         client, all_views = make_client(), load_views()
         try:
@@ -168,24 +161,16 @@ def index_step(corpus_name: str, model_id: str | None, variant: str | None, view
         return (f"{rep.index}: {rep.n_loaded} loaded, {rep.n_already} already there ({rep.docs_per_s:.0f} docs/s)"
                 + "".join(f"; warning: {why}" for why in rep.warnings))
 
-    label = model_id or "bm25"
-    return Step(f"index {corpus_name} {label} [{','.join(views)}]", "index", run, is_done,
-                deps=(f"import {corpus_name}",))
+    return Step(IndexId(corpus_name, model_id, views), run, is_done, deps=(ImportId(corpus_name),))
 
 
-def finetune_step(spec: ExperimentSpec, entry, base_id: str, recipe_id: str) -> tuple[Step, str]:
-    """Train `base_id` with a recipe on the entry's corpus; returns the step and the tuned model's id.
-    Every qrels set a retrieval task of the spec reads guards the pairs: no dev/test query (nor its family
+def finetune_step(spec: ExperimentSpec, tuning: Tuning) -> Step:
+    """Train a base model with a recipe on the entry's corpus. Every qrels set a retrieval task of the spec reads guards the pairs: no dev/test query (nor its family
     or relevant documents) reaches training. Done when that model is registered from the same corpus
     version, pair budget, guard and seed."""
-    from evalctl.corpus.store import load_corpus
-    from evalctl.finetune.train import default_model_id, finetune, finetuned_dir
-    from evalctl.finetune.recipes import get_recipe
-    from evalctl.models import registered_dir
-
-    recipe = get_recipe(recipe_id)
-    model_id = default_model_id(base_id, recipe.id, [entry.corpus], entry.match_size)
-    read = sorted({(r.corpus, r.qrels) for r in spec.retrieval})
+    entry, base_id, model_id = tuning.entry, tuning.base, tuning.model
+    recipe = get_recipe(tuning.recipe)
+    read = sorted({(r.corpus, r.qrels) for r in spec.entries("retrieval")})
     guard = tuple(f"{c}:{q}" for c, q in read)
 
     def is_done() -> bool:
@@ -207,9 +192,9 @@ def finetune_step(spec: ExperimentSpec, entry, base_id: str, recipe_id: str) -> 
     # Wait for the qrels sets this run builds that guard the pairs, or that hold the training corpus's
     # train-side citations (R1).
     built = sorted((c.name, c.qrels.name) for c in spec.corpora if c.qrels is not None)
-    qrels_deps = [f"qrels {c} {q}" for c, q in built if (c, q) in read or c == entry.corpus]
-    deps = tuple(dict.fromkeys([f"import {entry.corpus}", *(f"import {c}" for c, _ in read), *qrels_deps]))
-    return Step(f"finetune {model_id}", "finetune", run, is_done, deps=deps), model_id
+    qrels_deps = [QrelsId(c, q) for c, q in built if (c, q) in read or c == entry.corpus]
+    deps = tuple(dict.fromkeys([ImportId(entry.corpus), *(ImportId(c) for c, _ in read), *qrels_deps]))
+    return Step(FinetuneId(model_id), run, is_done, deps=deps)
 
 
 # --------------------------------------------------------------------------- plan and run
@@ -222,52 +207,42 @@ def plan(spec: ExperimentSpec) -> list[Step]:
         if c.qrels is not None:
             steps.append(qrels_step(spec, c))
     # Fine-tuned models join every task like the configured ones, after their training step.
-    models = list(spec.models)
-    trained: dict[str, str] = {}  # tuned model id -> its finetune step
-    base_of: dict[str, str] = {}
-    for ft in spec.finetune:
-        for base in ft.models or [m.id for m in spec.models]:
-            for recipe in ft.recipes:
-                step, tuned = finetune_step(spec, ft, base, recipe)
-                steps.append(step)
-                trained[tuned] = step.key
-                base_of[tuned] = base
-                models.append(ModelEntry(tuned))
-
-    def models_of(entry) -> list:  # an entry's `models` (default all) and the models tuned from them
-        return [m for m in models if (entry.include_tuned or m.id not in base_of)
-                and (not entry.models or m.id in entry.models or base_of.get(m.id) in entry.models)]
+    models = spec_models(spec)
+    trained: dict[str, FinetuneId] = {}  # tuned model id -> its finetune step
+    for tuning in models.tunings:
+        steps.append(finetune_step(spec, tuning))
+        trained[tuning.model] = steps[-1].id
+    targets = task_targets(spec, models)
 
     # One index per corpus x model, holding every view any task of the spec asks for.
     wanted: dict[tuple[str, str | None], set[str]] = {}
     task_entries = [(name, e) for name in TASKS for e in spec.entries(name)]
     for entry in (*spec.indexes, *(e for _, e in task_entries)):
-        for m in models_of(entry):
+        for m in models.of(entry):
             wanted.setdefault((entry.corpus, m.id), set()).update(entry.views)
-        if not models:
+        if not models.models:
             wanted.setdefault((entry.corpus, None), set()).update(entry.views)
     # The label tasks that read their own prompt's vectors, per corpus x model: {task: views}.
     task_views: dict[tuple[str, str], dict[str, set[str]]] = {}
     for kind, entry in task_entries:
         if getattr(entry, "vectors", None) == "task":
-            for m in models_of(entry):
+            for m in models.of(entry):
                 task_views.setdefault((entry.corpus, m.id), {}).setdefault(kind, set()).update(entry.views)
-    variants = {m.id: m.prompt_variant for m in models}
-    index_keys = {}
+    variants = {m.id: m.prompt_variant for m in models.models}
+    index_ids = {}
     for (corpus, model_id), views in wanted.items():
         tasks = {t: sorted(vs) for t, vs in task_views.get((corpus, model_id), {}).items()}
         step = index_step(corpus, model_id, variants.get(model_id), tuple(sorted(views)), tasks)
         if model_id in trained:
             step.deps += (trained[model_id],)
-        index_keys[(corpus, model_id)] = step.key
+        index_ids[(corpus, model_id)] = step.id
         steps.append(step)
-    ctx = PlanContext(spec, list(steps), models_of, index_keys, base_of)
-    for name, task in TASKS.items():
-        for entry in spec.entries(name):
-            for step in task.steps(ctx, entry):
-                step.remember = functools.partial(remember, spec.name, step)
-                step.note_outcome = functools.partial(note_outcome, spec.name, step)
-                steps.append(step)
+    ctx = PlanContext(spec, list(steps), models, index_ids)
+    for task, entry, sid in targets:
+        step = task.step(ctx, entry, sid)
+        step.remember = functools.partial(remember, spec.name, step)
+        step.note_outcome = functools.partial(note_outcome, spec.name, step)
+        steps.append(step)
     return steps
 
 
@@ -290,18 +265,19 @@ def check_expected(spec: ExperimentSpec, steps: list[Step]) -> list[str]:
 
 def execute(steps: list[Step], echo=print, dry_run: bool = False) -> RunReport:
     report = RunReport()
-    failed: set[str] = set()
-    cause: dict[str, str] = {}  # failed or skipped step -> the failure behind it, one line
+    failed: set = set()  # step ids
+    cause: dict = {}  # failed or skipped step's id -> the failure behind it, one line
     for i, step in enumerate(steps, 1):
         prefix = f"[{i}/{len(steps)}] {step.key}"
         blocked = [d for d in step.deps if d in failed]
         if blocked:
-            failed.add(step.key)
-            report.outcomes.append(Outcome(step.key, "skipped", f"needs {', '.join(blocked)}"))
-            cause[step.key] = cause[blocked[0]]
+            needs = ", ".join(map(step_key, blocked))
+            failed.add(step.id)
+            report.outcomes.append(Outcome(step.key, "skipped", f"needs {needs}"))
+            cause[step.id] = cause[blocked[0]]
             if step.note_outcome:
-                step.note_outcome("skipped", f"needs {', '.join(blocked)} ({cause[step.key]})")
-            echo(f"{prefix}: skipped (needs {', '.join(blocked)})")
+                step.note_outcome("skipped", f"needs {needs} ({cause[step.id]})")
+            echo(f"{prefix}: skipped (needs {needs})")
             continue
         try:
             done = step.is_done()
@@ -325,13 +301,13 @@ def execute(steps: list[Step], echo=print, dry_run: bool = False) -> RunReport:
             report.outcomes.append(Outcome(step.key, "ok", detail, time.perf_counter() - t0))
             echo(f"{prefix}: ok ({time.perf_counter() - t0:.1f}s) {detail}")
         except Exception as e:  # report and go on: later independent steps still run
-            cause[step.key] = f"{step.key} failed: " + f"{e.__class__.__name__}: {e}".splitlines()[0]
+            cause[step.id] = f"{step.key} failed: " + f"{e.__class__.__name__}: {e}".splitlines()[0]
             if step.note_outcome:
-                step.note_outcome("failed", cause[step.key])
+                step.note_outcome("failed", cause[step.id])
             if node_gone(e):  # every later step would fail the same way: stop once, saying where and what to do
                 report.outcomes.append(Outcome(step.key, "failed", f"{e.__class__.__name__}", time.perf_counter() - t0))
                 raise NodeLost(_node_lost_message(prefix, e, report, len(steps) - i), report) from e
-            failed.add(step.key)
+            failed.add(step.id)
             detail = f"{e.__class__.__name__}: {e}"
             report.outcomes.append(Outcome(step.key, "failed", detail + "\n" + traceback.format_exc(limit=3),
                                            time.perf_counter() - t0))

@@ -11,7 +11,13 @@ import math
 from pathlib import Path
 
 from evalctl.config_files import SpecError, build, configs_dir, load_yaml
-from evalctl.study.experiment import SPEC_FIELDS, Expected, ExperimentSpec, check_spec_name
+from evalctl.corpus.import_formats.registry import IMPORT_FORMATS
+from evalctl.corpus.label_sets import load_label_sets
+from evalctl.corpus.views import load_views
+from evalctl.evaluators.retrieval.methods import METHODS
+from evalctl.finetune.recipes import default_model_id, get_recipe
+from evalctl.models import get_model
+from evalctl.study.experiment import Expected, ExperimentSpec, check_spec_name
 from evalctl.study.tasks import TASKS
 
 
@@ -43,13 +49,12 @@ def load_experiment(name_or_path: str) -> ExperimentSpec:
     data = load_yaml(path.resolve())
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a mapping at the top level")
-    if "more" in data:  # filled from the registered tasks' sections, never written
-        raise SpecError(f"{path}: unknown key 'more'")
-    # A registered task without a field of its own (a plug-in) keeps its section in `more`.
-    more = {name: build(tuple[task.entry, ...], data.pop(name), f"{path}: {name}")
-            for name, task in TASKS.items() if name not in SPEC_FIELDS and name in data}
-    spec = build(ExperimentSpec, {**data, "source_path": str(path)}, str(path))
-    spec = dataclasses.replace(spec, more=more) if more else spec
+    if "tasks" in data:  # filled from the registered tasks' sections, never written
+        raise SpecError(f"{path}: unknown key 'tasks'")
+    # Each registered task's section is built with the entry type its module declares.
+    tasks = {name: build(tuple[task.entry, ...], data.pop(name), f"{path}: {name}")
+             for name, task in TASKS.items() if name in data}
+    spec = dataclasses.replace(build(ExperimentSpec, {**data, "source_path": str(path)}, str(path)), tasks=tasks)
     validate(spec)
     return spec
 
@@ -59,12 +64,6 @@ def validate(spec: ExperimentSpec) -> None:
     a path), ranges, splits, weights, expected metrics and tolerances, cross-references and repeats, so
     `evalctl run --dry-run` refuses what a run would only fail on after importing and indexing. Every
     message names the file and the offending entry and field."""
-    from evalctl.evaluators.retrieval.methods import METHODS
-    from evalctl.corpus.import_formats.registry import IMPORT_FORMATS
-    from evalctl.corpus.label_sets import load_label_sets
-    from evalctl.models import get_model
-    from evalctl.corpus.views import load_views
-
     where = spec.source_path
     check_spec_name(spec.name, "name", where)
     for i, c in enumerate(spec.corpora):
@@ -134,9 +133,6 @@ def _no_repeats(items, what: str, at: str, key: str) -> None:
 
 def _check_finetune(spec: ExperimentSpec) -> None:
     """Recipes known, sizes positive, and each fine-tuned model's id (it becomes a folder) a valid name."""
-    from evalctl.finetune.recipes import get_recipe
-    from evalctl.finetune.train import default_model_id
-
     for i, ft in enumerate(spec.finetune):
         at = f"{spec.source_path}: finetune[{i}]"
         for r in ft.recipes:

@@ -1,44 +1,87 @@
-"""The retrieval task: one run per corpus x model x view x method (retrieve + evaluate), its spec checks,
-expected-score target and report section (tables with significance letters, IN/OUT, views, scaling,
-fusion gain)."""
+"""The retrieval task: one run per corpus x model x view x method (retrieve + evaluate), its spec entry and
+checks, expected-score target, headline (retrieval_headline), findings and report section (tables with
+significance letters, IN/OUT, views, scaling, fusion gain, and the per-query pages of retrieval_queries)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
+from evalctl import results_store
 from evalctl.config_files import SpecError
-from evalctl.study.experiment import ALL_SPLITS, RetrievalEntry, check_spec_name
+from evalctl.corpus.qrels import SPLITS, qrels_manifest
+from evalctl.corpus.store import load_corpus
+from evalctl.errors import BadInput
+from evalctl.evaluators.fusion.search_pipelines import has_neural_search
+from evalctl.evaluators.fusion.settings import FusionSpec
+from evalctl.evaluators.retrieval import methods as retrieval_methods
+from evalctl.evaluators.retrieval.fusion_sweep import fusion_sweep
+from evalctl.evaluators.retrieval.methods import MAX_K, METHODS
+from evalctl.evaluators.retrieval.params import RetrievalParams
+from evalctl.evaluators.retrieval.retrieve import (RetrievalOptions, RetrievalSpec, find_stored, retrieval_spec,
+                                                   retrieve)
+from evalctl.evaluators.scoring.metrics import METRICS, PRIMARY, evaluate_and_store, evaluate_run, stored_scores
+from evalctl.indexers.index_layout import index_name
+from evalctl.indexers.index_loader import read_manifest, result_identity
+from evalctl.models import get_model
+from evalctl.opensearch.connection import make_client
+from evalctl.output_folder import write_into
+from evalctl.study.experiment import check_spec_name
 from evalctl.study.page import Report, plt_module, save_figure
-from evalctl.study.retrieval_groups import ViewGroup, query_page_name, stored_run, system_name, view_groups
-from evalctl.study.tasks import Step, Target, memo
+from evalctl.study.retrieval_groups import ViewGroup, query_page_name, stored_run, view_groups
+from evalctl.study.retrieval_headline import headline
+from evalctl.study.retrieval_queries import query_pages
+from evalctl.study.step_ids import QrelsId, Target, TaskStepId, identity_name
+from evalctl.study.tasks import Recorded, SpecModels, Step, memo
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from evalctl.study.findings import Finding
 
-def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tuple[str, ...]) -> Step:
+ALL_SPLITS = "all"  # `split: all` asks every query of the qrels set, as `evalctl retrieve --split all`
+
+
+@dataclass(frozen=True)
+class RetrievalEntry:
+    corpus: str
+    views: tuple[str, ...] = ("TAC",)
+    query_view: str | None = None  # the queries' text; default: each corpus view (DAPFAM's query x corpus views)
+    models: tuple[str, ...] = ()  # default: every model of the spec; models tuned from these join them
+    methods: tuple[str, ...] = ("bm25", "dense")  # names in evaluators/retrieval/methods.py METHODS
+    qrels: str = "citations"
+    split: str = "test"
+    k: int = 100
+    # hybrid/rrf: native search pipelines (neural-search; a node without the plugin fails the step),
+    # client-side ranx fusion, or "auto": native, falling back to client fusion on a node without the
+    # plugin (the run's label then says hybrid/client).
+    fusion_mode: Literal["auto", "native", "client"] = "native"
+    dense_weight: float = 0.5
+    # hybrid: tune the dense weight on the dev queries over these values (as `evalctl fusion-sweep`) and
+    # report the chosen one on `split`; () = use dense_weight
+    dense_weights: tuple[float, ...] = ()
+    include_tuned: bool = True  # False: models fine-tuned by this spec do not join this entry
+    # `exact` searches a seeded sample of this many of the split's queries (brute force costs corpus x queries;
+    # an ANN-fidelity check at scale needs only a sample); None: every query
+    exact_queries: int | None = None
+    # every method searches a seeded sample of this many of the split's queries (`evalctl retrieve
+    # --query-sample`: per-query costs at scale); `exact_queries`, when given, still decides exact's
+    query_sample: int | None = None
+
+    @property
+    def query_split(self) -> str | None:
+        """The split as RetrievalSpec takes it (None: every query)."""
+        return None if self.split == ALL_SPLITS else self.split
+
+
+def retrieval_step(entry: RetrievalEntry, sid: TaskStepId, deps: tuple) -> Step:
     """One run (retrieve + evaluate). Done when a study-step record for the same corpus version,
     index identity, qrels and settings holds its scores, or when the run itself and its scores are
     stored (`evalctl retrieve` with the same inputs makes the same run: the step then adopts it)."""
-    from evalctl import results_store
-    from evalctl.errors import BadInput
-    from evalctl.opensearch.connection import make_client
-    from evalctl.corpus.store import load_corpus
-    from evalctl.evaluators.retrieval.fusion_sweep import fusion_sweep
-    from evalctl.evaluators.retrieval.methods import METHODS
-    from evalctl.evaluators.retrieval.params import RetrievalParams
-    from evalctl.evaluators.retrieval.retrieve import (RetrievalOptions, RetrievalSpec, find_stored, retrieval_spec,
-                                                       retrieve)
-    from evalctl.evaluators.scoring.metrics import evaluate_and_store, stored_scores
-    from evalctl.evaluators.fusion.search_pipelines import has_neural_search
-    from evalctl.indexers.index_layout import index_name
-    from evalctl.indexers.index_loader import read_manifest, result_identity
-    from evalctl.corpus.qrels import qrels_manifest
-
-    qview = entry.query_view or view
-    key = f"retrieve {entry.corpus} {model_id or 'bm25'} {view} {method}" + (f" (queries {qview})" if qview != view else "")
+    t = sid.target
+    view, method = t.view, t.what
+    model_id = None if t.model == "bm25" else t.model  # a target names a text-only run without models "bm25"
     m = METHODS.get(method)
     sweep = entry.dense_weights if m.tunable else ()
 
@@ -57,7 +100,7 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
         rspec = spec(client)
         # a sampled step's scores were once kept over the whole split (metrics._scores_identity): not reused
         sampled = {"scored_on": "searched queries"} if rspec.query_sample else {}
-        return {"name": key.replace(" ", "_"), "corpus_hash": corpus.content_hash,
+        return {"name": identity_name(sid), "corpus_hash": corpus.content_hash,
                 "index": result_identity(meta), "retrieval": asdict(rspec),
                 "qrels_spec": qrels_manifest(corpus, entry.qrels).get("spec"),
                 **({"dense_weights_tuned_on_dev": list(sweep)} if sweep else {}), **sampled}
@@ -102,8 +145,7 @@ def retrieval_step(entry, model_id: str | None, view: str, method: str, deps: tu
         return (f"{stored_run.label}: nDCG@10 {scores['ndcg@10']:.4f} ({stored_run.manifest['n_queries']} "
                 f"queries{how})")
 
-    return Step(key, "retrieval", run, lambda: bool(stored()), deps=deps, scores=stored,
-                target=Target("retrieval", entry.corpus, model_id or "bm25", view, method, qview),
+    return Step(sid, run, lambda: bool(stored()), deps=deps, scores=stored,
                 ref=lambda: (r := record()) and r.manifest["run"])
 
 
@@ -111,12 +153,9 @@ class RetrievalTask:
     name = "retrieval"
     entry = RetrievalEntry
     command = "retrieve"
+    headline_metrics = (PRIMARY,)
 
     def validate(self, spec, entry: RetrievalEntry, at: str) -> None:
-        from evalctl.corpus.qrels import SPLITS
-        from evalctl.evaluators.retrieval.methods import MAX_K
-        from evalctl.evaluators.fusion.settings import FusionSpec
-
         check_spec_name(entry.qrels, "qrels", at)
         if not 1 <= entry.k <= MAX_K:
             raise SpecError(f"{at}: k {entry.k} is outside the allowed range 1-{MAX_K}")
@@ -137,46 +176,70 @@ class RetrievalTask:
         if entry.dense_weights and entry.split == "dev":  # as fusion_sweep refuses it: the weights are tuned on dev
             raise SpecError(f"{at}: dense_weights are tuned on the dev queries: report on another split (split: test)")
 
-    def steps(self, ctx, entry: RetrievalEntry):
-        from evalctl.evaluators.retrieval.methods import METHODS
-
-        deps = tuple(k for k in (f"qrels {entry.corpus} {entry.qrels}",) if any(s.key == k for s in ctx.steps))
-        ids = [m.id for m in ctx.models_of(entry)]
+    def targets(self, models: SpecModels, entry: RetrievalEntry):
+        ids = [m.id for m in models.of(entry)]
         for view in entry.views:
             for method in entry.methods:
                 text_only = not METHODS.get(method).vector
                 model_ids = [None] if text_only and not ids else ([ids[0]] if text_only else ids)
                 for model_id in model_ids:  # BM25 needs one run: it reads the text of the first model's index
-                    yield retrieval_step(entry, model_id, view, method, deps + (ctx.index_keys[(entry.corpus, model_id)],))
+                    yield TaskStepId(self.command, Target(self.name, entry.corpus, model_id or "bm25", view, method,
+                                                          entry.query_view or view))
+
+    def step(self, ctx, entry: RetrievalEntry, sid: TaskStepId) -> Step:
+        model_id = None if sid.target.model == "bm25" else sid.target.model
+        deps = (*ctx.planned(QrelsId(entry.corpus, entry.qrels)), ctx.index_ids[(entry.corpus, model_id)])
+        return retrieval_step(entry, sid, deps)
 
     def expected_target(self, e) -> Target:
-        return Target("retrieval", e.corpus, e.model, e.view, e.method, e.query_view or e.view)
+        return Target(self.name, e.corpus, e.model, e.view, e.method, e.query_view or e.view)
 
     def metrics(self, e, at: str) -> tuple[str, ...]:
-        from evalctl.evaluators.retrieval.methods import METHODS
-        from evalctl.evaluators.scoring.metrics import METRICS
-
         if e.method not in METHODS:
             raise SpecError(f"{at}: a retrieval score needs a method, one of {', '.join(METHODS)} (got {e.method!r})")
         return METRICS
 
     def check_stored(self, spec, entry: RetrievalEntry) -> None:
-        from evalctl.corpus.qrels import qrels_manifest
-        from evalctl.corpus.store import load_corpus
-
         qrels_manifest(load_corpus(entry.corpus), entry.qrels)  # names the missing set and how to build it
 
-    def per_unit(self, step: Step, metric: str, runs: dict) -> dict[str, float]:
-        from evalctl.evaluators.scoring.metrics import evaluate_run
+    def per_unit(self, step: Recorded, metric: str, runs: dict) -> dict[str, float]:
+        return evaluate_run(stored_run(step.ref, runs)).per_query[metric]
 
-        return evaluate_run(stored_run(step.ref(), runs)).per_query[metric]
+    def headline(self, report: Report, steps: list[Recorded]) -> None:
+        headline(report, steps)
 
-    def report(self, report: Report, spec, steps, out: Path) -> None:
+    def findings(self, report: Report, steps: list[Recorded], pairs: list[dict]) -> list[Finding]:
+        """The best system, view, fusion gain and models ranked per corpus, the IN->OUT drop of its best system,
+        and each recipe's effect on dense retrieval."""
+        from evalctl.study import findings as rf  # scipy (its bootstrap): an up-to-date report never pays for it
+
+        results, sampled = [], set()
+        for s in steps:
+            if s.kind == self.name and s.scores and s.ref:
+                run = stored_run(s.ref, report.runs)
+                t = s.target
+                results.append(rf.RetrievalResult(t.corpus, t.model, t.view_label, t.what, run.id, run.label,
+                                                  evaluate_run(run).per_query[PRIMARY]))
+                if run.manifest.get("query_sample"):
+                    sampled.add(run.id)
+        # A system that searched a sample (exact_queries) is ranked against the others in its own table, on the
+        # sample's queries; the findings rank the systems of a corpus on the queries they all searched.
+        full = {r.corpus for r in results if r.run_id not in sampled}
+        results = [r for r in results if r.run_id not in sampled or r.corpus not in full]
+        found = rf.retrieval_findings(results)
+        for corpus in dict.fromkeys(r.corpus for r in results):
+            best = max((r for r in results if r.corpus == corpus), key=lambda r: r.mean)
+            run = report.runs[best.run_id]
+            if (run.manifest.get("qrels_spec") or {}).get("source") != "known_item":
+                domains = {d: (sc.n_queries, sc.mean[PRIMARY])
+                           for d in ("IN", "OUT") for sc in [evaluate_run(run, domain=d, metrics=(PRIMARY,))]}
+                found += [f for f in [rf.in_out_finding(corpus, best.label, best.run_id, domains)] if f]
+        return found + rf.recipe_findings([p for p in pairs if p["what"] == "dense"])
+
+    def report(self, report: Report, spec, steps: list[Recorded], out: Path) -> None:
         import pandas as pd
 
-        from evalctl.evaluators.retrieval import methods as retrieval_methods
-        from evalctl.evaluators.scoring.compare import common_queries_note, ranx_latex, tables
-        from evalctl.evaluators.scoring.metrics import PRIMARY
+        from evalctl.evaluators.scoring.compare import common_queries_note, ranx_latex, tables  # pandas, scipy
 
         report.h("Retrieval")
         groups = view_groups(report, steps)
@@ -184,7 +247,7 @@ class RetrievalTask:
             report.p("No retrieval results yet (run `evalctl run` first, or the spec has no retrieval).")
             return
         for g in groups:
-            views = f"queries {g.view.replace('→', ', documents ')}" if "→" in g.view else f"view {g.view}"
+            views = (f"queries {g.query_view}, documents {g.view}" if g.query_view != g.view else f"view {g.view}")
             report.p(f"Corpus {g.corpus}, {views}, qrels {g.runs[0].manifest.get('qrels')}: systems compared with "
                      "paired tests (Holm-corrected).")
             if g.known_item:
@@ -194,13 +257,13 @@ class RetrievalTask:
             if g.comparison is not None:
                 dfs = tables(g.comparison)
                 report.table(dfs["main"])
-                ranx_file = f"ranx-{g.corpus}-{g.view}.tex".replace("→", "-")
+                ranx_file = f"ranx-{g.corpus}-{g.file_part}.tex"
                 (out / ranx_file).write_text(ranx_latex(g.comparison))  # ranx's Report, for a paper
                 report.p(f"The same table as ranx's LaTeX (Report.to_latex): {ranx_file}.")
                 if not g.known_item:
                     report.p("IN vs OUT of domain (relative drop), as DAPFAM defines it:")
                     report.table(dfs["domains"])
-                    _in_out_plot(report, g, out, f"inout-{g.corpus}-{g.view}.png".replace("→", "-"))
+                    _in_out_plot(report, g, out, f"inout-{g.corpus}-{g.file_part}.png")
             else:
                 report.table(pd.DataFrame([_row(g.steps[i]) for i in g.main]))
             for sub in g.subsets:  # runs that searched another query set (a sample): on the queries it shares
@@ -208,7 +271,7 @@ class RetrievalTask:
                          f"{common_queries_note(sub)}The letters name this table's systems.")
                 report.table(tables(sub)["main"])
             if not g.known_item:
-                page = query_page_name(g.corpus, g.view)
+                page = query_page_name(g)
                 report.link(page, f"Per query ({g.corpus}, {views}): each citation's rank in every system, "
                                   "the citations no system finds")
         frame = pd.DataFrame([_row(s) for g in groups for s in g.steps])
@@ -226,20 +289,18 @@ class RetrievalTask:
                                   "gain": round(by[fused] - by["dense"], 4)})
         report.p("Fusion gain over dense retrieval (same depth; the run labels say native pipeline or client-side):")
         report.table(pd.DataFrame(gains) if gains else pd.DataFrame([{"note": "no fused runs"}]))
+        for page_name, query_page in query_pages(report, groups):
+            write_into(out, f"{page_name}.md", query_page.markdown())
+            write_into(out, f"{page_name}.html", query_page.html(out))
 
 
-def _row(step: Step) -> dict:
-    from evalctl.evaluators.scoring.metrics import PRIMARY
-
+def _row(step: Recorded) -> dict:
     t = step.target
-    return {"corpus": t.corpus, "model": t.model, "view": t.view_label, "method": t.what,
-            PRIMARY: step.scores()[PRIMARY]}
+    return {"corpus": t.corpus, "model": t.model, "view": t.view_label, "method": t.what, PRIMARY: step.scores[PRIMARY]}
 
 
 def _views_heatmap(report: Report, corpus: str, dense: pd.DataFrame, out: Path) -> None:
     import pandas as pd
-
-    from evalctl.evaluators.scoring.metrics import PRIMARY
 
     if dense["view"].nunique() < 2:
         report.p(f"Views per model ({corpus}): one view only, no heatmap.")
@@ -262,9 +323,6 @@ def _views_heatmap(report: Report, corpus: str, dense: pd.DataFrame, out: Path) 
 
 
 def _scaling_plot(report: Report, corpus: str, dense: pd.DataFrame, out: Path) -> None:
-    from evalctl.evaluators.scoring.metrics import PRIMARY
-    from evalctl.models import get_model
-
     base = dense[[not get_model(m).lineage for m in dense["model"]]]  # fine-tuned models share their base's size
     if base["model"].nunique() < 2:
         report.p(f"Scaling ({corpus}): fewer than two base models, no plot.")
@@ -291,8 +349,7 @@ def _in_out_plot(report: Report, g: ViewGroup, out: Path, name: str) -> None:
     the whole query set, on the IN-only and the OUT-only pairs)."""
     import numpy as np
 
-    from evalctl.evaluators.scoring.compare import run_ci
-    from evalctl.evaluators.scoring.metrics import PRIMARY, evaluate_run
+    from evalctl.evaluators.scoring.compare import run_ci  # pandas, scipy
 
     runs = g.main_runs  # the comparison's runs: one query set
     bars = {}
@@ -311,11 +368,11 @@ def _in_out_plot(report: Report, g: ViewGroup, out: Path, name: str) -> None:
         means = np.array([v[0] for v in values])
         err = np.array([[m - lo for m, lo, _ in values], [hi - m for m, _, hi in values]])
         ax.bar(x + offset, means, width=0.4, yerr=err, capsize=3, label=f"{dom} (n={n})")
-    ax.set_xticks(list(x), [system_name(r.label) for r in runs], rotation=20, ha="right")
+    ax.set_xticks(list(x), [r.system_name for r in runs], rotation=20, ha="right")
     ax.set_ylabel(PRIMARY)
     ax.legend()
     missing = "".join(f"; no {d} queries" for d in ("IN", "OUT") if d not in bars)
-    save_figure(fig, report, out, name, f"{g.corpus}, view {g.view}: IN vs OUT {PRIMARY} per system, "
+    save_figure(fig, report, out, name, f"{g.corpus}, view {g.label}: IN vs OUT {PRIMARY} per system, "
                                         f"95% bootstrap CI over the domain's queries{missing}")
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from evalctl import results_store
 from evalctl.corpus.class_codes import LEVELS
 
 from evalctl.evaluators.tasks.classification import METRICS as CLASSIFY_METRICS
@@ -45,8 +46,6 @@ def _rows_of(result) -> list[tuple[dict, list[dict]]]:
 def task_table(task: str, corpus: str | None = None, root=None, ids: set[str] | None = None) -> list[dict]:
     """Rows sorted by corpus, label set, view and model; each metric as mean, ci_low, ci_high, runs.
     `ids`: only these stored results (a report's own), not every result kept for the corpus."""
-    from evalctl import results_store
-
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
     rows = []

@@ -10,10 +10,19 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from evalctl import results_store
 from evalctl.config_files import SpecError
+from evalctl.corpus.qrels import SPLITS, qrels_manifest
+from evalctl.corpus.store import load_corpus
+from evalctl.evaluators.retrieval.methods import MAX_K
+from evalctl.evaluators.scoring.metrics import METRICS, evaluate_run
+from evalctl.indexers.index_layout import index_name
+from evalctl.indexers.index_loader import read_manifest, result_identity
+from evalctl.opensearch.connection import make_client
 from evalctl.study.experiment import check_spec_name
 from evalctl.study.retrieval_groups import stored_run
-from evalctl.study.tasks import Step, Target, memo
+from evalctl.study.step_ids import QrelsId, Target, TaskStepId, identity_name
+from evalctl.study.tasks import Recorded, SpecModels, Step, memo
 
 KIND = "transfer"
 SCORES = ("delta", "base_score", "tuned_score", "p")  # the tuned model's mean minus its base's, both means, p
@@ -39,21 +48,14 @@ def _settings(entry: TransferEntry) -> dict:
     return {k: v for k, v in asdict(entry).items() if k not in ("corpus", "views", "models", "include_tuned")}
 
 
-def transfer_step(entry: TransferEntry, tuned: str, base: str, view: str, deps: tuple[str, ...]) -> Step:
+def transfer_step(entry: TransferEntry, sid: TaskStepId, base: str, deps: tuple) -> Step:
     """Done when a study-step record for the same corpus version, both indexes and the settings holds its scores."""
-    from evalctl import results_store
-    from evalctl.corpus.qrels import qrels_manifest
-    from evalctl.corpus.store import load_corpus
-    from evalctl.indexers.index_layout import index_name
-    from evalctl.indexers.index_loader import read_manifest, result_identity
-    from evalctl.opensearch.connection import make_client
-
-    key = f"transfer {entry.corpus} {tuned} {view}"
+    tuned, view = sid.target.model, sid.target.view
 
     def identity() -> dict:
         client, corpus = make_client(), load_corpus(entry.corpus)
         indexes = {m: result_identity(read_manifest(client, index_name(entry.corpus, m)) or {}) for m in (base, tuned)}
-        return {"name": key.replace(" ", "_"), "corpus_hash": corpus.content_hash, "view": view, "indexes": indexes,
+        return {"name": identity_name(sid), "corpus_hash": corpus.content_hash, "view": view, "indexes": indexes,
                 "settings": _settings(entry), "qrels_spec": qrels_manifest(corpus, entry.qrels).get("spec")}
 
     record = memo(lambda: results_store.find("study-step", entry.corpus, identity()))
@@ -63,7 +65,7 @@ def transfer_step(entry: TransferEntry, tuned: str, base: str, view: str, deps: 
         return res.manifest["scores"] if res else {}
 
     def run() -> str:
-        from evalctl.evaluators.tasks.transfer import save_report, transfer
+        from evalctl.evaluators.tasks.transfer import save_report, transfer  # pandas, scipy
 
         rep = transfer(make_client(), [tuned], entry.corpus, view, base=base, method=entry.method, qrels=entry.qrels,
                        split=entry.split, metric=entry.metric, test=entry.test, alpha=entry.alpha, k=entry.k,
@@ -76,15 +78,12 @@ def transfer_step(entry: TransferEntry, tuned: str, base: str, view: str, deps: 
         return (f"{entry.metric} {row.base_score:.4f} -> {row.tuned_score:.4f} ({row.delta:+.4f}, p {row.p:.3g}, "
                 f"{row.n_queries} queries)")
 
-    return Step(key, KIND, run, lambda: bool(stored()), deps=deps, scores=stored,
-                target=Target(KIND, entry.corpus, tuned, view, entry.method),
+    return Step(sid, run, lambda: bool(stored()), deps=deps, scores=stored,
                 ref=lambda: (r := record()) and r.manifest["result"])
 
 
-def _stored_report(step: Step) -> dict:
-    from evalctl import results_store
-
-    res = next(r for r in results_store.iter_results(KIND, step.target.corpus) if r.id == step.ref())
+def _stored_report(step: Recorded) -> dict:
+    res = next(r for r in results_store.iter_results(KIND, step.target.corpus) if r.id == step.ref)
     return res.read_json("report.json")
 
 
@@ -92,12 +91,9 @@ class TransferTask:
     name = KIND
     entry = TransferEntry
     command = "transfer"
+    headline_metrics = ("delta",)
 
     def validate(self, spec, entry: TransferEntry, at: str) -> None:
-        from evalctl.corpus.qrels import SPLITS
-        from evalctl.evaluators.retrieval.methods import MAX_K
-        from evalctl.evaluators.scoring.metrics import METRICS
-
         check_spec_name(entry.qrels, "qrels", at)
         if not entry.include_tuned:
             raise SpecError(f"{at}: include_tuned: false leaves a transfer nothing to compare")
@@ -119,14 +115,19 @@ class TransferTask:
         if not 1 <= entry.k <= MAX_K:
             raise SpecError(f"{at}: k {entry.k} is outside the allowed range 1-{MAX_K}")
 
-    def steps(self, ctx, entry: TransferEntry):
-        qrels = tuple(k for k in (f"qrels {entry.corpus} {entry.qrels}",) if any(s.key == k for s in ctx.steps))
-        for m in ctx.models_of(entry):
-            if (base := ctx.base_of.get(m.id)) is None:
+    def targets(self, models: SpecModels, entry: TransferEntry):
+        for m in models.of(entry):
+            if m.id not in models.base_of:
                 continue  # a base model: the other side of every comparison
-            for view in entry.views:
-                deps = qrels + (ctx.index_keys[(entry.corpus, base)], ctx.index_keys[(entry.corpus, m.id)])
-                yield transfer_step(entry, m.id, base, view, deps)
+            for view in entry.views:  # the key leaves the method out
+                yield TaskStepId(self.command, Target(KIND, entry.corpus, m.id, view, entry.method), what_in_key=False)
+
+    def step(self, ctx, entry: TransferEntry, sid: TaskStepId) -> Step:
+        tuned = sid.target.model
+        base = ctx.models.base_of[tuned]
+        deps = (*ctx.planned(QrelsId(entry.corpus, entry.qrels)), ctx.index_ids[(entry.corpus, base)],
+                ctx.index_ids[(entry.corpus, tuned)])
+        return transfer_step(entry, sid, base, deps)
 
     def expected_target(self, e) -> Target:
         return Target(KIND, e.corpus, e.model, e.view, e.method or "exact")
@@ -137,10 +138,8 @@ class TransferTask:
     def check_stored(self, spec, entry: TransferEntry) -> None:
         """Its results hold everything its section shows."""
 
-    def per_unit(self, step: Step, metric: str, runs: dict) -> dict[str, float]:
+    def per_unit(self, step: Recorded, metric: str, runs: dict) -> dict[str, float]:
         """Per query: the base's or the tuned model's score, or their difference (`p` has none)."""
-        from evalctl.evaluators.scoring.metrics import evaluate_run
-
         rep = _stored_report(step)
         (row,) = rep["rows"]
         base, tuned = (evaluate_run(stored_run(rep["runs"][m], runs)).per_query[rep["metric"]]
@@ -149,31 +148,31 @@ class TransferTask:
             raise ValueError("p is one value per comparison, not per query")
         return {"base_score": base, "tuned_score": tuned, "delta": {q: tuned[q] - base[q] for q in base}}[metric]
 
-    def report(self, report, spec, steps, out: Path) -> None:
+    def report(self, report, spec, steps: list[Recorded], out: Path) -> None:
         import pandas as pd
 
-        from evalctl.evaluators.scoring.significance import holm
+        from evalctl.evaluators.scoring.significance import holm  # scipy
 
         if not spec.entries(KIND):
             return  # a section only for a spec that asks for transfer
         report.h("Cross-landscape transfer")
-        done = [s for s in steps if s.kind == KIND and s.scores()]
+        done = [s for s in steps if s.kind == KIND and s.scores]
         if not done:
             report.p("No transfer results yet (`evalctl run`; one by hand: `evalctl transfer`).")
             return
         for (corpus, view), group in pd.DataFrame([
                 {"corpus": s.target.corpus, "view": s.target.view, "step": s} for s in done]).groupby(["corpus", "view"]):
             mine = list(group["step"])
-            adjusted = holm([s.scores()["p"] for s in mine])
+            adjusted = holm([s.scores["p"] for s in mine])
             rows = []
             for s, p_holm in zip(mine, adjusted):
-                rep, sc = _stored_report(s), s.scores()
+                rep, sc = _stored_report(s), s.scores
                 alpha = rep["alpha"]
                 verdict = "n.s." if p_holm >= alpha else ("degrades" if sc["delta"] < 0 else "improves")
                 rows.append({"model": s.target.model, "base": rep["rows"][0]["base"],
                              "recipe": rep["rows"][0]["recipe"] or "-", f"base {rep['metric']}": round(sc["base_score"], 4),
                              f"tuned {rep['metric']}": round(sc["tuned_score"], 4), "delta": round(sc["delta"], 4),
-                             "p": f"{sc['p']:.3g}", "p (Holm)": f"{p_holm:.3g}", "verdict": verdict, "result": s.ref()})
+                             "p": f"{sc['p']:.3g}", "p (Holm)": f"{p_holm:.3g}", "verdict": verdict, "result": s.ref})
             report.p(f"Corpus {corpus}, view {view}: each fine-tuned model against its base ({rep['test']} test per "
                      f"query, Holm-corrected over the {len(mine)} model(s), alpha {alpha}).")
             report.table(pd.DataFrame(rows))

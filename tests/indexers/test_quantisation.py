@@ -90,7 +90,7 @@ def test_exact_queries_is_checked_at_spec_load(tmp_path):
         load_experiment(str(bad))
     data["retrieval"][0]["exact_queries"] = 100
     bad.write_text(yaml.safe_dump(data))
-    assert load_experiment(str(bad)).retrieval[0].exact_queries == 100
+    assert load_experiment(str(bad)).entries("retrieval")[0].exact_queries == 100
     data["retrieval"][0]["query_sample"] = 0
     bad.write_text(yaml.safe_dump(data))
     with pytest.raises(SpecError, match=r"bad.yaml: retrieval\[0\]: query_sample 0: must be 1 or more"):

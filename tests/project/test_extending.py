@@ -42,10 +42,11 @@ def tsv_format():
 
 
 def _spec(corpus: str, fmt: str, method: str):
-    from evalctl.study.experiment import CorpusEntry, ExperimentSpec, ModelEntry, RetrievalEntry
+    from evalctl.study.experiment import CorpusEntry, ExperimentSpec, ModelEntry
+    from evalctl.study.task_retrieval import RetrievalEntry
 
     return ExperimentSpec(name="toy", corpora=(CorpusEntry(corpus, fmt, ("x",)),), models=(ModelEntry(MODEL),),
-                          retrieval=(RetrievalEntry(corpus, views=("TA",), methods=("dense", method)),),
+                          tasks={"retrieval": (RetrievalEntry(corpus, views=("TA",), methods=("dense", method)),)},
                           source_path="toy.yaml")
 
 

@@ -156,7 +156,7 @@ def test_per_query_page_gives_every_systems_rank(report_dir):
     spreads = [float(r[-1]) for r in summary[1][1:]]
     assert spreads == sorted(spreads, reverse=True) and len(per_query) == len(queries)
     stored = [load_run(r.id) for r in results_store.iter_results(KIND, corpus)]
-    runs = {run.label.rsplit(":", 1)[0]: run for run in stored if run.manifest["view"] == "T"}
+    runs = {run.system_name: run for run in stored if run.manifest["view"] == "T"}
     assert set(runs) == SYSTEMS
     some_run = next(iter(runs.values()))
     qrels = run_queries(some_run).judged(some_run.manifest["split"])

@@ -162,7 +162,7 @@ def test_split_all_is_accepted_as_retrieve_takes_it(home):
     from evalctl.study.spec_loading import load_experiment
 
     spec = write_spec(home, base_spec(retrieval=[{**RETRIEVAL, "split": "all"}, {**RETRIEVAL, "views": ["A"]}]))
-    entries = load_experiment(str(spec)).retrieval
+    entries = load_experiment(str(spec)).entries("retrieval")
     assert [e.query_split for e in entries] == [None, "test"]
     out = invoke("run", spec, "--dry-run")
     assert out.exit_code == 0 and "retrieve hs-pizza all-minilm-l6-v2 T hybrid: to run" in out.output, out.output
@@ -191,7 +191,7 @@ def test_a_beir_given_set_keeps_its_own_split_names(home):
     doc = {"name": "hs-beir", "corpora": [{"name": "hs-b", "format": "beir", "sources": ["x"]}],
            "retrieval": [{"corpus": "hs-b", "views": ["T"], "methods": ["bm25"], "qrels": "given",
                           "split": "validation"}]}
-    assert load_experiment(str(write_spec(home, doc))).retrieval[0].split == "validation"
+    assert load_experiment(str(write_spec(home, doc))).entries("retrieval")[0].split == "validation"
     doc["retrieval"][0]["split"] = "../test"
     refused(home, doc, "retrieval[0]: split '../test' is not a valid name", commands=(("run", "--dry-run"),))
 

@@ -200,6 +200,7 @@ def test_plan_trains_before_evaluating_tuned_models(tmp_path, monkeypatch):
     """A fine-tuned model enters every task after its training step (pure planning, nothing runs)."""
     from evalctl.study.runner import plan
     from evalctl.study.spec_loading import load_experiment
+    from evalctl.study.step_ids import ImportId
 
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
     path = spec_file(tmp_path, "p")
@@ -210,10 +211,10 @@ def test_plan_trains_before_evaluating_tuned_models(tmp_path, monkeypatch):
     steps = {s.key: s for s in plan(load_experiment(str(path)))}
     tuned = "all-minilm-l6-v2+r3-n16@rt-p-grants"
     train = f"finetune {tuned}"
-    assert steps[train].deps == ("import rt-p-grants",)
+    assert steps[train].deps == (ImportId("rt-p-grants"),)
     index = steps[f"index rt-p-pizza {tuned} [T]"]
-    assert train in index.deps
-    assert steps[f"classify rt-p-pizza {tuned} T ipc3"].deps == (index.key,)
+    assert steps[train].id in index.deps
+    assert steps[f"classify rt-p-pizza {tuned} T ipc3"].deps == (index.id,)
     assert "classify rt-p-pizza all-minilm-l6-v2 T ipc3" in steps  # the base model is evaluated too
     keys = list(steps)
     assert keys.index(train) < keys.index(index.key)
@@ -225,7 +226,7 @@ def test_plan_guards_fine_tuning_and_filters_models(tmp_path, monkeypatch):
     the step and its target (pure planning, nothing runs)."""
     from evalctl.study.runner import plan
     from evalctl.study.spec_loading import load_experiment
-    from evalctl.study.tasks import Target
+    from evalctl.study.step_ids import ImportId, QrelsId, Target
 
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
     path = spec_file(tmp_path, "g")
@@ -240,8 +241,8 @@ def test_plan_guards_fine_tuning_and_filters_models(tmp_path, monkeypatch):
     path.write_text(yaml.safe_dump(doc))
     steps = {s.key: s for s in plan(load_experiment(str(path)))}
     tuned = "all-minilm-l6-v2+r3-n16@rt-g-grants"
-    assert set(steps[f"finetune {tuned}"].deps) == {"import rt-g-grants", "import rt-g-pizza",
-                                                    "qrels rt-g-grants ki", "qrels rt-g-pizza citations"}
+    assert set(steps[f"finetune {tuned}"].deps) == {ImportId("rt-g-grants"), ImportId("rt-g-pizza"),
+                                                    QrelsId("rt-g-grants", "ki"), QrelsId("rt-g-pizza", "citations")}
     grants = sorted(k for k in steps if k.startswith("retrieve rt-g-grants"))
     assert grants == [f"retrieve rt-g-grants {m} TA dense (queries T)" for m in ("all-minilm-l6-v2", tuned)]
     assert steps[grants[0]].target == Target("retrieval", "rt-g-grants", "all-minilm-l6-v2", "TA", "dense", "T")
@@ -258,10 +259,10 @@ def test_shipped_specs_validate():
 
     quick, study = load_experiment("quickstart"), load_experiment("study")
     assert {c.format for c in study.corpora} == {"lens", "dapfam"}
-    assert len(study.models) == 22 and len(study.retrieval[0].views) == 6
+    assert len(study.models) == 22 and len(study.entries("retrieval")[0].views) == 6
     assert study.finetune[0].recipes == ("R1", "R2", "R3", "R4") and study.finetune[0].match_size
-    assert {"bm25", "dense", "hybrid"} <= set(quick.retrieval[0].methods)
-    assert quick.classification and quick.clustering and quick.finetune
+    assert {"bm25", "dense", "hybrid"} <= set(quick.entries("retrieval")[0].methods)
+    assert quick.entries("classification") and quick.entries("clustering") and quick.finetune
 
 
 def test_a_run_made_by_the_cli_is_the_study_steps_run(os_client, tmp_path, monkeypatch):
@@ -312,7 +313,7 @@ def test_damaged_stored_results_are_redone_by_run_and_refused_by_report(private_
     from evalctl.cli.main import cli
     from evalctl.study.spec_loading import load_experiment
     from evalctl.study.runner import plan
-    from evalctl.study.tasks import recall
+    from evalctl.study.tasks import recorded
 
     path, doc, pizza = private_spec
     doc["indexes"] = [{"corpus": pizza, "views": ["T"]}]
@@ -322,9 +323,8 @@ def test_damaged_stored_results_are_redone_by_run_and_refused_by_report(private_
     out = tmp_path / "report"
     assert (r := CliRunner().invoke(cli, ["report", str(path), "--out", str(out)])).exit_code == 0, r.output
     spec = load_experiment(str(path))
-    step = next(s for s in plan(spec) if s.kind == "retrieval")
-    recall(spec.name, step)
-    run = results_store.get(pizza, step.ref())
+    step = recorded(spec.name, next(s for s in plan(spec) if s.kind == "retrieval").id)
+    run = results_store.get(pizza, step.ref)
     text = run.file("run.json").read_text()
     docs = sorted(set(re.findall(r'^"([^"]+)": \d', text, re.M)))
     run.file("run.json").write_text(text.replace(f'"{docs[0]}"', '"@"').replace(f'"{docs[1]}"', f'"{docs[0]}"'))
@@ -333,13 +333,13 @@ def test_damaged_stored_results_are_redone_by_run_and_refused_by_report(private_
     assert f"{run.file('run.json')}: content differs" in r.output and "`evalctl retrieve`" in r.output
     r = CliRunner().invoke(cli, ["run", str(path)])
     assert r.exit_code == 0 and "retrieve" in r.output and str(run.file("run.json")) in r.output, r.output
-    assert results_store.get(pizza, step.ref()).read_text("run.json") == text  # redone: the same ranking
+    assert results_store.get(pizza, step.ref).read_text("run.json") == text  # redone: the same ranking
     record = next(results_store.iter_results("study-record", pizza))
     record.file(results_store.MANIFEST).write_text('{"kind": "study-re')
     r = CliRunner().invoke(cli, ["run", str(path)])
     assert r.exit_code == 0 and str(record.file(results_store.MANIFEST)) in r.output, r.output
     assert (r := CliRunner().invoke(cli, ["report", str(path), "--out", str(out)])).exit_code == 0, r.output
-    assert results_store.load(record.path).manifest["scores"] == step.scores()
+    assert results_store.load(record.path).manifest["scores"] == step.scores
 
 
 def test_report_of_a_sampled_and_half_finished_study(private_spec, tmp_path, monkeypatch):

@@ -51,6 +51,7 @@ def test_transfer_runs_as_a_study_task(os_client, tmp_path, monkeypatch):
     from evalctl.opensearch.connection import make_client
     from evalctl.study.spec_loading import load_experiment
     from evalctl.study.runner import plan
+    from evalctl.study.step_ids import step_key
 
     tag = uuid.uuid4().hex[:6]
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
@@ -61,8 +62,8 @@ def test_transfer_runs_as_a_study_task(os_client, tmp_path, monkeypatch):
         steps = {s.key: s for s in plan(load_experiment(str(path)))}
         key = f"transfer {pizza} {tuned} T"
         assert [k for k in steps if k.startswith("transfer ")] == [key]  # the base itself is no comparison
-        assert set(steps[key].deps) == {f"qrels {pizza} citations", f"index {pizza} all-minilm-l6-v2 [T]",
-                                        f"index {pizza} {tuned} [T]"}
+        assert {step_key(d) for d in steps[key].deps} == {f"qrels {pizza} citations", f"index {pizza} all-minilm-l6-v2 [T]",
+                                                         f"index {pizza} {tuned} [T]"}
         out = CliRunner().invoke(cli, ["run", str(path)])
         assert out.exit_code == 0 and "FAILED" not in out.output, out.output
 

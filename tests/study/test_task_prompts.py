@@ -193,17 +193,15 @@ def test_index_adds_task_fields_and_label_tasks_read_them(os_client, env):
 def test_study_runner_adds_only_the_fields_its_tasks_read(os_client, env):
     from evalctl.indexers.index_layout import index_name
     from evalctl.study.runner import execute, plan
-    from evalctl.study.experiment import ExperimentSpec
-    from evalctl.config_files import build
+    from evalctl.study.experiment import CorpusEntry, ExperimentSpec, ModelEntry
+    from evalctl.study.task_labels import LabelTaskEntry
 
     corpus_name, model = env["run_corpus"], env["model"]
-    spec = build(ExperimentSpec, {
-        "name": "task-prompts-test",
-        "corpora": [{"name": corpus_name, "format": "lens", "sources": [str(env["src"])]}],
-        "models": [{"id": model.id}],
-        "clustering": [{"corpus": corpus_name, "views": ["T"], "label_sets": ["ipc3"]}],
-        "classification": [{"corpus": corpus_name, "views": ["T"], "label_sets": ["ipc3"], "vectors": "document"}],
-    }, "test spec")
+    spec = ExperimentSpec(
+        name="task-prompts-test", corpora=(CorpusEntry(corpus_name, "lens", (str(env["src"]),)),),
+        models=(ModelEntry(model.id),),
+        tasks={"clustering": (LabelTaskEntry(corpus_name, views=("T",), label_sets=("ipc3",)),),
+               "classification": (LabelTaskEntry(corpus_name, views=("T",), label_sets=("ipc3",), vectors="document"),)})
     report = execute(plan(spec), echo=lambda *_: None)
     assert not report.failed, report.failed
     name = index_name(corpus_name, model.id)

@@ -33,17 +33,42 @@ def _doc(corpus: str, **more) -> dict:
 
 
 def test_task_registry_holds_the_study_tasks():
+    import sys
+
+    from evalctl.cli.main import cli
     from evalctl.study.experiment import ExperimentSpec
     from evalctl.study.tasks import TASKS
 
     assert TASKS.names() == ("retrieval", "classification", "clustering", "transfer")
-    from evalctl.cli.main import cli
-
     for name, task in TASKS.items():  # each task's entries are a spec section of its name, and its step has a command
         assert task.name == name and task.command in cli.commands, task.command
-    # transfer came as a plug-in does (one module, one registry line): its section has no field of its own
-    fields = ExperimentSpec.__dataclass_fields__
-    assert [n for n in TASKS.names() if n in fields] == ["retrieval", "classification", "clustering"]
+        # its entry type lives in its own module, as a plug-in's does, and it declares its headline metrics
+        assert task.entry.__module__ == type(task).__module__ and task.headline_metrics, name
+        assert sys.modules[task.entry.__module__].__name__.startswith("evalctl.study.task_")
+    # every task's section is read alike: no task has a field of the spec
+    assert not set(TASKS.names()) & set(ExperimentSpec.__dataclass_fields__)
+
+
+def test_a_target_given_twice_is_refused(tmp_path, monkeypatch):
+    """Two entries that plan one target would share its study record: the plan and the report refuse them."""
+    from evalctl.config_files import SpecError
+    from evalctl.study.runner import plan
+    from evalctl.study.spec_loading import load_experiment
+    from evalctl.study.report import write_report
+
+    monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
+    doc = _doc("tt-twice")
+    del doc["pairsim"]
+    doc["retrieval"] = [{"corpus": "tt-twice", "views": ["T"], "methods": ["bm25"]},
+                        {"corpus": "tt-twice", "views": ["T", "TA"], "methods": ["bm25"], "k": 10}]
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    spec = load_experiment(str(path))
+    message = rf"retrieval\[0\] and retrieval\[1\] both plan retrieve tt-twice {MODEL} T bm25 .*give each target once"
+    with pytest.raises(SpecError, match=message):
+        plan(spec)
+    with pytest.raises(SpecError, match=message):
+        write_report(spec, tmp_path / "report")
 
 
 def test_a_bad_toy_entry_is_refused_naming_it(pair_task, tmp_path, monkeypatch):
@@ -61,10 +86,10 @@ def test_a_bad_toy_entry_is_refused_naming_it(pair_task, tmp_path, monkeypatch):
     path.write_text(yaml.safe_dump(doc))
     r = CliRunner().invoke(cli, ["run", str(path), "--dry-run"])
     assert r.exit_code == 2 and "expected[0]: unknown metric 'auc' for a pairsim score (one of win_rate)" in r.output
-    doc = {**_doc("tt-bad"), "more": {"pairsim": []}}  # where registered sections go, never written by hand
+    doc = {**_doc("tt-bad"), "tasks": {"pairsim": []}}  # where the tasks' sections go, never written by hand
     path.write_text(yaml.safe_dump(doc))
     r = CliRunner().invoke(cli, ["run", str(path), "--dry-run"])
-    assert r.exit_code == 2 and "unknown key 'more'" in r.output, r.output
+    assert r.exit_code == 2 and "unknown key 'tasks'" in r.output, r.output
 
 
 @pytest.mark.opensearch
@@ -72,6 +97,7 @@ def test_a_bad_toy_entry_is_refused_naming_it(pair_task, tmp_path, monkeypatch):
 def test_toy_task_through_spec_plan_run_expected_and_report(os_client, pair_task, tmp_path, monkeypatch):
     from evalctl.cli.main import cli
     from evalctl.study.runner import plan
+    from evalctl.study.step_ids import step_key
     from evalctl.study.spec_loading import load_experiment
 
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
@@ -82,7 +108,7 @@ def test_toy_task_through_spec_plan_run_expected_and_report(os_client, pair_task
     try:
         steps = {s.key: s for s in plan(load_experiment(str(path)))}
         key = f"pairsim {corpus} {MODEL} T citations"
-        assert set(steps[key].deps) == {f"qrels {corpus} citations", f"index {corpus} {MODEL} [T]"}
+        assert {step_key(d) for d in steps[key].deps} == {f"qrels {corpus} citations", f"index {corpus} {MODEL} [T]"}
         r = CliRunner().invoke(cli, ["run", str(path)])
         assert r.exit_code == 0 and f"{key}: ok" in r.output, r.output
         got = steps[key].scores()["win_rate"]
@@ -100,5 +126,10 @@ def test_toy_task_through_spec_plan_run_expected_and_report(os_client, pair_task
         section = md.split("## Pair similarity (citation pairs)")[1]
         row = next(line for line in section.splitlines() if steps[key].ref() in line)
         assert [c.strip() for c in row.strip("|").split("|")][:4] == [corpus, MODEL, "T", f"{round(got, 4):g}"], row
+        # its headline metric in the headline table, with no headline code in the task
+        head = md.split("## Headline results")[1].split("\n## ")[0]
+        assert "pairsim: win_rate per target" in head
+        row = next(line for line in head.splitlines() if corpus in line)
+        assert [c.strip() for c in row.strip("|").split("|")] == [corpus, MODEL, "T", "citations", f"{round(got, 4):g}"]
     finally:
         os_client.indices.delete(index=f"evalctl-{corpus}-*", ignore_unavailable=True)

@@ -1,4 +1,4 @@
-"""A report's per-query pages, one per corpus and view with citation qrels: each query's cited patents, every
+"""The retrieval section's per-query pages, one per corpus and view with citation qrels: each query's cited patents, every
 system's rank for each (within the run's depth k), and the citations no system finds. Queries come in order of
 how much the systems disagree on them (the spread of their nDCG@10), so a query where BM25 and dense part, or
 that a fine-tuned model moved, is near the top. The queries are those of the view's widest query set; a system
@@ -6,29 +6,28 @@ that searched a sample of them shows "not searched" on the others."""
 
 from __future__ import annotations
 
+from evalctl.corpus.store import load_corpus
+from evalctl.evaluators.scoring.metrics import PRIMARY, evaluate_run
+from evalctl.evaluators.scoring.run_queries import run_queries
 from evalctl.study.page import Report
-from evalctl.study.retrieval_groups import ViewGroup, query_page_name, system_name, view_groups
+from evalctl.study.retrieval_groups import ViewGroup, query_page_name
 
 NOT_SEARCHED = "not searched"  # a system that searched a sample of the queries, on one outside it
 
 
-def query_pages(report: Report, steps) -> list[tuple[str, Report]]:
+def query_pages(report: Report, groups: list[ViewGroup]) -> list[tuple[str, Report]]:
     """(file name without suffix, page) for each view group of the report that has citation qrels."""
-    return [(query_page_name(g.corpus, g.view), _page(g)) for g in view_groups(report, steps) if not g.known_item]
+    return [(query_page_name(g), _page(g)) for g in groups if not g.known_item]
 
 
 def _page(g: ViewGroup) -> Report:
     import pandas as pd
 
-    from evalctl.corpus.store import load_corpus
-    from evalctl.evaluators.scoring.metrics import PRIMARY, evaluate_run
-    from evalctl.evaluators.scoring.run_queries import run_queries
-
     basis = run_queries(g.main_runs[0])
     qset, split = basis.qset, g.runs[0].manifest["split"]
     qrels = basis.judged(split)
     domain = {(p.query_id, p.doc_id): p.domain for p in qset.pairs if split is None or p.split == split}
-    names = [system_name(r.label) for r in g.runs]
+    names = [r.system_name for r in g.runs]
     ranks = [{q: {doc: i for i, (doc, _) in enumerate(hits, 1)} for q, hits in r.ranking.items()} for r in g.runs]
     scores = [evaluate_run(r, metrics=(PRIMARY,)).per_query[PRIMARY] for r in g.runs]
     corpus = load_corpus(g.corpus)
@@ -47,7 +46,7 @@ def _page(g: ViewGroup) -> Report:
 
     spread = {q: max(s[q] for s in scores if q in s) - min(s[q] for s in scores if q in s) for q in qrels}
     order = sorted(qrels, key=lambda q: (-spread[q], q))
-    page = Report(f"Per query: {g.corpus}, view {g.view}")
+    page = Report(f"Per query: {g.corpus}, view {g.label}")
     page.p(f"{len(order)} queries, qrels {g.runs[0].manifest.get('qrels')} ({split or 'all'} split), top {k} "
            f"retrieved per system. A rank of '-' means not in the top {k}. Queries by the spread of their {PRIMARY} "
            "over the systems, largest first.")

@@ -1,32 +1,33 @@
-"""The report's opening table, per corpus: system x view, nDCG@10 with its 95% CI, the best of each view in
-bold and significance letters. Every number is the retrieval section's (the same compare_runs comparison per
-view); only the letters are renamed, so that one letter names one system across the corpus's views."""
+"""The retrieval task's part of the report's headline, per corpus: system x view, nDCG@10 with its 95% CI, the
+best of each view in bold and significance letters. Every number is the retrieval section's (the same
+compare_runs comparison per view); only the letters are renamed, so that one letter names one system across
+the corpus's views."""
 
 from __future__ import annotations
 
+from evalctl.evaluators.scoring.metrics import PRIMARY, evaluate_run
 from evalctl.study.page import Report
-from evalctl.study.retrieval_groups import ViewGroup, system_name, view_groups
+from evalctl.study.retrieval_groups import KIND, ViewGroup, view_groups
+from evalctl.study.tasks import Recorded
 
 
-def headline(report: Report, steps) -> None:
+def headline(report: Report, steps: list[Recorded]) -> None:
     import pandas as pd
 
-    from evalctl.evaluators.scoring.metrics import PRIMARY
-
-    report.h("Headline results")
     groups = view_groups(report, steps)
     if not groups:
-        report.p("No retrieval results yet (run `evalctl run` first, or the spec has no retrieval).")
+        if any(s.kind == KIND for s in steps):
+            report.p("No retrieval results yet (run `evalctl run` first).")
         return
     for corpus in dict.fromkeys(g.corpus for g in groups):
         mine = [g for g in groups if g.corpus == corpus]
-        names = list(dict.fromkeys(system_name(r.label) for g in mine for r in g.runs))
+        names = list(dict.fromkeys(r.system_name for g in mine for r in g.runs))
         letter = {n: chr(ord("a") + i) for i, n in enumerate(names)}
         rows = {n: {"system": f"{letter[n]} {n}"} for n in names}
         strong = set()
         for g in mine:
             cells, n = _cells(g, letter)
-            column = f"{g.view} (n={n})"
+            column = f"{g.label} (n={n})"
             for n in names:
                 rows[n][column] = cells[n][1] if n in cells else "-"
             best = max((n for n in cells if cells[n][2]), key=lambda n: cells[n][0])
@@ -45,8 +46,7 @@ def headline(report: Report, steps) -> None:
 def _cells(g: ViewGroup, letter: dict[str, str]) -> tuple[dict[str, tuple[float, str, bool]], int]:
     """System name -> (mean, cell text, compared with the view's n queries) in one view, from the view's
     comparison (or its one run) and, for a system that searched a sample, its own scores; n queries."""
-    from evalctl.evaluators.scoring.compare import run_ci, score_cell
-    from evalctl.evaluators.scoring.metrics import PRIMARY, evaluate_run
+    from evalctl.evaluators.scoring.compare import run_ci, score_cell  # pandas, scipy
 
     def alone(run) -> tuple[float, str, int]:  # a run's own mean and CI, as compare_runs would compute them
         scores = evaluate_run(run, metrics=(PRIMARY,))
@@ -57,12 +57,12 @@ def _cells(g: ViewGroup, letter: dict[str, str]) -> tuple[dict[str, tuple[float,
     for i, run in enumerate(g.runs):
         if i not in g.main:
             mean, text, n = alone(run)
-            sampled[system_name(run.label)] = (mean, f"{text} (n={n})", False)
+            sampled[run.system_name] = (mean, f"{text} (n={n})", False)
     rep = g.comparison
     if rep is None:  # a single run of the widest query set
         mean, text, n = alone(g.runs[g.main[0]])
-        return {system_name(g.runs[g.main[0]].label): (mean, text, True), **sampled}, n
-    name_of = {s.split(" ")[0]: system_name(r.label) for s, r in zip(rep.systems, g.main_runs)}
-    return {name_of[s.split(" ")[0]]: (rep.means[s][PRIMARY], score_cell(
-        rep.means[s][PRIMARY], sorted(letter[name_of[x]] for x in rep.better_than(s, PRIMARY)), *rep.ci[s][PRIMARY]),
-        True) for s in rep.systems} | sampled, rep.n_queries
+        return {g.runs[g.main[0]].system_name: (mean, text, True), **sampled}, n
+    name_of = {x: r.system_name for x, r in zip(rep.letters, g.main_runs)}  # the comparison's letter -> system
+    return {name_of[x]: (rep.means[s][PRIMARY], score_cell(
+        rep.means[s][PRIMARY], sorted(letter[name_of[y]] for y in rep.better_than(s, PRIMARY)), *rep.ci[s][PRIMARY]),
+        True) for s, x in zip(rep.systems, rep.letters)} | sampled, rep.n_queries

@@ -1,0 +1,104 @@
+"""A study step's identity as data: what an import, qrels, fine-tuning, index or task step makes. From it one
+function each derives the step's key (the readable name a run prints and a dependency names), the name of its
+study-step identity and the name of its study record; nothing reads a key or a name back into parts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import ClassVar, Union
+
+from evalctl.evaluators.scoring.runs import view_pair
+
+
+@dataclass(frozen=True)
+class Target:
+    """What one task step scores, as an expected score names it."""
+
+    task: str
+    corpus: str
+    model: str  # "bm25" for a text-only retrieval run
+    view: str
+    what: str  # the retrieval method, the label set, or the task's own kind of system
+    query_view: str | None = None  # retrieval: the queries' view (the document view when they are the same)
+
+    @property
+    def view_label(self) -> str:
+        return view_pair(self.query_view, self.view)
+
+    def __str__(self) -> str:
+        return "/".join(str(v) for v in dataclasses.astuple(self) if v is not None)
+
+
+@dataclass(frozen=True)
+class ImportId:
+    kind: ClassVar[str] = "import"
+    corpus: str
+
+
+@dataclass(frozen=True)
+class QrelsId:
+    kind: ClassVar[str] = "qrels"
+    corpus: str
+    qrels: str  # the qrels set's name
+
+
+@dataclass(frozen=True)
+class FinetuneId:
+    kind: ClassVar[str] = "finetune"
+    model: str  # the fine-tuned model's id
+
+
+@dataclass(frozen=True)
+class IndexId:
+    kind: ClassVar[str] = "index"
+    corpus: str
+    model: str | None  # None: a text-only (BM25) index
+    views: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TaskStepId:
+    """A task step: its target, the word its key opens with (the task's CLI command) and whether the key names
+    the target's `what` (a transfer step's key leaves its method out)."""
+
+    verb: str
+    target: Target
+    what_in_key: bool = True
+
+    @property
+    def kind(self) -> str:
+        return self.target.task
+
+
+StepId = Union[ImportId, QrelsId, FinetuneId, IndexId, TaskStepId]
+
+
+def step_key(sid: StepId) -> str:
+    """"import C", "qrels C Q", "finetune M", "index C M [V,...]" ("bm25" for a text-only index), or a task's
+    verb, corpus, model, view and what, with "(queries V)" when the queries read another view."""
+    match sid:
+        case ImportId(corpus):
+            return f"import {corpus}"
+        case QrelsId(corpus, qrels):
+            return f"qrels {corpus} {qrels}"
+        case FinetuneId(model):
+            return f"finetune {model}"
+        case IndexId(corpus, model, views):
+            return f"index {corpus} {model or 'bm25'} [{','.join(views)}]"
+        case TaskStepId(verb, t, what_in_key):
+            words = [verb, t.corpus, t.model, t.view, *([t.what] if what_in_key else [])]
+            queries = f" (queries {t.query_view})" if t.query_view not in (None, t.view) else ""
+            return " ".join(words) + queries
+    raise TypeError(f"not a step id: {sid!r}")
+
+
+def identity_name(sid: StepId) -> str:
+    """The "name" of the step's study-step identity (results store), e.g. "retrieve_pizza_bm25_T_bm25"."""
+    return step_key(sid).replace(" ", "_")
+
+
+def record_name(spec_name: str, sid: StepId) -> str:
+    """The "name" of a task step's study record under a spec."""
+    return f"{spec_name}-{step_key(sid)}".replace(" ", "_")
