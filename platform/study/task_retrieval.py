@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+import numpy as np
+
 from evalctl import results_store
 from evalctl.config_files import SpecError
 from evalctl.corpus.qrels import SPLITS, qrels_manifest
@@ -19,8 +21,7 @@ from evalctl.evaluators.retrieval import methods as retrieval_methods
 from evalctl.evaluators.retrieval.fusion_sweep import fusion_sweep
 from evalctl.evaluators.retrieval.methods import MAX_K, METHODS
 from evalctl.evaluators.retrieval.params import RetrievalParams
-from evalctl.evaluators.retrieval.retrieve import (RetrievalOptions, RetrievalSpec, find_stored, retrieval_spec,
-                                                   retrieve)
+from evalctl.evaluators.retrieval.retrieve import RetrievalOptions, RetrievalSpec, find_stored, retrieval_spec, retrieve
 from evalctl.evaluators.scoring.metrics import METRICS, PRIMARY, evaluate_and_store, evaluate_run, stored_scores
 from evalctl.indexers.index_layout import index_name
 from evalctl.indexers.index_loader import read_manifest, result_identity
@@ -347,8 +348,6 @@ def _scaling_plot(report: Report, corpus: str, dense: pd.DataFrame, out: Path) -
 def _in_out_plot(report: Report, g: ViewGroup, out: Path, name: str) -> None:
     """IN and OUT bars per system with 95% bootstrap CIs over the domain's queries (the CI compare_runs gives
     the whole query set, on the IN-only and the OUT-only pairs)."""
-    import numpy as np
-
     from evalctl.evaluators.scoring.compare import run_ci  # pandas, scipy
 
     runs = g.main_runs  # the comparison's runs: one query set

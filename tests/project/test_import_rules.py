@@ -214,7 +214,9 @@ def deferred_import_violations() -> list[str]:
             while first and isinstance(body[first - 1], (ast.Import, ast.ImportFrom)):
                 first -= 1
             reason = _comment(lines, node) or _comment(lines, body[first])
-            words = set(re.findall(r"[a-z_][a-z0-9_]*", reason.lower().replace("-", "_")))
+            # an import of the heavy package itself names what it defers
+            named = f"{reason} {ast.unparse(node)}" if not reason.startswith(REASONS) else reason
+            words = set(re.findall(r"[a-z_][a-z0-9_]*", named.lower().replace("-", "_")))
             if reason.startswith("cycle:"):
                 if module not in reach(targets & own):
                     violations.append((*where, f"{name}: no cycle (it does not import {module} back at module "
@@ -238,7 +240,8 @@ def test_deferred_imports_defer_something_costly():
     only what would make its module costly to import (a HEAVY package, or an own module that reaches one
     through module-level imports; imports in functions and under TYPE_CHECKING do not count), and it says
     so: a comment on the import, on the line above it, or on the first of a run of imports, names a HEAVY
-    package the import defers (`# pandas`), one the importing module does not already load. The other
+    package the import defers (`# pandas`), one the importing module does not already load; an import of that
+    package itself (`import pandas as pd`) names it already. The other
     reasons: `# cycle: <module>`, when the imported module imports the importing one back at module level,
     and `# optional: <extra>`, a package of one of pyproject's optional dependency groups. Read from the
     source (ast), nothing is imported."""
