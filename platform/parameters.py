@@ -17,13 +17,14 @@ class Option:
     flag: str | None = None  # default: --the-field-name
     min: float | None = None
     max: float | None = None
+    min_open: bool = False  # the bound itself is refused
+    max_open: bool = False
     choices: Any = None  # a Registry (its names when the command runs); default: a Literal type's values
 
 
-def param(default: Any = MISSING, *, help: str = "", flag: str | None = None, min: float | None = None,  # noqa: A002
-          max: float | None = None, choices: Any = None) -> Any:
-    """A dataclass field offered as a command-line option."""
-    return dataclasses.field(default=default, metadata={"option": Option(help, flag, min, max, choices)})
+def param(default: Any = MISSING, **option: Any) -> Any:
+    """A dataclass field offered as a command-line option; `option`: the fields of Option."""
+    return dataclasses.field(default=default, metadata={"option": Option(**option)})
 
 
 @dataclass(frozen=True)

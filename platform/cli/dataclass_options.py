@@ -5,10 +5,12 @@ dataclass from the command's keyword arguments."""
 from __future__ import annotations
 
 from dataclasses import MISSING
+from typing import get_args, get_origin
 
 import click
 
 from evalctl.cli.choices import RegistryChoice
+from evalctl.cli.params import FiniteFloatRange
 from evalctl.parameters import Parameter, parameters
 from evalctl.registry import Registry
 
@@ -20,10 +22,11 @@ def _click_type(p: Parameter):
     if o.choices is not None or p.literal:
         return click.Choice(list(o.choices or p.literal))
     t = p.base_type
+    bounded = o.min is not None or o.max is not None
     if t is int:
-        return click.IntRange(o.min, o.max) if o.min is not None or o.max is not None else int
+        return click.IntRange(o.min, o.max, min_open=o.min_open, max_open=o.max_open) if bounded else int
     if t is float:
-        return click.FloatRange(o.min, o.max) if o.min is not None or o.max is not None else float
+        return FiniteFloatRange(o.min, o.max, min_open=o.min_open, max_open=o.max_open) if bounded else float
     return t
 
 
@@ -34,12 +37,16 @@ def _offered(cls, only, exclude) -> list[Parameter]:
 
 def dataclass_options(cls, *, only: tuple[str, ...] | None = None, exclude: tuple[str, ...] = ()):
     """A decorator adding an option per offered field of `cls` (`only` these, less `exclude`), in field order;
-    a field without a default is a required option."""
+    a field without a default is a required option, a bool one a flag, a tuple one a repeatable option."""
 
     def decorate(f):
         for p in reversed(_offered(cls, only, exclude)):
             if p.base_type is bool:
                 f = click.option(p.flag, p.name, is_flag=True, default=p.default, help=p.option.help)(f)
+                continue
+            if get_origin(p.base_type) is tuple:
+                f = click.option(p.flag, p.name, multiple=True, type=get_args(p.base_type)[0], default=p.default,
+                                 help=p.option.help or None)(f)
                 continue
             given = {"required": True} if p.default is MISSING else {"default": p.default, "show_default": True}
             f = click.option(p.flag, p.name, type=_click_type(p), help=p.option.help or None, **given)(f)

@@ -7,12 +7,14 @@ import json
 
 import click
 
-from evalctl.cli.params import FiniteFloatRange
+from evalctl.cli.dataclass_options import build, dataclass_options
 from evalctl.config_files import SpecError
 from evalctl.corpus.store import CorpusNotFound
 from evalctl.errors import UserError
 from evalctl.evaluators.retrieval.retrieve import RetrievalError
+from evalctl.evaluators.tasks.transfer_params import TransferParams
 from evalctl.finetune.pairs import LeakageError, PairError, build_pairs
+from evalctl.finetune.params import FinetuneOptions, FinetuneParams
 from evalctl.finetune.recipes import get_recipe, load_recipes
 from evalctl.finetune.train import FinetuneError, finetune as run_finetune, registered_models
 from evalctl.indexers.model_loader import ModelLoadError
@@ -104,25 +106,10 @@ def pairs(recipe_id, corpora, match_size, seed, qrels_name, guard, examples, as_
 @click.option("--model", "model_id", help="Base model id (`evalctl models list`).")
 @click.option("--recipe", "recipe_id", help="Recipe id (`evalctl recipes list`), e.g. R3.")
 @click.option("--corpus", "corpora", multiple=True, help="Training corpus (repeatable).")
-@click.option("--match-size", type=click.IntRange(min=1), default=None,
-              help="Subsample every recipe to exactly N pairs (seeded).")
-@click.option("--seed", type=int, default=13, show_default=True)
-@click.option("--qrels", "qrels_name", default="citations", show_default=True)
-@click.option("--guard", multiple=True, help="Evaluation corpus whose dev/test queries must stay out (repeatable).")
-@click.option("--epochs", type=FiniteFloatRange(min=0, min_open=True), default=None,
-              help="Override the recipe's epochs.")
-@click.option("--max-steps", type=click.IntRange(min=1), default=None, help="Stop after N optimiser steps (overrides epochs).")
-@click.option("--batch-size", type=click.IntRange(min=1), default=None,
-              help="Override the recipe's batch size (in-batch negatives).")
-@click.option("--lr", "learning_rate", type=FiniteFloatRange(min=0, min_open=True), default=None,
-              help="Override the recipe's learning rate.")
-@click.option("--save-steps", type=click.IntRange(min=1), default=None, help="Checkpoint every N steps (resume point).")
-@click.option("--name", default=None, help="Model id to register (default: <model>+<recipe>[-n<N>]@<corpora>).")
-@click.option("--device", default=None, help="cpu, cuda, cuda:N (default: auto).")
-@click.option("--overwrite", is_flag=True, help="Replace another run registered under the same id.")
+@dataclass_options(FinetuneParams)
+@dataclass_options(FinetuneOptions)
 @click.pass_context
-def finetune(ctx, model_id, recipe_id, corpora, match_size, seed, qrels_name, guard, epochs, max_steps, batch_size,
-             learning_rate, save_steps, name, device, overwrite) -> None:
+def finetune(ctx, model_id, recipe_id, corpora, **params) -> None:
     """Fine-tune a model with a recipe and register it as a new model (resumable from checkpoints)."""
     if ctx.invoked_subcommand is not None:
         return
@@ -131,10 +118,8 @@ def finetune(ctx, model_id, recipe_id, corpora, match_size, seed, qrels_name, gu
         raise UserError(f"{', '.join(missing)} required (or use the subcommand `list`)")
 
     try:
-        res = run_finetune(model_id, recipe_id, list(corpora), match_size=match_size, seed=seed, epochs=epochs,
-                           max_steps=max_steps, batch_size=batch_size, learning_rate=learning_rate,
-                           save_steps=save_steps, name=name, qrels_name=qrels_name, guard=guard, device=device,
-                           overwrite=overwrite)
+        res = run_finetune(model_id, recipe_id, list(corpora), build(FinetuneParams, params),
+                           build(FinetuneOptions, params))
     except _user_errors() as e:
         raise UserError(str(e)) from None
     _print_pairs(res.pairs)
@@ -165,26 +150,17 @@ def list_finetuned() -> None:
 @click.command("transfer")
 @click.option("--tuned", multiple=True, required=True, help="Fine-tuned model id (repeatable: Holm over all).")
 @click.option("--base", default=None, help="Base model (default: each tuned model's lineage base).")
-@click.option("--corpus", required=True, help="The second landscape: corpus with a qrels set, indexed for every model.")
-@click.option("--view", default="TAC", show_default=True)
-@click.option("--method", type=click.Choice(["exact", "dense"]), default="exact", show_default=True)
-@click.option("--qrels", "qrels_name", default="citations", show_default=True)
-@click.option("--split", default="test", show_default=True, help="Qrels split; 'all' for every query.")
-@click.option("--metric", default="ndcg@10", show_default=True)
-@click.option("--test", type=click.Choice(["wilcoxon", "student", "permutation"]), default="wilcoxon", show_default=True)
-@click.option("--alpha", type=FiniteFloatRange(0, 1, min_open=True, max_open=True), default=0.05,
-              show_default=True)
-def transfer(tuned, base, corpus, view, method, qrels_name, split, metric, test, alpha) -> None:
+@dataclass_options(TransferParams)
+def transfer(tuned, base, **params) -> None:
     """Compare fine-tuned models with their bases on another corpus: paired tests, Holm-corrected."""
-    from evalctl.evaluators.tasks.transfer import save_report  # pandas, scipy
-    from evalctl.evaluators.tasks.transfer import transfer as run_transfer  # pandas, scipy
+    from evalctl.evaluators.tasks.transfer import save_report, transfer as run_transfer  # pandas, scipy
 
+    asked = build(TransferParams, params)
     try:
-        rep = run_transfer(make_client(), list(tuned), corpus, view, base=base, method=method, qrels=qrels_name,
-                           split=None if split == "all" else split, metric=metric, test=test, alpha=alpha)
+        rep = run_transfer(make_client(), list(tuned), asked, base=base)
     except (*_user_errors(), RetrievalError, ValueError) as e:
         raise UserError(str(e)) from None
     click.echo(rep.table(), nl=False)
     click.echo(f"{len(rep.degraded)} of {len(rep.rows)} combinations degrade significantly "
-               f"({test}, Holm, alpha {alpha}): {', '.join(rep.degraded) or 'none'}")
+               f"({asked.test}, Holm, alpha {asked.alpha}): {', '.join(rep.degraded) or 'none'}")
     click.echo(f"saved: {save_report(rep).path}")

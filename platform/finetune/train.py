@@ -32,7 +32,8 @@ from evalctl.errors import Failure
 from evalctl.corpus.store import Corpus, load_corpus
 from evalctl.indexers.model_loader import load_model
 from evalctl.finetune.pairs import PairSet, build_pairs
-from evalctl.finetune.recipes import LoraSpec, RecipeSpec, TrainingSpec, default_model_id, get_recipe
+from evalctl.finetune.params import FinetuneOptions, FinetuneParams
+from evalctl.finetune.recipes import LoraSpec, RecipeSpec, default_model_id, get_recipe
 from evalctl.models import ModelSpec, get_model, load_models, registered_dir
 from evalctl.names import check_name
 from evalctl.paths import cache_root
@@ -95,10 +96,6 @@ def weights_digest(folder: Path) -> str:
     return "ft-" + h.hexdigest()[:16]
 
 
-def _training(recipe: RecipeSpec, **overrides) -> TrainingSpec:
-    return dataclasses.replace(recipe.training, **{k: v for k, v in overrides.items() if v is not None})
-
-
 def _datasets(pairs: PairSet):
     from datasets import Dataset  # optional: finetune
 
@@ -126,15 +123,16 @@ def _prompts(base: ModelSpec) -> dict[str, str]:
     return {k: v for k, v in {"anchor": q, "positive": d, "negative": d}.items() if v}
 
 
-def train(model, pairs: PairSet, recipe: RecipeSpec, training: TrainingSpec, out_dir: Path, *, seed: int,
-          prompts: dict[str, str] | None = None, device: str | None = None, progress: bool = True):
-    """Run SentenceTransformerTrainer on the pairs; resumes from the newest checkpoint in out_dir."""
+def train(model, pairs: PairSet, recipe: RecipeSpec, out_dir: Path, *, prompts: dict[str, str] | None = None,
+          options: FinetuneOptions = FinetuneOptions()):
+    """Run SentenceTransformerTrainer on the pairs with the recipe's loss and training settings, seeded with the
+    pairs' seed (one seed draws the pairs and drives the trainer); resumes from the newest checkpoint in out_dir."""
     # deferred: sentence_transformers, transformers
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.base.sampler import BatchSamplers
     from transformers.trainer_utils import get_last_checkpoint
 
-    data = _datasets(pairs)
+    data, training, seed = _datasets(pairs), recipe.training, pairs.seed
     args = SentenceTransformerTrainingArguments(
         output_dir=str(out_dir), num_train_epochs=training.epochs, max_steps=training.max_steps,
         per_device_train_batch_size=training.batch_size, learning_rate=training.learning_rate,
@@ -142,8 +140,8 @@ def train(model, pairs: PairSet, recipe: RecipeSpec, training: TrainingSpec, out
         # duplicate texts in one batch would be false in-batch negatives
         batch_sampler=BatchSamplers.NO_DUPLICATES,
         save_strategy="steps", save_steps=training.save_steps, save_total_limit=2,
-        logging_steps=max(1, min(10, training.save_steps)), report_to="none", disable_tqdm=not progress,
-        use_cpu=device == "cpu", prompts=prompts or None,
+        logging_steps=max(1, min(10, training.save_steps)), report_to="none", disable_tqdm=not options.progress,
+        use_cpu=options.device == "cpu", prompts=prompts or None,
     )
     trainer = SentenceTransformerTrainer(
         model=model, args=args, train_dataset=data if len(data) > 1 else next(iter(data.values())),
@@ -154,30 +152,28 @@ def train(model, pairs: PairSet, recipe: RecipeSpec, training: TrainingSpec, out
     return output, last
 
 
-def finetune(base_id: str, recipe_id: str, corpora: list[str | Corpus], *, match_size: int | None = None,
-             seed: int = 13, epochs: float | None = None, max_steps: int | None = None,
-             batch_size: int | None = None, learning_rate: float | None = None, save_steps: int | None = None,
-             name: str | None = None, qrels_name: str = "citations", guard: tuple[str, ...] = (),
-             device: str | None = None, overwrite: bool = False, progress: bool = True) -> FinetuneResult:
+def finetune(base_id: str, recipe_id: str, corpora: list[str | Corpus], params: FinetuneParams = FinetuneParams(),
+             options: FinetuneOptions = FinetuneOptions()) -> FinetuneResult:
     started = time.perf_counter()
     base = get_model(base_id)
     recipe = get_recipe(recipe_id)
     corpora = [c if isinstance(c, Corpus) else load_corpus(c) for c in corpora]
-    training = _training(recipe, epochs=epochs, max_steps=max_steps, batch_size=batch_size,
-                         learning_rate=learning_rate, save_steps=save_steps)
-    model_id = check_name(name or default_model_id(base.id, recipe.id, [c.name for c in corpora], match_size),
-                          "model name")
+    tuned = params.recipe(recipe)  # the recipe with the run's training settings
+    training = tuned.training
+    model_id = check_name(options.name or default_model_id(base.id, recipe.id, [c.name for c in corpora],
+                                                           params.match_size), "model name")
     if not _ID.match(model_id):
         raise FinetuneError(f"model id {model_id!r}: use lowercase letters, digits and _ . + @ - only "
                             "(it becomes part of OpenSearch index names)")
     if model_id in load_models():
         raise FinetuneError(f"model id {model_id!r} is a configured model (configs/models/); choose another --name")
-    pairs = build_pairs(recipe, corpora, match_size=match_size, seed=seed, qrels_name=qrels_name, guard=guard)
+    pairs = build_pairs(recipe, corpora, match_size=params.match_size, seed=params.seed, qrels_name=params.qrels,
+                        guard=params.guard)
     lora = uses_lora(base, training.lora)
     lineage = {
         "base_model": base.id, "base_hf_id": base.hf_id, "base_revision": base.revision,
         "recipe": recipe.to_dict(), "corpora": [{"name": c.name, "content_hash": c.content_hash} for c in corpora],
-        "qrels": qrels_name, "guard": list(guard), "match_size": match_size, "seed": seed,
+        "qrels": params.qrels, "guard": list(params.guard), "match_size": params.match_size, "seed": params.seed,
         "training": dataclasses.asdict(training), "lora": lora, "prompts": _prompts(base),
         "pairs": pairs.summary(),
     }
@@ -187,7 +183,7 @@ def finetune(base_id: str, recipe_id: str, corpora: list[str | Corpus], *, match
     if run_file.exists():
         previous = json.loads(run_file.read_text())
         if previous["lineage"] != json.loads(json.dumps(lineage)):
-            if not overwrite:
+            if not options.overwrite:
                 changed = sorted(k for k in lineage if previous["lineage"].get(k) != json.loads(json.dumps(lineage[k])))
                 raise FinetuneError(f"{run_dir} holds another run under id {model_id} (differs in: "
                                     f"{', '.join(changed)}); pass --overwrite to replace it or --name for a new id")
@@ -203,12 +199,11 @@ def finetune(base_id: str, recipe_id: str, corpora: list[str | Corpus], *, match
         write_text(run_dir / "pairs.jsonl", "".join(
             json.dumps(dataclasses.asdict(p), sort_keys=True) + "\n" for ps in pairs.pairs.values() for p in ps))
 
-    model = load_model(base, device=device, precision="float32")  # trained in float32 whatever the spec runs at
+    model = load_model(base, device=options.device, precision="float32")  # trained in float32 whatever the spec runs at
     model.max_seq_length = min(training.max_seq_length, base.max_seq_length)
     if lora:
         add_lora(model, training.lora)
-    output, resumed = train(model, pairs, recipe, training, run_dir / "checkpoints", seed=seed,
-                            prompts=_prompts(base), device=device, progress=progress)
+    output, resumed = train(model, pairs, tuned, run_dir / "checkpoints", prompts=_prompts(base), options=options)
     if lora:
         merge_lora(model)
     model.max_seq_length = base.max_seq_length

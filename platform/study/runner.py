@@ -18,6 +18,7 @@ from evalctl.corpus.qrels import build_qrels, qrels_manifest
 from evalctl.corpus.store import CorpusNotFound, load_corpus
 from evalctl.corpus.views import load_views
 from evalctl.errors import Failure
+from evalctl.finetune.params import FinetuneOptions, FinetuneParams
 from evalctl.finetune.recipes import get_recipe
 from evalctl.finetune.train import finetune, finetuned_dir
 from evalctl.indexers.encode_options import EncodeOptions
@@ -171,7 +172,8 @@ def finetune_step(spec: ExperimentSpec, tuning: Tuning) -> Step:
     entry, base_id, model_id = tuning.entry, tuning.base, tuning.model
     recipe = get_recipe(tuning.recipe)
     read = sorted({(r.corpus, r.qrels) for r in spec.entries("retrieval")})
-    guard = tuple(f"{c}:{q}" for c, q in read)
+    params = FinetuneParams(match_size=entry.match_size, guard=tuple(f"{c}:{q}" for c, q in read),
+                            max_steps=entry.max_steps, batch_size=entry.batch_size)
 
     def is_done() -> bool:
         run_file = finetuned_dir(model_id) / "run.json"
@@ -180,13 +182,12 @@ def finetune_step(spec: ExperimentSpec, tuning: Tuning) -> Step:
         lineage = json.loads(run_file.read_text())["lineage"]
         training = lineage["training"]
         return ([c["content_hash"] for c in lineage["corpora"]] == [load_corpus(entry.corpus).content_hash]
-                and lineage["match_size"] == entry.match_size and lineage.get("guard") == list(guard)
-                and all(training[k] == v for k, v in (("max_steps", entry.max_steps), ("batch_size", entry.batch_size))
-                        if v is not None))
+                and lineage["match_size"] == params.match_size and lineage.get("guard") == list(params.guard)
+                and all(training[k] == v for k in ("max_steps", "batch_size")
+                        if (v := getattr(params, k)) is not None))
 
     def run() -> str:
-        res = finetune(base_id, recipe.id, [entry.corpus], match_size=entry.match_size, max_steps=entry.max_steps,
-                       batch_size=entry.batch_size, guard=guard, overwrite=True, progress=False)
+        res = finetune(base_id, recipe.id, [entry.corpus], params, FinetuneOptions(overwrite=True, progress=False))
         return f"{res.model_id}: {sum(res.pairs['used'].values())} pairs, {res.steps} steps, loss {res.train_loss:.4f}"
 
     # Wait for the qrels sets this run builds that guard the pairs, or that hold the training corpus's

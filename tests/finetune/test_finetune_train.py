@@ -4,6 +4,7 @@ after a checkpoint resumes, transfer compares it with its base; LoRA on a tiny r
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 
@@ -13,6 +14,7 @@ from click.testing import CliRunner
 
 from evalctl.cli.main import cli
 from evalctl.corpus.importer import import_corpus
+from evalctl.finetune.params import FinetuneOptions, FinetuneParams
 from evalctl.finetune.train import FinetuneError, finetune
 from evalctl.models import get_model, load_models
 from evalctl.corpus.qrels import QrelsSpec, build_citation_qrels
@@ -20,7 +22,8 @@ from test_finetune_pairs import native_with_citations
 
 pytest.importorskip("datasets", reason="evalctl[finetune] not installed (datasets, peft)")
 pytestmark = pytest.mark.models
-STEPS = dict(max_steps=2, batch_size=4, save_steps=2, progress=False, device="cpu")
+STEPS = dict(max_steps=2, batch_size=4, save_steps=2)
+CPU = FinetuneOptions(device="cpu", progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +34,7 @@ def env(tmp_path_factory):
     mp.setenv("HF_HUB_OFFLINE", "1")
     corpus = import_corpus("native", [native_with_citations(root / "n.jsonl", 12)], name="ftt-native").corpus
     build_citation_qrels(corpus, QrelsSpec(train_fraction=0.5, dev_fraction=0.0, seed="t1"))
-    tuned = finetune("all-minilm-l6-v2", "R3", [corpus], match_size=8, **STEPS)
+    tuned = finetune("all-minilm-l6-v2", "R3", [corpus], FinetuneParams(match_size=8, **STEPS), CPU)
     yield {"root": root, "corpus": corpus, "tuned": tuned}
     mp.undo()
 
@@ -73,6 +76,7 @@ def test_tuned_model_encodes_through_the_cache_and_differs_from_base(env):
 @pytest.mark.opensearch
 def test_tuned_model_indexes_and_transfers(env, os_client):
     from evalctl.evaluators.tasks.transfer import transfer
+    from evalctl.evaluators.tasks.transfer_params import TransferParams
     from evalctl.indexers.index_layout import corpus_alias
     from evalctl.indexers.index_loader import index_corpus, read_manifest
     from evalctl.corpus.views import load_views
@@ -84,7 +88,7 @@ def test_tuned_model_indexes_and_transfers(env, os_client):
             rep = index_corpus(os_client, corpus, [views["TA"]], get_model(model), progress=False)
             assert rep.n_loaded == len(corpus)
         assert read_manifest(os_client, rep.index)["model"] == tuned
-        report = transfer(os_client, [tuned], corpus.name, "TA", split=None, progress=False)
+        report = transfer(os_client, [tuned], TransferParams(corpus.name, "TA", split="all"), progress=False)
         row = report.rows[0]
         assert row.base == "all-minilm-l6-v2" and row.recipe == "R3" and row.n_queries > 0
         assert row.p_holm >= row.p and row.verdict in ("degrades", "improves", "n.s.")
@@ -94,19 +98,20 @@ def test_tuned_model_indexes_and_transfers(env, os_client):
 
 
 def test_rerun_is_skipped_and_a_different_run_under_the_same_id_refused(env):
-    again = finetune("all-minilm-l6-v2", "R3", [env["corpus"]], match_size=8, **STEPS)
+    again = finetune("all-minilm-l6-v2", "R3", [env["corpus"]], FinetuneParams(match_size=8, **STEPS), CPU)
     assert again.skipped and again.model_id == env["tuned"].model_id
     with pytest.raises(FinetuneError, match="differs in: pairs, seed"):
-        finetune("all-minilm-l6-v2", "R3", [env["corpus"]], match_size=8, seed=14, **STEPS)
+        finetune("all-minilm-l6-v2", "R3", [env["corpus"]], FinetuneParams(match_size=8, seed=14, **STEPS), CPU)
 
 
 def test_a_run_killed_after_its_checkpoint_resumes_from_it(env):
     name = "resume-test"
-    first = finetune("all-minilm-l6-v2", "R3", [env["corpus"]], match_size=8, name=name, **STEPS)
+    named = dataclasses.replace(CPU, name=name)
+    first = finetune("all-minilm-l6-v2", "R3", [env["corpus"]], FinetuneParams(match_size=8, **STEPS), named)
     # what a crash between the last checkpoint and the final save leaves behind
     shutil.rmtree(first.model_dir)
     first.spec_file.unlink()
-    second = finetune("all-minilm-l6-v2", "R3", [env["corpus"]], match_size=8, name=name, **STEPS)
+    second = finetune("all-minilm-l6-v2", "R3", [env["corpus"]], FinetuneParams(match_size=8, **STEPS), named)
     assert second.resumed_from and second.resumed_from.endswith("checkpoint-2")
     assert get_model(name).path == str(second.model_dir)
 
@@ -134,8 +139,8 @@ def test_lora_trains_merges_and_saves_a_plain_model(tmp_path, env):
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
     assert trainable and all("lora_" in n for n in trainable)
     pairs = build_pairs(get_recipe("R3"), [env["corpus"]], match_size=8)
-    train(model, pairs, get_recipe("R3"), TrainingSpec(max_steps=2, batch_size=4, save_steps=2),
-          tmp_path / "ckpt", seed=1, device="cpu", progress=False)
+    recipe = dataclasses.replace(get_recipe("R3"), training=TrainingSpec(max_steps=2, batch_size=4, save_steps=2))
+    train(model, pairs, recipe, tmp_path / "ckpt", options=CPU)
     merge_lora(model)
     assert not any("lora_" in n for n, _ in model.named_parameters())
     before = model.encode(["a pizza box"])
