@@ -35,8 +35,8 @@ from evalctl.evaluators.scoring import ranx_engine
 from evalctl.evaluators.scoring.runs import StoredRun
 from evalctl.evaluators.scoring.metrics import METRICS, PRIMARY, evaluate_run
 from evalctl.evaluators.scoring.run_queries import run_queries
-from evalctl.evaluators.scoring.significance import RUN_TESTS as TESTS
 from evalctl.evaluators.scoring.significance import bootstrap_ci, holm, run_p_values
+from evalctl.evaluators.scoring.significance_params import RUN_TESTS as TESTS, CompareParams
 from evalctl.corpus.qrels import QrelsSet
 
 DOMAINS = ("IN", "OUT", "UNKNOWN")
@@ -103,19 +103,16 @@ def domain_partition(qset: QrelsSet, split: str | None, queries=None) -> dict[st
     return dict(classes)
 
 
-N_BOOTSTRAP, SEED = 1000, 42  # compare_runs' CIs; the report's other CIs use the same (see run_ci)
-
-
 def run_ci(values) -> tuple[float, float]:
     """A 95% bootstrap CI of per-query values exactly as compare_runs computes one by default."""
-    return bootstrap_ci(values, N_BOOTSTRAP, SEED)
+    default = CompareParams()
+    return bootstrap_ci(values, default.n_bootstrap, default.seed)
 
 
 def compare_runs(runs: list[StoredRun], baseline: StoredRun | None = None, metrics: tuple[str, ...] = METRICS,
-                 test: str = "fisher", alpha: float = 0.05, n_permutations: int = 1000,
-                 n_bootstrap: int = N_BOOTSTRAP, seed: int = SEED) -> ComparisonReport:
-    if test not in TESTS:
-        raise NotComparable(f"unknown test {test!r}; one of {', '.join(TESTS)}")
+                 params: CompareParams = CompareParams()) -> ComparisonReport:
+    if params.test not in TESTS:
+        raise NotComparable(f"unknown test {params.test!r}; one of {', '.join(TESTS)}")
     if baseline is not None and all(r.id != baseline.id for r in runs):
         runs = [baseline, *runs]
     if len(runs) < 2:
@@ -144,7 +141,7 @@ def compare_runs(runs: list[StoredRun], baseline: StoredRun | None = None, metri
     base = systems[0] if baseline is not None else None
     keys = [(a, b, m) for i, a in enumerate(systems) for b in systems[i + 1:] for m in metrics
             if base is None or a == base]
-    raw = {t: run_p_values(values, keys, t, n_permutations=n_permutations, seed=seed) for t in TESTS}
+    raw = {t: run_p_values(values, keys, t, n_permutations=params.n_permutations, seed=params.seed) for t in TESTS}
     adjusted = {t: holm(raw[t]) for t in TESTS}
     pairs = []
     for j, (a, b, m) in enumerate(keys):
@@ -171,8 +168,8 @@ def compare_runs(runs: list[StoredRun], baseline: StoredRun | None = None, metri
         systems=systems, letters=letters, labels=labels, run_ids=tuple(r.id for r in runs), metrics=tuple(metrics), n_queries=len(queries),
         searched=tuple(map(len, judged)),
         means={s: scores[s].mean for s in systems},
-        ci={s: {m: bootstrap_ci(values[s][m], n_bootstrap, seed) for m in metrics} for s in systems},
-        pairs=tuple(pairs), test=test, alpha=alpha, domains=domains,
+        ci={s: {m: bootstrap_ci(values[s][m], params.n_bootstrap, params.seed) for m in metrics} for s in systems},
+        pairs=tuple(pairs), test=params.test, alpha=params.alpha, domains=domains,
         domain_partition={k: len(v) for k, v in domain_partition(qset, split, set(queries)).items()},
         jurisdictions=jurisdictions,
     )

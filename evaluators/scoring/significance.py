@@ -13,16 +13,12 @@ per-split) values, Holm-Bonferroni correction, percentile-bootstrap CIs of a mea
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal
 
 import numpy as np
 from scipy import stats
 
 from evalctl.evaluators.scoring import ranx_engine
-
-
-RUN_TESTS = ("fisher", "student")
-PairedTest = Literal["wilcoxon", "student", "permutation"]
+from evalctl.evaluators.scoring.significance_params import RUN_TESTS, PairedTest
 
 
 def holm(p_values: list[float]) -> list[float]:

@@ -20,7 +20,8 @@ from evalctl.evaluators.retrieval.params import RetrievalParams
 from evalctl.evaluators.retrieval.retrieve import RetrievalOptions, retrieval_spec, retrieve
 from evalctl.evaluators.scoring.runs import Ranking
 from evalctl.evaluators.scoring.metrics import score
-from evalctl.evaluators.scoring.significance import PairedTest, holm, paired_p
+from evalctl.evaluators.scoring.significance import holm, paired_p
+from evalctl.evaluators.tasks.transfer_params import TransferParams
 from evalctl.models import get_model
 from evalctl.corpus.qrels import load_qrels
 
@@ -73,22 +74,22 @@ class TransferReport:
         return [r.tuned for r in self.rows if r.verdict == "degrades"]
 
 
-def transfer(client, tuned: list[str], corpus: str, view: str, *, base: str | None = None, method: str = "exact",
-             qrels: str = "citations", split: str | None = "test", metric: str = "ndcg@10", test: PairedTest = "wilcoxon",
-             alpha: float = 0.05, k: int = 100, progress: bool = True) -> TransferReport:
-    """Paired comparison of every tuned model with its base on `corpus`, Holm-corrected across them."""
-    qset = load_qrels(corpus, qrels)
-    truth = qset.qrels(split)
+def transfer(client, tuned: list[str], params: TransferParams, *, base: str | None = None,
+             progress: bool = True) -> TransferReport:
+    """Paired comparison of every tuned model with its base on the params' corpus, Holm-corrected across them."""
+    qset = load_qrels(params.corpus, params.qrels)
+    truth = qset.qrels(None if params.split == "all" else params.split)
     opts = RetrievalOptions(progress=progress)
     runs: dict[str, str] = {}
     scores: dict[str, dict[str, float]] = {}
 
     def scored(model_id: str) -> dict[str, float]:
         if model_id not in scores:
-            params = RetrievalParams(corpus, view, method, model_id, qrels=qrels, split=split, k=k)
-            run = retrieve(client, retrieval_spec(params), opts)
+            asked = RetrievalParams(params.corpus, params.view, params.method, model_id, qrels=params.qrels,
+                                    split=params.split, k=params.k)
+            run = retrieve(client, retrieval_spec(asked), opts)
             runs[model_id] = run.id
-            scores[model_id] = per_query(truth, run.ranking, metric)
+            scores[model_id] = per_query(truth, run.ranking, params.metric)
         return scores[model_id]
 
     raw = []
@@ -101,15 +102,15 @@ def transfer(client, tuned: list[str], corpus: str, view: str, *, base: str | No
         a = np.array([scored(b)[q] for q in qs])
         c = np.array([scored(t)[q] for q in qs])
         diff = c - a
-        raw.append((t, b, lineage.get("recipe", {}).get("id"), a, c, diff, paired_p(c, a, test)))
+        raw.append((t, b, lineage.get("recipe", {}).get("id"), a, c, diff, paired_p(c, a, params.test)))
     adjusted = holm([r[-1] for r in raw])
     rows = []
-    for (t, b, recipe, a, c, diff, p), ph in zip(raw, adjusted):
-        verdict = "n.s." if ph >= alpha else ("degrades" if diff.mean() < 0 else "improves")
+    for (t, b, recipe, a, c, diff, pv), ph in zip(raw, adjusted):
+        verdict = "n.s." if ph >= params.alpha else ("degrades" if diff.mean() < 0 else "improves")
         rows.append(TransferRow(t, b, recipe, len(a), float(a.mean()), float(c.mean()), float(diff.mean()),
                                 float(diff.mean() / a.mean()) if a.mean() else None,
-                                int((diff > 0).sum()), int((diff == 0).sum()), int((diff < 0).sum()), p, ph, verdict))
-    return TransferReport(corpus, view, metric, test, alpha, rows, runs)
+                                int((diff > 0).sum()), int((diff == 0).sum()), int((diff < 0).sum()), pv, ph, verdict))
+    return TransferReport(params.corpus, params.view, params.metric, params.test, params.alpha, rows, runs)
 
 
 def save_report(report: TransferReport) -> results_store.Result:

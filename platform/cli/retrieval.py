@@ -20,6 +20,7 @@ from evalctl.evaluators.retrieval.retrieve import (RetrievalError, SearchFailed,
                                                    retrieve as run_retrieval)
 from evalctl.evaluators.scoring.metrics import ann_loss, evaluate_and_store
 from evalctl.evaluators.scoring.runs import RunNotFound, load_run
+from evalctl.evaluators.scoring.significance_params import CompareParams
 from evalctl.indexers.model_loader import ModelLoadError
 from evalctl.opensearch.connection import make_client
 from evalctl.output_folder import check_file, check_folder, claim_folder, write_into
@@ -97,15 +98,10 @@ def evaluate(runs, domain) -> None:
               help="Write ranx's LaTeX table (Report.to_latex) to this file.")
 @click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write ranx's table as Markdown to this file.")
-@click.option("--test", type=click.Choice(["fisher", "student"]), default="fisher", show_default=True,
-              help="Test behind the markers (both are in the paired-tests table).")
-@click.option("--alpha", type=float, default=0.05, show_default=True)
-@click.option("--permutations", type=int, default=1000, show_default=True)
-@click.option("--bootstrap", "n_bootstrap", type=int, default=1000, show_default=True)
-@click.option("--seed", type=int, default=42, show_default=True)
+@dataclass_options(CompareParams)
 @click.option("--force", is_flag=True, help="Write --out into a folder holding files that are not an evalctl "
               "comparison (replacing the files of the same names).")
-def compare(runs, baseline, fmt, out, latex, markdown, test, alpha, permutations, n_bootstrap, seed, force) -> None:
+def compare(runs, baseline, fmt, out, latex, markdown, force, **params) -> None:
     """Comparison table of runs: means with 95% CIs, paired tests with Holm correction, IN/OUT and
     jurisdiction breakdowns; ranx's Report tables with --latex / --markdown."""
     from evalctl.evaluators.scoring.compare import compare_runs, ranx_latex, ranx_markdown, render  # pandas, scipy
@@ -116,8 +112,8 @@ def compare(runs, baseline, fmt, out, latex, markdown, test, alpha, permutations
                 check_file(path)
         if out:
             check_folder(out, "comparison", force=force)
-        rep = compare_runs([load_run(r) for r in runs], load_run(baseline) if baseline else None, test=test,
-                           alpha=alpha, n_permutations=permutations, n_bootstrap=n_bootstrap, seed=seed)
+        rep = compare_runs([load_run(r) for r in runs], load_run(baseline) if baseline else None,
+                           params=build(CompareParams, params))
     click.echo(render(rep, fmt))
     if out:
         claim_folder(out, "comparison")

@@ -7,7 +7,7 @@ combinations significantly worse", study notes section 12). `evalctl transfer` r
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from evalctl import results_store
@@ -16,9 +16,12 @@ from evalctl.corpus.qrels import SPLITS, qrels_manifest
 from evalctl.corpus.store import load_corpus
 from evalctl.evaluators.retrieval.methods import MAX_K
 from evalctl.evaluators.scoring.metrics import METRICS, evaluate_run
+from evalctl.evaluators.scoring.significance_params import PAIRED_TESTS
+from evalctl.evaluators.tasks.transfer_params import METHODS, TransferParams
 from evalctl.indexers.index_layout import index_name
 from evalctl.indexers.index_loader import read_manifest, result_identity
 from evalctl.opensearch.connection import make_client
+from evalctl.parameters import parameters
 from evalctl.study.experiment import check_spec_name
 from evalctl.study.retrieval_groups import stored_run
 from evalctl.study.step_ids import QrelsId, Target, TaskStepId, identity_name
@@ -26,7 +29,6 @@ from evalctl.study.tasks import Recorded, SpecModels, Step, memo
 
 KIND = "transfer"
 SCORES = ("delta", "base_score", "tuned_score", "p")  # the tuned model's mean minus its base's, both means, p
-METHODS = ("exact", "dense")  # as `evalctl transfer --method`: brute force (no ANN noise in the test) or HNSW
 
 
 @dataclass(frozen=True)
@@ -39,13 +41,14 @@ class TransferEntry:
     qrels: str = "citations"
     split: str = "test"
     metric: str = "ndcg@10"
-    test: str = "wilcoxon"  # wilcoxon | student | permutation
+    test: str = "wilcoxon"  # one of PAIRED_TESTS
     alpha: float = 0.05
     k: int = 100
 
 
 def _settings(entry: TransferEntry) -> dict:
-    return {k: v for k, v in asdict(entry).items() if k not in ("corpus", "views", "models", "include_tuned")}
+    """The entry's TransferParams but corpus and view (a step's target holds those)."""
+    return {p.name: getattr(entry, p.name) for p in parameters(TransferParams) if p.name not in ("corpus", "view")}
 
 
 def transfer_step(entry: TransferEntry, sid: TaskStepId, base: str, deps: tuple) -> Step:
@@ -67,8 +70,7 @@ def transfer_step(entry: TransferEntry, sid: TaskStepId, base: str, deps: tuple)
     def run() -> str:
         from evalctl.evaluators.tasks.transfer import save_report, transfer  # pandas, scipy
 
-        rep = transfer(make_client(), [tuned], entry.corpus, view, base=base, method=entry.method, qrels=entry.qrels,
-                       split=entry.split, metric=entry.metric, test=entry.test, alpha=entry.alpha, k=entry.k,
+        rep = transfer(make_client(), [tuned], TransferParams(entry.corpus, view, **_settings(entry)), base=base,
                        progress=False)
         row = rep.rows[0]
         scores = {"delta": row.delta, "base_score": row.base_score, "tuned_score": row.tuned_score, "p": row.p}
@@ -106,8 +108,8 @@ class TransferTask:
             raise SpecError(f"{at}: method {entry.method!r}: a transfer compares two models' runs, {' or '.join(METHODS)}")
         if entry.metric not in METRICS:
             raise SpecError(f"{at}: unknown metric {entry.metric!r} (one of {', '.join(METRICS)})")
-        if entry.test not in ("wilcoxon", "student", "permutation"):
-            raise SpecError(f"{at}: unknown test {entry.test!r} (wilcoxon, student or permutation)")
+        if entry.test not in PAIRED_TESTS:
+            raise SpecError(f"{at}: unknown test {entry.test!r} ({', '.join(PAIRED_TESTS[:-1])} or {PAIRED_TESTS[-1]})")
         if not 0 < entry.alpha < 1:
             raise SpecError(f"{at}: alpha {entry.alpha} must be between 0 and 1")
         if entry.split not in SPLITS:

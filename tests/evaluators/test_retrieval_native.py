@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from retrieval_data import NONSENSE_QUERY, write_citation_native, write_known_item_beir
+from evalctl.evaluators.scoring.significance_params import CompareParams
 from evalctl.output_folder import MARK
 
 pytestmark = [pytest.mark.opensearch, pytest.mark.models]
@@ -231,7 +232,7 @@ def test_in_out_and_jurisdiction_breakdowns_cover_the_query_set(os_client, env):
     from evalctl.corpus.qrels import load_qrels
 
     runs = [_retrieve(os_client, env["cit"], m, "TA", split=None, k=20) for m in ("bm25", "dense")]
-    rep = compare_runs(runs, n_permutations=200, n_bootstrap=200)
+    rep = compare_runs(runs, params=CompareParams(n_permutations=200, n_bootstrap=200))
     assert rep.n_queries == 5
     assert sum(rep.domain_partition.values()) == rep.n_queries
     assert rep.domain_partition == {"IN+OUT": 2, "IN": 1, "OUT": 1, "UNKNOWN": 1}

@@ -48,6 +48,7 @@ def test_transfer_runs_as_a_study_task(os_client, tmp_path, monkeypatch):
     from evalctl.cli.main import cli
     from evalctl.corpus.qrels import load_qrels
     from evalctl.evaluators.tasks.transfer import transfer
+    from evalctl.evaluators.tasks.transfer_params import TransferParams
     from evalctl.opensearch.connection import make_client
     from evalctl.study.spec_loading import load_experiment
     from evalctl.study.runner import plan
@@ -69,7 +70,7 @@ def test_transfer_runs_as_a_study_task(os_client, tmp_path, monkeypatch):
 
         step = next(s for s in plan(load_experiment(str(path))) if s.key == key)
         scores = step.scores()
-        (row,) = transfer(make_client(), [tuned], pizza, "T", method="exact", progress=False).rows
+        (row,) = transfer(make_client(), [tuned], TransferParams(pizza, "T", method="exact"), progress=False).rows
         assert scores == pytest.approx({"delta": row.delta, "base_score": row.base_score,
                                         "tuned_score": row.tuned_score, "p": row.p}, abs=1e-12)
         assert row.n_queries == len(load_qrels(pizza, "citations").qrels("test")) > 0  # every test query, paired
