@@ -20,6 +20,7 @@ class Option:
     min_open: bool = False  # the bound itself is refused
     max_open: bool = False
     choices: Any = None  # a Registry (its names when the command runs); default: a Literal type's values
+    comma: bool = False  # a tuple field given as one comma-separated value of choices, not a repeated option
 
 
 def param(default: Any = MISSING, **option: Any) -> Any:

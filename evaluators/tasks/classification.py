@@ -41,6 +41,7 @@ from evalctl.corpus.label_sets import LabelSetSpec, label_matrix, label_support
 from evalctl.errors import BadInput
 from evalctl.evaluators.vectors.export import export_vectors
 from evalctl.gc_tuning import long_lived_frozen
+from evalctl.parameters import param
 
 PROBES = ("logreg", "knn")
 METRICS = ("micro_f1", "macro_f1", "samples_f1")
@@ -56,11 +57,11 @@ class TooFewExamples(BadInput, ValueError):
 @dataclass(frozen=True)
 class ClassifySettings:
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
-    test_size: float = 0.2
-    probes: tuple[str, ...] = PROBES
+    test_size: float = param(0.2, min=0, max=1, min_open=True, max_open=True, help="Test share of each split.")
+    probes: tuple[str, ...] = param(PROBES, flag="--probe", choices=PROBES, help="Probe(s) to run (default: both).")
     C: float = 1.0
     max_iter: int = 1000
-    knn_k: int = 5
+    knn_k: int = param(5, min=1, help="Neighbours of the kNN probe.")
     solver: str = "lbfgs"  # in the result identity: results made by liblinear keep their own ids
     # scikit-learn's lbfgs scales the loss by 1/n: its default 1e-4 stopped after 11 iterations at twice the
     # optimum's objective on 74k training rows (1e-8: 23 iterations, the optimum, still 4x faster than liblinear)

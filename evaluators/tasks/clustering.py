@@ -33,7 +33,9 @@ from evalctl import results_store
 from evalctl.corpus.label_sets import LabelSetSpec
 from evalctl.evaluators.tasks.classification import labelled_rows, result_identity, summarise
 from evalctl.evaluators.vectors.export import export_vectors
+from evalctl.corpus.class_codes import LEVELS
 from evalctl.gc_tuning import long_lived_frozen
+from evalctl.parameters import param
 from evalctl.registry import Registry
 
 # One gold class per record, from its kept labels (record order) and their corpus support.
@@ -47,10 +49,11 @@ METRICS = ("v_measure", "ari", "nmi", "ami")
 @dataclass(frozen=True)
 class ClusterSettings:
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
-    rule: str = "first"  # a name in RULES
+    rule: str = param("first", choices=RULES, help="How a multi-label record gets its one gold class.")
     n_init: int = 10
     batch_size: int = 1024
-    levels: tuple[str, ...] = ()  # empty: the label set's own level only
+    levels: tuple[str, ...] = param((), choices=LEVELS, comma=True,  # empty: the label set's own level only
+                                    help="Code levels to score, e.g. section,class,subclass (cpc/ipc sets).")
     # k-means arithmetic. float64: scikit-learn's float32 path upcasts every block of distances of the
     # k-means++ seeding, 2-4x slower here; labels equal in 18 of 20 quickstart fits, other local optima in 2.
     precision: Literal["float64", "float32"] = "float64"

@@ -10,7 +10,7 @@ from typing import get_args, get_origin
 import click
 
 from evalctl.cli.choices import RegistryChoice
-from evalctl.cli.params import FiniteFloatRange
+from evalctl.cli.params import CommaChoices, FiniteFloatRange
 from evalctl.parameters import Parameter, parameters
 from evalctl.registry import Registry
 
@@ -37,7 +37,8 @@ def _offered(cls, only, exclude) -> list[Parameter]:
 
 def dataclass_options(cls, *, only: tuple[str, ...] | None = None, exclude: tuple[str, ...] = ()):
     """A decorator adding an option per offered field of `cls` (`only` these, less `exclude`), in field order;
-    a field without a default is a required option, a bool one a flag, a tuple one a repeatable option."""
+    a field without a default is a required option, a bool one a flag, a tuple one a repeatable option (or one
+    comma-separated value)."""
 
     def decorate(f):
         for p in reversed(_offered(cls, only, exclude)):
@@ -45,8 +46,10 @@ def dataclass_options(cls, *, only: tuple[str, ...] | None = None, exclude: tupl
                 f = click.option(p.flag, p.name, is_flag=True, default=p.default, help=p.option.help)(f)
                 continue
             if get_origin(p.base_type) is tuple:
-                f = click.option(p.flag, p.name, multiple=True, type=get_args(p.base_type)[0], default=p.default,
-                                 help=p.option.help or None)(f)
+                o = p.option
+                item = click.Choice(list(o.choices)) if o.choices is not None else get_args(p.base_type)[0]
+                kind = {"type": CommaChoices(tuple(o.choices))} if o.comma else {"type": item, "multiple": True}
+                f = click.option(p.flag, p.name, default=p.default, help=o.help or None, **kind)(f)
                 continue
             given = {"required": True} if p.default is MISSING else {"default": p.default, "show_default": True}
             f = click.option(p.flag, p.name, type=_click_type(p), help=p.option.help or None, **given)(f)

@@ -8,9 +8,7 @@ from pathlib import Path
 
 import click
 
-from evalctl.cli.choices import RegistryChoice
-from evalctl.cli.params import CommaChoices, FiniteFloatRange
-from evalctl.corpus.class_codes import LEVELS
+from evalctl.cli.dataclass_options import build, dataclass_options
 from evalctl.corpus.default import corpus_for_command
 from evalctl.corpus.label_sets import LABEL_SOURCES, load_label_sets
 from evalctl.corpus.store import CorpusNotFound, load_corpus
@@ -53,9 +51,10 @@ def _run(fn, *args, **kwargs):
         raise UserError(str(e)) from None
 
 
-def _settings(cls, **kwargs):
+def _settings(cls, params: dict, seeds: str):
+    """The task's settings from the command's options (its generated ones taken out of `params`) and --seeds."""
     try:
-        return cls(**kwargs)
+        return build(cls, params, seeds=_seeds(seeds))
     except ValueError as e:  # a setting the task's dataclass rejects
         raise UserError(str(e)) from None
 
@@ -179,24 +178,18 @@ def merge_cmd(corpus_name, model_id, view_name, sources, role, task_type, prompt
 @click.command()
 @_common
 @_label_options
-@click.option("--test-size", type=FiniteFloatRange(0, 1, min_open=True, max_open=True), default=0.2, show_default=True,
-              help="Test share of each split.")
-@click.option("--probe", "probes", multiple=True, type=click.Choice(["logreg", "knn"]),
-              help="Probe(s) to run (default: both).")
-@click.option("--knn-k", type=click.IntRange(min=1), default=5, show_default=True, help="Neighbours of the kNN probe.")
-def classify(corpus_name, model_id, view_name, label_set, min_support, seeds, vectors, test_size, probes,
-             knn_k) -> None:
+@dataclass_options(ClassifySettings)
+def classify(corpus_name, model_id, view_name, label_set, min_support, seeds, vectors, **params) -> None:
     """Multi-label classification probes (logistic regression, kNN) on the view's vectors."""
     corpus, view = _resolve(corpus_name, view_name)
     spec = _label_set(label_set, min_support)
-    settings = _settings(ClassifySettings, seeds=_seeds(seeds), test_size=test_size,
-                    probes=tuple(probes) or ("logreg", "knn"), knn_k=knn_k)
+    settings = _settings(ClassifySettings, params, seeds)
     res = _run(run_classification, make_client(), corpus, view, model_id, spec, settings, vectors=vectors)
     m = res.manifest
     click.echo(f"{m['index']} {_vectors_line(m)}, label set {spec.name}: {m['n_records']} records, "
                f"{m['n_labels']} labels ({len(m['labels_dropped'])} dropped below support {spec.min_support}, "
                f"{m['n_unlabelled']} records without a kept label), {len(settings.seeds)} splits "
-               f"{1 - test_size:.0%}/{test_size:.0%}")
+               f"{1 - settings.test_size:.0%}/{settings.test_size:.0%}")
     for probe, summary in m["summary"].items():
         click.echo(f"  {probe:<7}" + "  ".join(f"{k} {100 * v['mean']:.1f} ± {100 * v['sd']:.1f}"
                                                for k, v in summary.items()))
@@ -206,21 +199,18 @@ def classify(corpus_name, model_id, view_name, label_set, min_support, seeds, ve
 @click.command("cluster")
 @_common
 @_label_options
-@click.option("--rule", type=RegistryChoice("evalctl.evaluators.tasks.clustering:RULES"), default="first", show_default=True,
-              help="How a multi-label record gets its one gold class.")
-@click.option("--levels", type=CommaChoices(LEVELS), default="",
-              help="Code levels to score, e.g. section,class,subclass (cpc/ipc sets).")
-def cluster_cmd(corpus_name, model_id, view_name, label_set, min_support, seeds, vectors, rule, levels) -> None:
+@dataclass_options(ClusterSettings)
+def cluster_cmd(corpus_name, model_id, view_name, label_set, min_support, seeds, vectors, **params) -> None:
     """MiniBatchKMeans (k = gold classes) on the view's vectors: V-measure, ARI, NMI, AMI."""
     corpus, view = _resolve(corpus_name, view_name)
     spec = _label_set(label_set, min_support)
-    settings = _settings(ClusterSettings, seeds=_seeds(seeds), rule=rule, levels=levels)
+    settings = _settings(ClusterSettings, params, seeds)
 
     if settings.levels and not LABEL_SOURCES.get(spec.source).levelled:
         raise UserError(f"--levels: label set {spec.name!r} holds free labels, which have no code levels")
     res = _run(run_clustering, make_client(), corpus, view, model_id, spec, settings, vectors=vectors)
     m = res.manifest
-    click.echo(f"{m['index']} {_vectors_line(m)}, label set {spec.name}, rule {rule}, {len(settings.seeds)} seeds")
+    click.echo(f"{m['index']} {_vectors_line(m)}, label set {spec.name}, rule {settings.rule}, {len(settings.seeds)} seeds")
     for level, s in m["summary"].items():
         click.echo(f"  {level:<9} n={s['n']} k={s['k']}  " + "  ".join(
             f"{k} {100 * s[k]['mean']:.1f} ± {100 * s[k]['sd']:.1f}" for k in ("v_measure", "ari", "nmi", "ami")))
