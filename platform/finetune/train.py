@@ -136,6 +136,7 @@ def train(model, pairs: PairSet, recipe: RecipeSpec, out_dir: Path, *, prompts: 
     args = SentenceTransformerTrainingArguments(
         output_dir=str(out_dir), num_train_epochs=training.epochs, max_steps=training.max_steps,
         per_device_train_batch_size=training.batch_size, learning_rate=training.learning_rate,
+        # transformers 5: a float warmup_steps below 1 is a ratio of the training steps (warmup_ratio is deprecated)
         warmup_steps=training.warmup_ratio, seed=seed, data_seed=seed,
         # duplicate texts in one batch would be false in-batch negatives
         batch_sampler=BatchSamplers.NO_DUPLICATES,
