@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from evalctl.cli.choices import RegistryChoice
+from evalctl.cli.choices import MODEL, MODEL_HELP, RegistryChoice
 from evalctl.cli.params import CommaChoices, FiniteFloatRange
 from evalctl.corpus.class_codes import LEVELS
 from evalctl.corpus.default import corpus_for_command
@@ -64,7 +64,7 @@ def _common(f):
     for opt in reversed((
         click.option("--corpus", "corpus_name", default=None,
                      help="Corpus name or folder (default: the configured default, else the only imported one)."),
-        click.option("--model", "model_id", required=True, help="Model id of the index (`evalctl index status`)."),
+        click.option("--model", "model_id", type=MODEL, required=True, help=MODEL_HELP),
         click.option("--view", "view_name", default="TAC", show_default=True, help="View whose vectors are used."),
     )):
         f = opt(f)
