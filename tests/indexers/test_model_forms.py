@@ -215,3 +215,25 @@ def test_an_hf_model_and_a_folder_index_and_retrieve_as_the_registry_model(os_cl
     assert hub.manifest["model"] == HF_ID and folder.manifest["model"] == get_model(str(minilm)).id
     assert len({r.id for r in runs.values()}) == 3
     assert registry.ranking and hub.ranking == registry.ranking and folder.ranking == registry.ranking
+
+
+@pytest.mark.models
+def test_a_plain_transformers_folder_loads_with_its_stated_pooling(offline, minilm, tmp_path):
+    """No modules.json: the transformer and the pooling `models add --pooling` stated; mean pooling of these
+    weights is the registry model's vector (before normalising: the folder has no Normalize module)."""
+    import numpy as np
+
+    from evalctl.indexers.model_loader import load_model
+
+    plain = _linked_copy(minilm, tmp_path / "plain")
+    for f in ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json"):
+        (plain / f).unlink()
+    for pooling in ("mean", "cls"):
+        assert invoke("models", "add", str(plain), "--id", f"plain-{pooling}", "--pooling", pooling).exit_code == 0
+    spec = get_model("plain-mean")
+    assert not spec.normalize and spec.max_seq_length == 512  # the tokenizer's and the positions' limit
+    texts = ["A pizza oven with a rotating stone.", "Dough press for flat bread."]
+    expected = load_model(get_model("all-minilm-l6-v2"), device="cpu").encode(texts)
+    got = load_model(spec, device="cpu").encode(texts)
+    assert np.abs(got / np.linalg.norm(got, axis=1, keepdims=True) - expected).max() < 1e-6
+    assert load_model(get_model("plain-cls"), device="cpu")[1].pooling_mode == "cls"
