@@ -303,6 +303,8 @@ def derive_model(ref: str, model_id: str | None = None, pooling: str | None = No
         if len(model_id) > MAX_LENGTH:
             raise SpecError(f"model {ref}: its derived id {model_id} is too long; name it yourself: "
                             f"evalctl models add {ref} --id NAME")
+    elif model_id != model_id.lower():  # two ids differing in case would name one OpenSearch index
+        raise SpecError(f"model id {model_id!r}: use lowercase letters (it becomes part of index names)")
     facts = model_facts(folder, pooling)
     try:
         return ModelSpec(id=check_name(model_id, "model id"), named_by_study=False, **fixed, **facts)

@@ -18,7 +18,6 @@ from evalctl.indexers.model_loader import ModelLoadError, require_weights
 from evalctl.model_files import POOLINGS
 from evalctl.models import (ROLES, derive_model, derived_dir, get_model, is_reference, load_models, origin,
                             registered_dir, spec_file, spec_yaml)
-from evalctl.names import BadName
 from evalctl.paths import user_models_dir
 
 
@@ -118,10 +117,7 @@ def add(model, model_id, pooling, force) -> None:
     if not is_reference(model):
         raise UserError(f"{model!r} is an id, not a model's files: give hf:ORG/NAME[@REVISION] or a model folder "
                         f"(`evalctl models show {model}` prints an id's spec, to copy and edit)")
-    try:
-        spec = derive_model(model, model_id=model_id, pooling=pooling)
-    except BadName as e:
-        raise UserError(str(e)) from None
+    spec = derive_model(model, model_id=model_id, pooling=pooling)
     target = user_models_dir() / f"{spec.id}.yaml"
     # a derived spec of the same id is the one being saved; any other definition is refused
     where = spec_file(spec.id) or (registered_dir() if origin(spec.id) == "fine-tuned" else None)

@@ -175,6 +175,9 @@ def test_user_specs_beside_the_built_in_ones(offline, minilm, tmp_path, monkeypa
     assert invoke("models", "add", HF_REF, "--id", "my-minilm", "--force").exit_code == 0
     taken = invoke("models", "add", HF_REF, "--id", "all-minilm-l6-v2")
     assert taken.exit_code == 2 and "sbert.yaml" in taken.output
+    for bad, why in (("My-Model", "use lowercase"), ("../up", "not a valid name"), ("x", "an id, not a model's files")):
+        out = invoke("models", "add", HF_REF if bad != "x" else "all-minilm-l6-v2", "--id", bad)
+        assert out.exit_code == 2 and why in out.output, out.output
     # `models show` prints a file `models add` would write, for any form
     shown = invoke("models", "show", str(minilm)).output
     spec = get_model(str(minilm))
