@@ -204,16 +204,20 @@ def test_an_hf_model_and_a_folder_index_and_retrieve_as_the_registry_model(os_cl
     import huggingface_hub.constants
 
     from evalctl.evaluators.scoring.runs import load_run
+    from evalctl.indexers.index_layout import index_prefix
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub_cache))
     runs = {}
-    for model in ("all-minilm-l6-v2", HF_REF, str(minilm)):
-        out = invoke("index", "--corpus", corpus, "--model", model, "--view", "T")
-        assert out.exit_code == 0, out.output
-        out = invoke("retrieve", "--corpus", corpus, "--model", model, "--method", "dense", "--view", "T")
-        assert out.exit_code == 0, out.output
-        assert (found := re.search(r"\brun (\S+)  \(", out.output)), out.output
-        runs[model] = load_run(found[1])
+    try:
+        for model in ("all-minilm-l6-v2", HF_REF, str(minilm)):
+            out = invoke("index", "--corpus", corpus, "--model", model, "--view", "T")
+            assert out.exit_code == 0, out.output
+            out = invoke("retrieve", "--corpus", corpus, "--model", model, "--method", "dense", "--view", "T")
+            assert out.exit_code == 0, out.output
+            assert (found := re.search(r"\brun (\S+)  \(", out.output)), out.output
+            runs[model] = load_run(found[1])
+    finally:  # the shared node keeps no index of this test's private prefix
+        os_client.indices.delete(index=f"{index_prefix()}-*", ignore_unavailable=True)
     registry, hub, folder = runs.values()
     assert hub.manifest["model"] == HF_ID and folder.manifest["model"] == get_model(str(minilm)).id
     assert len({r.id for r in runs.values()}) == 3
