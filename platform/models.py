@@ -8,16 +8,24 @@ scheme so that a prompt set copied from an MTEB model file keeps its meaning her
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import importlib.metadata
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from evalctl.paths import cache_root
+import yaml
+
+from evalctl.atomic import write_text
 from evalctl.config_files import SpecError, build, configs_dir, load_yaml
+from evalctl.hf_cache import HubRef, is_hub_ref, snapshot
+from evalctl.model_files import FOLDER_REVISION_PREFIX, model_facts, folder_revision
+from evalctl.names import MAX_LENGTH, check_name, safe_component
+from evalctl.paths import cache_root, user_models_dir
 
 Role = Literal["query", "document"]
 TaskType = Literal["retrieval", "classification", "clustering"]
@@ -66,7 +74,8 @@ class ModelSpec:
     id: str
     hf_id: str
     # A 40-hex commit that a published source confirms (the YAML comment cites it: MTEB's ModelMeta.revision
-    # for most models), or "main" with `unpinned_reason` saying why none could be.
+    # for most models), or "main" with `unpinned_reason` saying why none could be. A spec derived from a
+    # folder: dir-<content hash> (evalctl.model_files.folder_revision); a fine-tuned model: ft-<content hash>.
     revision: str
     family: str
     params_m: float
@@ -121,8 +130,10 @@ class ModelSpec:
 
     @property
     def pinned(self) -> bool:
-        """The weights and every code repository at a commit (40 hex digits), not a branch."""
-        return is_commit(self.revision) and all(is_commit(r.partition("@")[2]) for r in self.code_repos)
+        """The weights and every code repository at a commit (40 hex digits), not a branch; or a folder's weights
+        at their content hash (evalctl.model_files.folder_revision)."""
+        weights = is_commit(self.revision) or self.revision.startswith(FOLDER_REVISION_PREFIX)
+        return weights and all(is_commit(r.partition("@")[2]) for r in self.code_repos)
 
     def prompts(self, variant: str | None = None) -> dict[str, str]:
         name = variant or self.default_variant
@@ -173,18 +184,33 @@ def models_dir() -> Path:
     return configs_dir() / "models"
 
 
+Origin = Literal["built-in", "user", "fine-tuned", "derived"]
+
+
+def _files(directory: Path) -> tuple[tuple[Path, int, int], ...]:
+    if not directory.is_dir():
+        return ()
+    return tuple((p, p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(directory.glob("*.yaml")))
+
+
 def load_models(directory: Path | None = None) -> dict[str, ModelSpec]:
-    """All model specs, keyed by id. Each YAML holds `models: [...]` (one model or one family)."""
-    directory = directory or models_dir()
-    files = tuple((p, p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(directory.glob("*.yaml")))
-    return dict(_parse_models(files))  # a copy: the cached dict stays as parsed
+    """All model specs, keyed by id. Each YAML holds `models: [...]` (one model or one family). Without
+    `directory`: the package's configs/models/ and the user's (evalctl.paths.user_models_dir), where an id
+    defined twice is refused naming both files."""
+    dirs = [directory] if directory is not None else [models_dir(), user_models_dir()]
+    return dict(_parse_models(tuple(f for d in dirs for f in _files(d)))[0])  # a copy: the cached dict stays as parsed
+
+
+def spec_file(model_id: str) -> Path | None:
+    """The YAML file defining a named (built-in or user) spec."""
+    return _parse_models(_files(models_dir()) + _files(user_models_dir()))[1].get(model_id)
 
 
 @functools.lru_cache(maxsize=16)
-def _parse_models(files: tuple[tuple[Path, int, int], ...]) -> dict[str, ModelSpec]:
+def _parse_models(files: tuple[tuple[Path, int, int], ...]) -> tuple[dict[str, ModelSpec], dict[str, Path]]:
     # Keyed by path, mtime and size: a report asks for specs hundreds of times, a fine-tune adds files.
     specs: dict[str, ModelSpec] = {}
-    origin: dict[str, Path] = {}
+    defined_in: dict[str, Path] = {}
     for path, _, _ in files:
         data = load_yaml(path)
         if not isinstance(data, dict) or set(data) != {"models"} or not isinstance(data["models"], list):
@@ -192,10 +218,10 @@ def _parse_models(files: tuple[tuple[Path, int, int], ...]) -> dict[str, ModelSp
         for i, entry in enumerate(data["models"]):
             spec = build(ModelSpec, entry, f"{path}: models[{i}]")
             if spec.id in specs:
-                raise SpecError(f"{path}: model id {spec.id!r} is already defined in {origin[spec.id]}")
+                raise SpecError(f"{path}: model id {spec.id!r} is already defined in {defined_in[spec.id]}")
             specs[spec.id] = spec
-            origin[spec.id] = path
-    return specs
+            defined_in[spec.id] = path
+    return specs, defined_in
 
 
 def registered_dir() -> Path:
@@ -203,15 +229,99 @@ def registered_dir() -> Path:
     return cache_root() / "models" / "registered"
 
 
-def get_model(model_id: str, directory: Path | None = None) -> ModelSpec:
-    """The spec with this id; an unknown id is a SpecError with the closest known ids.
+def derived_dir() -> Path:
+    """Specs derived from a model's files (hf:ORG/NAME, a folder), kept so that their id names them later
+    (an index's manifest, a run, a fine-tune's lineage)."""
+    return cache_root() / "models" / "derived"
 
-    Without `directory`, the repository's configs/models/ and then the registered (fine-tuned) specs."""
-    specs = load_models(directory)
-    if directory is None and model_id not in specs and registered_dir().is_dir():
-        specs = {**load_models(registered_dir()), **specs}
+
+def origin(model_id: str) -> Origin | None:
+    """Where the spec with this id comes from (None: no such id)."""
+    if (path := spec_file(model_id)) is not None:
+        return "built-in" if path.parent == models_dir() else "user"
+    for kind, directory in (("fine-tuned", registered_dir()), ("derived", derived_dir())):
+        if model_id in load_models(directory):
+            return kind
+    return None
+
+
+def is_reference(ref: str) -> bool:
+    """A model named by its files rather than by an id: hf:ORG/NAME[@REVISION] or a folder path (a path holds
+    a '/' or starts with '.' or '~'; an id never does)."""
+    return is_hub_ref(ref) or "/" in ref or ref.startswith((".", "~"))
+
+
+def get_model(model_id: str, directory: Path | None = None) -> ModelSpec:
+    """The spec of a model reference: an id (built-in, user, fine-tuned or derived earlier), hf:ORG/NAME[@REV]
+    or a folder path (a spec derived from the model's files, remembered under its derived id). An unknown id
+    is a SpecError with the closest known ids.
+
+    With `directory`: only the ids defined there."""
+    if directory is not None:
+        specs = load_models(directory)
+    else:
+        specs = load_models()
+        for extra in (registered_dir(), derived_dir()):
+            if model_id not in specs:
+                specs = {**load_models(extra), **specs}
+        if model_id not in specs and is_reference(model_id):
+            return remember(derive_model(model_id))
     if model_id in specs:
         return specs[model_id]
     close = difflib.get_close_matches(model_id, list(specs), n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else "; see `evalctl models list`"
-    raise SpecError(f"unknown model {model_id!r}{hint}")
+    raise SpecError(f"unknown model {model_id!r}{hint} (a model not listed there: hf:ORG/NAME, or its folder)")
+
+
+def resolve_model_id(ref: str) -> str:
+    """The id a model reference stands for: an id as it is (checked where it is used), the derived id of
+    hf:ORG/NAME or a folder (its spec remembered). Identities, index names and folders are built from ids."""
+    return get_model(ref).id if is_reference(ref) else ref
+
+
+def derive_model(ref: str, model_id: str | None = None, pooling: str | None = None) -> ModelSpec:
+    """The spec of hf:ORG/NAME[@REV] or a folder path, from the model's own files (evalctl.model_files), under
+    `model_id` or its derived id: hf-ORG--NAME@<commit, 10 digits> or <folder name>@<content hash, 10 digits>,
+    lowercased. `pooling`: for a folder without a Pooling module."""
+    if is_hub_ref(ref):
+        hub = HubRef.parse(ref)
+        revision, folder = snapshot(hub)
+        fixed = dict(hf_id=hub.repo, revision=revision,
+                     source=f"derived by evalctl from the files of {hub} (commit {revision})")
+        base = "hf-" + hub.repo.replace("/", "--")
+    else:
+        folder = Path(ref).expanduser().resolve()
+        if not folder.is_dir():
+            raise SpecError(f"model {ref!r}: no such folder (a model is an id from `evalctl models list`, "
+                            "hf:ORG/NAME[@REVISION], or a model folder)")
+        revision = folder_revision(folder)
+        fixed = dict(hf_id="", revision=revision, path=str(folder),
+                     source=f"derived by evalctl from the files of the folder {folder}")
+        base = safe_component(folder.name).replace("@", "-")
+    if model_id is None:
+        model_id = f"{base}@{revision.removeprefix(FOLDER_REVISION_PREFIX)[:10]}".lower()
+        if len(model_id) > MAX_LENGTH:
+            raise SpecError(f"model {ref}: its derived id {model_id} is too long; name it yourself: "
+                            f"evalctl models add {ref} --id NAME")
+    elif model_id != model_id.lower():  # two ids differing in case would name one OpenSearch index
+        raise SpecError(f"model id {model_id!r}: use lowercase letters (it becomes part of index names)")
+    facts = model_facts(folder, pooling)
+    try:
+        return ModelSpec(id=check_name(model_id, "model id"), named_by_study=False, **fixed, **facts)
+    except ValueError as e:
+        raise SpecError(f"model {ref}: {e}") from None
+
+
+def spec_yaml(spec: ModelSpec) -> str:
+    """The spec as a YAML models file (`models: [...]`), as load_models reads it."""
+    data = json.loads(json.dumps(dataclasses.asdict(spec)))  # tuples as lists
+    return yaml.safe_dump({"models": [data]}, sort_keys=False, allow_unicode=True)
+
+
+def remember(spec: ModelSpec) -> ModelSpec:
+    """Keep a derived spec in the cache (derived_dir), so its id resolves in later commands."""
+    path = derived_dir() / f"{spec.id}.yaml"
+    text = spec_yaml(spec)
+    if not path.is_file() or path.read_text("utf-8") != text:
+        write_text(path, text)
+    return spec

@@ -49,9 +49,20 @@ def opensearch_home() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "evalctl" / "opensearch"
 
 
+def _config_home() -> Path:
+    return Path(os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")) / "evalctl"
+
+
 def config_file() -> Path:
     """User config (connection settings): EVALCTL_CONFIG, else ~/.config/evalctl/config.yaml."""
     if os.environ.get("EVALCTL_CONFIG"):
         return Path(os.environ["EVALCTL_CONFIG"])
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "evalctl" / "config.yaml"
+    return _config_home() / "config.yaml"
+
+
+def user_models_dir() -> Path:
+    """The user's own model specs, read beside the package's: EVALCTL_MODELS_DIR, else
+    $XDG_CONFIG_HOME/evalctl/models (~/.config/evalctl/models)."""
+    if os.environ.get("EVALCTL_MODELS_DIR"):
+        return Path(os.environ["EVALCTL_MODELS_DIR"]).expanduser()
+    return _config_home() / "models"

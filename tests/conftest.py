@@ -3,9 +3,12 @@ one answers, else the managed local node, started here (and stopped at the end) 
 
 from __future__ import annotations
 
+import atexit
 import csv
 import os
+import shutil
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -19,6 +22,10 @@ REPO = Path(__file__).resolve().parents[1]
 # (tests set EVALCTL_CACHE to a temporary folder; the first import of ranx would fix numba's folder there);
 # ir_datasets, matplotlib and MTEB write there too, before collection imports them, never under $HOME.
 paths.confine_libraries()
+# The user's own model specs (~/.config/evalctl/models) are never read or written by the tests: an empty folder
+# of the session's stands in for them (a test that adds specs points EVALCTL_MODELS_DIR at its own).
+os.environ["EVALCTL_MODELS_DIR"] = tempfile.mkdtemp(prefix="evalctl-test-models-")
+atexit.register(shutil.rmtree, os.environ["EVALCTL_MODELS_DIR"], True)
 # Real public data copied into the repository (tests/data/*/PROVENANCE.md); the Espacenet export is the
 # quickstart's own byte copy in samples/.
 DATA = REPO / "tests" / "data"
@@ -116,9 +123,6 @@ def private_node(os_client):
     replace a node: the shared node keeps serving everything else on the machine. Its distribution is a
     copy of the shared node's (same plugins, nothing downloaded or assembled again). Skips when the
     tests run against a configured cluster (there is no managed node to copy)."""
-    import shutil
-    import tempfile
-
     from evalctl.opensearch.node import ManagedNode
 
     shared = ManagedNode()

@@ -22,7 +22,8 @@ class RetrievalParams:
     corpus: str
     view: str = param(help="Document view (text_<V> / vec_<V> fields), e.g. TAC.")
     method: str = param(choices=METHODS, help="Retrieval method (registered in evaluators/retrieval/methods.py).")
-    model: str | None = param(None, help="Model id; omit for BM25 on the text-only index.")
+    model: str | None = param(None, help="Model: an id from `evalctl models list`, hf:ORG/NAME[@REVISION] or a "
+                              "model folder; omit for BM25 on the text-only index.")
     query_view: str | None = param(None, help="View of the query patent's text (default: --view).")
     qrels: str = param("citations", help="Qrels set of the corpus.")
     split: str = param("test", help="Query split: train, dev, test or all.")

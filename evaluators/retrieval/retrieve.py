@@ -34,7 +34,7 @@ from evalctl.indexers.index_contract import open_index
 from evalctl.indexers.index_layout import load_index_settings, text_field, vector_field
 from evalctl.indexers.index_loader import result_identity
 from evalctl.indexers.vectors_import import query_encoding
-from evalctl.models import get_model
+from evalctl.models import get_model, resolve_model_id
 from evalctl.opensearch.cluster_info import require_available, simd_vectors
 from evalctl.corpus.qrels import QrelsSet, load_qrels
 from evalctl.corpus.query_set import SAMPLE_SEED, QuerySet, load_query_set
@@ -89,14 +89,16 @@ class RetrievalSpec:
 
 def retrieval_spec(p: RetrievalParams) -> RetrievalSpec:
     """The RetrievalSpec of `evalctl retrieve` and of a study's retrieval step, from the same inputs: one
-    builder, so both give one run identity and the study finds a run made by hand. Split "all" is every
-    query; a BM25 cut of 0 is no cut; the fusion technique is the method's own."""
+    builder, so both give one run identity and the study finds a run made by hand. A model is named by its id
+    (hf:ORG/NAME and a folder by their derived id). Split "all" is every query; a BM25 cut of 0 is no cut; the
+    fusion technique is the method's own."""
     technique = METHODS.get(p.method).technique if p.method in METHODS else None
     try:
         fusion = FusionSpec(technique or "linear", p.normalization, p.combination, p.dense_weight, p.rank_constant)
     except ValueError as e:
         raise RetrievalError(str(e)) from None
-    return RetrievalSpec(corpus=p.corpus, view=p.view, method=p.method, model=p.model, query_view=p.query_view,
+    return RetrievalSpec(corpus=p.corpus, view=p.view, method=p.method,
+                         model=resolve_model_id(p.model) if p.model else None, query_view=p.query_view,
                          qrels=p.qrels, split=None if p.split == "all" else p.split, k=p.k,
                          bm25_max_terms=p.bm25_max_terms or None, prompt_variant=p.prompt_variant, fusion=fusion,
                          fusion_mode=p.fusion_mode, query_sample=p.query_sample)

@@ -7,6 +7,7 @@ import json
 
 import click
 
+from evalctl.cli.choices import MODEL, MODEL_HELP
 from evalctl.cli.dataclass_options import build, dataclass_options
 from evalctl.config_files import SpecError
 from evalctl.corpus.store import CorpusNotFound
@@ -103,7 +104,7 @@ def pairs(recipe_id, corpora, match_size, seed, qrels_name, guard, examples, as_
 
 
 @click.group("finetune", invoke_without_command=True)
-@click.option("--model", "model_id", help="Base model id (`evalctl models list`).")
+@click.option("--model", "model_id", type=MODEL, help="Base model. " + MODEL_HELP)
 @click.option("--recipe", "recipe_id", help="Recipe id (`evalctl recipes list`), e.g. R3.")
 @click.option("--corpus", "corpora", multiple=True, help="Training corpus (repeatable).")
 @dataclass_options(FinetuneParams)
@@ -149,7 +150,7 @@ def list_finetuned() -> None:
 
 @click.command("transfer")
 @click.option("--tuned", multiple=True, required=True, help="Fine-tuned model id (repeatable: Holm over all).")
-@click.option("--base", default=None, help="Base model (default: each tuned model's lineage base).")
+@click.option("--base", type=MODEL, default=None, help="Base model (default: each tuned model's lineage base).")
 @dataclass_options(TransferParams)
 def transfer(tuned, base, **params) -> None:
     """Compare fine-tuned models with their bases on another corpus: paired tests, Holm-corrected."""

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from evalctl.cli.choices import MODEL, MODEL_HELP
 from evalctl.cli.dataclass_options import build, dataclass_options
 from evalctl.cli.runtime_options import runtime_options
 from evalctl.corpus.default import corpus_for_command
@@ -40,7 +41,7 @@ def _resolve(corpus_name: str | None, model_id: str | None, view_names: tuple[st
 @click.group(invoke_without_command=True)
 @click.option("--corpus", "corpus_name", help="Corpus name (from `evalctl corpus import --name`) or folder "
               "(default: EVALCTL_DEFAULT_CORPUS, `default_corpus` in the config file, else the only imported one).")
-@click.option("--model", "model_id", default=None, help="Model id (`evalctl models list`); omit or `bm25` for text only.")
+@click.option("--model", "model_id", type=MODEL, default=None, help=f"{MODEL_HELP} Omit or `bm25` for text only.")
 @click.option("--view", "view_names", multiple=True, help="View(s) to index (default: TAC with a model, all without).")
 @dataclass_options(EncodeOptions, only=("variant", "device", "batch_size"))
 @runtime_options
@@ -89,7 +90,7 @@ def index(ctx, corpus_name, model_id, view_names, chunk_docs, shards, replicas, 
 
 @index.command()
 @click.option("--corpus", "corpus_name", default=None, help="Corpus (default: as for `evalctl index`).")
-@click.option("--model", "model_id", default=None)
+@click.option("--model", "model_id", type=MODEL, default=None, help=MODEL_HELP)
 @click.option("--sample", type=int, default=50, show_default=True, help="Vectors per view compared with the cache.")
 def verify(corpus_name, model_id, sample) -> None:
     """Check document and vector counts, dimensions, and sampled vectors against the embedding cache."""

@@ -1,18 +1,24 @@
-"""`evalctl models list` and `evalctl encode`: thin commands over evalctl.models and indexers.encode_corpus."""
+"""`evalctl models list | show | add` and `evalctl encode`: thin commands over evalctl.models and
+indexers.encode_corpus."""
 
 from __future__ import annotations
 
 import click
 
+from evalctl.cli.choices import MODEL, MODEL_HELP
 from evalctl.cli.dataclass_options import build, dataclass_options
 from evalctl.cli.runtime_options import runtime_options
+from evalctl.atomic import write_text
 from evalctl.config_files import SpecError
 from evalctl.errors import UserError
 from evalctl.indexers.encode_corpus import encode_corpus
 from evalctl.indexers.encode_options import EncodeOptions
 from evalctl.indexers.encoder import parse_shard
 from evalctl.indexers.model_loader import ModelLoadError, require_weights
-from evalctl.models import ROLES, load_models, registered_dir
+from evalctl.model_files import POOLINGS
+from evalctl.models import (ROLES, derive_model, derived_dir, get_model, is_reference, load_models, origin,
+                            registered_dir, spec_file, spec_yaml)
+from evalctl.paths import user_models_dir
 
 
 def _size(params_m: float) -> str:
@@ -21,7 +27,7 @@ def _size(params_m: float) -> str:
 
 @click.group()
 def models() -> None:
-    """Embedding model specs (configs/models/)."""
+    """Embedding model specs: the package's (configs/models/), your own, fine-tuned and derived ones."""
 
 
 def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
@@ -40,48 +46,93 @@ def _weights_state(spec) -> str:
 
 @models.command("list")
 def list_models() -> None:
-    """Every model spec with size, dimension, revision pin, prompt variants and offline source, and why the
-    unpinned ones are; then the fine-tuned models registered in this cache, with their base model and recipe."""
+    """Every model spec with where it comes from (built-in, user), size, dimension, revision pin, prompt variants
+    and offline source, and why the unpinned ones are; then the fine-tuned models registered in this cache, with
+    their base model and recipe; then the specs derived from hf:ORG/NAME or a folder."""
     try:
         specs = load_models()
-        tuned = load_models(registered_dir()) if registered_dir().is_dir() else {}
+        tuned = load_models(registered_dir())
+        derived = load_models(derived_dir())
     except SpecError as e:
         raise UserError(str(e)) from None
     rows = []
-    for s in sorted(specs.values(), key=lambda s: (s.family, s.params_m)):
+    for s in sorted(specs.values(), key=lambda s: (origin(s.id) != "built-in", s.family, s.params_m)):
         if s.offline is None:
             offline = "-"
         else:
             offline = s.offline.packages[0] + ("" if len(s.offline.packages) == 1 else f" (+{len(s.offline.packages) - 1})")
             offline += " [installed]" if not s.offline.missing_packages() else " [not installed]"
-        rows.append((s.id, s.family, _size(s.params_m), str(s.dim), str(s.max_seq_length),
+        rows.append((s.id, origin(s.id), s.family, _size(s.params_m), str(s.dim), str(s.max_seq_length),
                      s.revision[:10] if s.pinned else f"{s.revision[:10]} (unpinned)", "yes" if s.named_by_study else "",
                      ",".join(sorted(s.prompt_variants)), offline))
-    _table(("id", "family", "size", "dim", "max_len", "revision", "study", "prompt variants", "offline source"), rows)
+    _table(("id", "from", "family", "size", "dim", "max_len", "revision", "study", "prompt variants", "offline source"),
+           rows)
     named = sum(s.named_by_study for s in specs.values())
     with_offline = sum(s.offline is not None for s in specs.values())
-    click.echo(f"{len(specs)} models ({named} named by the study, {with_offline} with an offline source)")
+    users = sum(origin(s) == "user" for s in specs)
+    click.echo(f"{len(specs)} models ({named} named by the study, {with_offline} with an offline source, "
+               f"{users} of your own in {user_models_dir()})")
     unpinned = [s for s in sorted(specs.values(), key=lambda s: s.id) if not s.pinned]
     if unpinned:
         click.echo(f"\n{len(specs) - len(unpinned)} pinned to a commit; unpinned, and why:")
         for s in unpinned:
             click.echo(f"  {s.id}: {s.unpinned_reason or 'no reason given in its spec'}")
-    if not tuned:
-        return
-    click.echo(f"\nfine-tuned models (evalctl finetune; specs in {registered_dir()}):")
-    rows = []
-    for s in sorted(tuned.values(), key=lambda s: s.id):
-        lin = s.lineage or {}
-        rows.append(("[fine-tuned] " + s.id, lin.get("base_model", "?"), lin.get("recipe", {}).get("id", "?"),
-                     ",".join(c["name"] for c in lin.get("corpora", [])), str(s.dim), s.revision[:10],
-                     _weights_state(s)))
-    _table(("id", "base", "recipe", "corpora", "dim", "revision", ""), rows)
-    click.echo(f"{len(tuned)} fine-tuned model(s); use them by id like any other model")
+    if tuned:
+        click.echo(f"\nfine-tuned models (evalctl finetune; specs in {registered_dir()}):")
+        rows = []
+        for s in sorted(tuned.values(), key=lambda s: s.id):
+            lin = s.lineage or {}
+            rows.append(("[fine-tuned] " + s.id, lin.get("base_model", "?"), lin.get("recipe", {}).get("id", "?"),
+                         ",".join(c["name"] for c in lin.get("corpora", [])), str(s.dim), s.revision[:10],
+                         _weights_state(s)))
+        _table(("id", "base", "recipe", "corpora", "dim", "revision", ""), rows)
+        click.echo(f"{len(tuned)} fine-tuned model(s); use them by id like any other model")
+    if derived:
+        click.echo(f"\nderived from a model's files (hf:ORG/NAME or a folder; specs in {derived_dir()}):")
+        _table(("id", "dim", "revision", "source"),
+               [("[derived] " + s.id, str(s.dim), s.revision[:12], s.source) for s in sorted(derived.values(),
+                                                                                          key=lambda s: s.id)])
+
+
+@models.command("show")
+@click.argument("model")
+def show(model) -> None:
+    """Print the full spec of MODEL (an id, hf:ORG/NAME[@REVISION] or a model folder) as a YAML models file, ready
+    to save in your models folder (evalctl models add writes it there)."""
+    spec = get_model(model)
+    kind, path = origin(spec.id), spec_file(spec.id)
+    click.echo(f"# {spec.id} ({kind}{': ' + str(path) if path else ''})\n" + spec_yaml(spec), nl=False)
+
+
+@models.command("add")
+@click.argument("model")
+@click.option("--id", "model_id", default=None, help="The id to name it by (default: its derived id).")
+@click.option("--pooling", type=click.Choice(POOLINGS), default=None,
+              help="How token vectors become one, for a model without a Pooling module (a plain transformers "
+                   "folder or repository).")
+@click.option("--force", is_flag=True, help="Replace a spec of yours with this id.")
+def add(model, model_id, pooling, force) -> None:
+    """Save the spec derived from MODEL (hf:ORG/NAME[@REVISION] or a model folder) as your own, in
+    EVALCTL_MODELS_DIR or ~/.config/evalctl/models/ (XDG_CONFIG_HOME), so it is named by --id everywhere."""
+    if not is_reference(model):
+        raise UserError(f"{model!r} is an id, not a model's files: give hf:ORG/NAME[@REVISION] or a model folder "
+                        f"(`evalctl models show {model}` prints an id's spec, to copy and edit)")
+    spec = derive_model(model, model_id=model_id, pooling=pooling)
+    target = user_models_dir() / f"{spec.id}.yaml"
+    # a derived spec of the same id is the one being saved; any other definition is refused
+    where = spec_file(spec.id) or (registered_dir() if origin(spec.id) == "fine-tuned" else None)
+    where = where or (target if target.is_file() else None)
+    if where is not None and not (force and where == target):
+        raise UserError(f"model id {spec.id!r} is already defined in {where}; "
+                        + ("pass --force to replace it" if where == target else "choose another --id"))
+    write_text(target, spec_yaml(spec))
+    click.echo(f"model {spec.id} ({spec.source}) saved in {target}")
+    click.echo(f"  use it: evalctl index --corpus <corpus> --model {spec.id}")
 
 
 @click.command()
 @click.option("--corpus", required=True, help="Corpus name (or folder) in the corpus store.")
-@click.option("--model", "model_id", required=True, help="Model id from `evalctl models list`.")
+@click.option("--model", "model_id", type=MODEL, required=True, help=MODEL_HELP)
 @click.option("--view", required=True, help="Text view to encode (configs/views.yaml).")
 @click.option("--role", type=click.Choice(ROLES), default="document", show_default=True)
 @click.option("--shard", default="0/1", show_default=True, help="i/n: encode part i (0-based) of n, split by id hash.")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from evalctl.cli.choices import MODEL, MODEL_HELP
 from evalctl.corpus.store import CorpusNotFound
 from evalctl.errors import UserError
 from evalctl.evaluators.retrieval.retrieve import RetrievalError
@@ -16,7 +17,8 @@ from evalctl.paths import cache_root
 
 @click.command("referee")
 @click.argument("corpus_name")
-@click.option("--model", default="all-minilm-l6-v2", show_default=True, help="Model of the dense (exact) run.")
+@click.option("--model", type=MODEL, default="all-minilm-l6-v2", show_default=True,
+              help="Model of the dense (exact) run. " + MODEL_HELP)
 @click.option("--view", default="TA", show_default=True, help="Document view.")
 @click.option("--query-view", default=None, help="Query view (default: --view).")
 @click.option("--qrels", "qrels_name", default="citations", show_default=True)

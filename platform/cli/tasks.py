@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from evalctl.cli.choices import MODEL, MODEL_HELP
 from evalctl.cli.dataclass_options import build, dataclass_options
 from evalctl.corpus.default import corpus_for_command
 from evalctl.corpus.label_sets import LABEL_SOURCES, load_label_sets
@@ -63,7 +64,7 @@ def _common(f):
     for opt in reversed((
         click.option("--corpus", "corpus_name", default=None,
                      help="Corpus name or folder (default: the configured default, else the only imported one)."),
-        click.option("--model", "model_id", required=True, help="Model id of the index (`evalctl index status`)."),
+        click.option("--model", "model_id", type=MODEL, required=True, help=MODEL_HELP),
         click.option("--view", "view_name", default="TAC", show_default=True, help="View whose vectors are used."),
     )):
         f = opt(f)

@@ -21,7 +21,7 @@ from urllib.parse import unquote, urlparse, urlunparse
 import cbor2
 import orjson
 
-from evalctl import paths
+from evalctl import hf_cache, paths
 from evalctl.config_files import SpecError, build, load_yaml
 from evalctl.opensearch.node import ManagedNode
 from evalctl.opensearch.retries import forget_answers, node_answered  # noqa: F401 - cli.main imports them from here
@@ -142,14 +142,15 @@ def check(key: str, value, checks: dict = CHECKS) -> str | None:
 # Userinfo is whatever a word holds before its last '@', in any URL shape a user may write (no scheme,
 # "https//", "http:/", a password holding '/' or '@'): a word ends at white space, quotes, brackets, commas
 # (host lists) or '=' (VAR=value). A word without ':' or '/' is no URL's (a metric, ndcg@10) and stays.
-# Only a leading scheme and its slashes are kept, to show where the URL went wrong.
+# Only a leading scheme and its slashes are kept, to show where the URL went wrong. A model reference
+# hf:ORG/NAME@REVISION is no URL: it stays.
 _USERINFO = re.compile(r"""(?P<word>[^\s'"`<>()\[\]{},=]*)@""")
 _SCHEME = re.compile(r"[a-z][a-z0-9+.-]*:?/+|/+", re.IGNORECASE)
 
 
 def _scrub(m: re.Match) -> str:
     word = m["word"]
-    if ":" not in word and "/" not in word:
+    if (":" not in word and "/" not in word) or hf_cache.REFERENCE.fullmatch(word):
         return m.group()
     scheme = _SCHEME.match(word)
     return f"{scheme.group() if scheme else ''}***@"

@@ -202,6 +202,10 @@ def test_redact_scrubs_userinfo_wherever_it_stands():
     assert redact(f"E='https//user:{SECRET}@h:1': bad") == "E='https//***@h:1': bad"
     assert redact(f"E='user:{SECRET}@h:1'") == "E='***@h:1'"
     assert redact("ndcg@10=0.5, recall@100 0.7; mail me@example.org") == "ndcg@10=0.5, recall@100 0.7; mail me@example.org"
+    # a model reference is no URL (hf:ORG/NAME@REVISION)
+    kept = "model hf:BAAI/bge-small-en-v1.5@v1.0: not cached; 'hf:org/x@0123abcd'"
+    assert redact(kept) == kept
+    assert redact(f"hf:org/x@0123 https://user:{SECRET}@h:1") == "hf:org/x@0123 https://***@h:1"
 
 
 # --------------------------------------------------------------------------- (c) messages, not tracebacks
