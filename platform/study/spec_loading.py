@@ -16,7 +16,7 @@ from evalctl.corpus.label_sets import load_label_sets
 from evalctl.corpus.views import load_views
 from evalctl.evaluators.retrieval.methods import METHODS
 from evalctl.finetune.recipes import default_model_id, get_recipe
-from evalctl.models import get_model
+from evalctl.models import get_model, is_reference, resolve_model_id
 from evalctl.study.experiment import Expected, ExperimentSpec, check_spec_name
 from evalctl.study.tasks import TASKS
 
@@ -55,8 +55,36 @@ def load_experiment(name_or_path: str) -> ExperimentSpec:
     tasks = {name: build(tuple[task.entry, ...], data.pop(name), f"{path}: {name}")
              for name, task in TASKS.items() if name in data}
     spec = dataclasses.replace(build(ExperimentSpec, {**data, "source_path": str(path)}, str(path)), tasks=tasks)
+    spec = _model_ids(spec)
     validate(spec)
     return spec
+
+
+def _model_ids(spec: ExperimentSpec) -> ExperimentSpec:
+    """The spec with each model named by hf:ORG/NAME[@REV] or a folder (in `models:`, and where an entry or an
+    expected score names it the same way) named by the id it stands for: steps, indexes and runs use ids."""
+    ids = {}
+    for i, m in enumerate(spec.models):
+        if is_reference(m.id):
+            try:
+                ids[m.id] = resolve_model_id(m.id)
+            except SpecError as e:
+                raise SpecError(f"{spec.source_path}: models[{i}]: {e}") from None
+    if not ids:
+        return spec
+
+    def renamed(entry):
+        if hasattr(entry, "models"):
+            entry = dataclasses.replace(entry, models=tuple(ids.get(m, m) for m in entry.models))
+        if isinstance(entry, Expected):
+            entry = dataclasses.replace(entry, model=ids.get(entry.model, entry.model))
+        return entry
+
+    return dataclasses.replace(
+        spec, models=tuple(dataclasses.replace(m, id=ids.get(m.id, m.id)) for m in spec.models),
+        indexes=tuple(map(renamed, spec.indexes)), finetune=tuple(map(renamed, spec.finetune)),
+        expected=tuple(map(renamed, spec.expected)),
+        tasks={name: tuple(map(renamed, entries)) for name, entries in spec.tasks.items()})
 
 
 def validate(spec: ExperimentSpec) -> None:

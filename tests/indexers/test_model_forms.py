@@ -17,6 +17,8 @@ from cli_home import corpus, home, invoke  # noqa: F401
 from evalctl.config_files import SpecError
 from evalctl.indexers.model_loader import ModelLoadError, offline_model_dir, require_weights
 from evalctl.models import get_model, load_models, origin, resolve_model_id
+from evalctl.study.runner import plan
+from evalctl.study.spec_loading import load_experiment
 
 REPO_ID = "sentence-transformers/all-MiniLM-L6-v2"
 COMMIT = "8b3219a92973c328a8e22fadcfa821b5dc75636a"  # the registry spec's revision of these weights
@@ -158,6 +160,30 @@ def test_prompts_and_default_prompt_become_a_prompt_variant(offline, minilm, tmp
     assert spec.default_variant == "model" and spec.prompt_variants["plain"] == {}
     assert spec.prompt_for("query") == "query: " and spec.prompt_for("document") == "passage: "
     assert spec.prompt_for("document", task="Banking77Classification") == "Intent: "
+
+
+@pytest.mark.unit
+def test_a_study_spec_names_models_by_their_files(offline, minilm, tmp_path):
+    """hf: and folder references in a study spec's models, and in the entries and expected scores naming them,
+    become the ids they stand for: the plan's steps (index names, runs) are built from ids."""
+    folder = str(_linked_copy(minilm, tmp_path / "MiniLM"))
+    spec_file = tmp_path / "mine.yaml"
+    spec_file.write_text(yaml.safe_dump({
+        "name": "mine", "corpora": [{"name": "c", "format": "ops", "sources": ["x.json"]}],
+        "models": [{"id": HF_REF}, {"id": folder}],
+        "retrieval": [{"corpus": "c", "views": ["T"], "models": [folder], "methods": ["dense"]}],
+        "expected": [{"task": "retrieval", "corpus": "c", "model": HF_REF, "view": "T", "method": "dense",
+                      "metric": "ndcg@10", "value": 0.1}]}))
+    spec = load_experiment(str(spec_file))
+    folder_id = resolve_model_id(folder)
+    assert [m.id for m in spec.models] == [HF_ID, folder_id]
+    assert spec.entries("retrieval")[0].models == (folder_id,) and spec.expected[0].model == HF_ID
+    keys = [s.key for s in plan(spec)]
+    assert any(folder_id in k and k.startswith("retrieve") for k in keys)
+    assert not any(HF_ID in k and k.startswith("retrieve") for k in keys)  # the entry asks for the folder only
+    spec_file.write_text(spec_file.read_text().replace(HF_REF, "hf:BAAI/bge-small-en-v1.5"))
+    with pytest.raises(SpecError, match=r"mine.yaml: models\[0\]: model hf:BAAI/bge-small-en-v1.5"):
+        load_experiment(str(spec_file))
 
 
 @pytest.mark.unit
