@@ -26,8 +26,23 @@ if TYPE_CHECKING:
     from evalctl.study.page import Report
 
 
+class _Identified:
+    """What a step's id says, for a planned step and a recorded one alike."""
+
+    id: StepId
+
+    @property
+    def key(self) -> str:
+        """Readable and unique: "index espacenet-pizza all-minilm-l6-v2 [T]"."""
+        return step_key(self.id)
+
+    @property
+    def kind(self) -> str:
+        return self.id.kind
+
+
 @dataclass
-class Step:
+class Step(_Identified):
     id: StepId  # unique in a plan
     run: Callable[[], str]  # returns a one-line summary
     is_done: Callable[[], bool]
@@ -39,36 +54,19 @@ class Step:
     note_outcome: Callable[[str, str], None] | None = None
 
     @property
-    def key(self) -> str:
-        """Readable and unique: "index espacenet-pizza all-minilm-l6-v2 [T]"."""
-        return step_key(self.id)
-
-    @property
-    def kind(self) -> str:
-        return self.id.kind
-
-    @property
     def target(self) -> Target | None:
         """A task step's target, for expected-score matching."""
         return self.id.target if isinstance(self.id, TaskStepId) else None
 
 
 @dataclass(frozen=True)
-class Recorded:
+class Recorded(_Identified):
     """A task step as a report reads it: its id and its study record's scores and ref ({} and None: no
     record yet)."""
 
     id: TaskStepId
     scores: dict
     ref: str | None
-
-    @property
-    def key(self) -> str:
-        return step_key(self.id)
-
-    @property
-    def kind(self) -> str:
-        return self.id.kind
 
     @property
     def target(self) -> Target:
