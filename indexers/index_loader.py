@@ -29,6 +29,7 @@ from evalctl.indexers.index_layout import (
     text_field, vector_field, vector_properties, view_properties,
 )
 from evalctl.indexers.model_loader import require_weights
+from evalctl.indexers.endpoints import shown_url
 from evalctl.indexers.vectors_import import imported_for_index, require_covered
 from evalctl.opensearch.cluster_info import (require_available, require_engine, simd_vectors, snapshot_read,
                                              wait_until_settled)
@@ -111,6 +112,7 @@ def index_manifest(corpus, model, variant: str | None, prompt: str | None, views
         "replicas": settings.replicas,
         "facets": facet_manifest(),
         **({"task_vectors": tasks} if tasks else {}),
+        **({"endpoint": shown_url(model)} if model and model.endpoint else {}),  # where a served model answered
         "code_version": code_version(),
         "created_at": utc_now(),
     }
@@ -469,7 +471,7 @@ def index_corpus(client, corpus, views, model=None, *, encoding: EncodeOptions =
     encoder = LazyEncoder(model, device=encoding.device, batch_size=encoding.batch_size,
                           **({"precision": imported.precision} if imported else {})) if model else None
     if encoder is not None:  # vectors of another precision or package versions are other vectors
-        meta.update(precision=encoder.precision, encoding_versions=IMPORTED if imported else encoding_versions())
+        meta.update(precision=encoder.precision, encoding_versions=IMPORTED if imported else encoding_versions(model))
     if imported is not None:
         meta["vectors_import"] = imported.provenance
     if imported is None and encoder is not None and read_manifest(client, name) is None \

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Literal
 from evalctl.atomic import publish_dir, staging_dir
 from evalctl.errors import BadInput
 from evalctl.indexers.runtime import resolve_devices, resolve_precision
+from evalctl.indexers.endpoints import api_key, shown_url
 from evalctl.models import ModelSpec, OfflineSource, models_dir
 from evalctl.paths import cache_root
 
@@ -168,8 +169,11 @@ def _check_offline(spec: ModelSpec) -> OfflineSource:
 def require_weights(spec: ModelSpec, source: Source = "auto") -> None:
     """Fail before any work when the spec's weights cannot be loaded here; the message says what to do.
 
-    Cheap: it looks for files and asks the hub about the repository, it loads nothing."""
-    if spec.path is not None:  # a fine-tuned model (or one placed by hand): its own folder, never the hub
+    Cheap: it looks for files and asks the hub about the repository, it loads nothing. A served model has no
+    weights here: its key (when it names one) must be in the environment."""
+    if spec.endpoint is not None:
+        api_key(spec)
+    elif spec.path is not None:  # a fine-tuned model (or one placed by hand): its own folder, never the hub
         if not (Path(spec.path) / "modules.json").is_file():
             raise ModelLoadError(f"model {spec.id}: its folder {spec.path} is missing or incomplete; "
                                  "rerun the `evalctl finetune` that made it, or correct `path` in its spec")
@@ -198,6 +202,9 @@ def load_model(spec: ModelSpec, device: str | None = None, source: Source = "aut
     import torch  # deferred: torch, sentence_transformers
     from sentence_transformers import SentenceTransformer
 
+    if spec.endpoint is not None:
+        raise ModelLoadError(f"model {spec.id} is served at {shown_url(spec)}: it has no weights to load here "
+                             "(it encodes through its endpoint; fine-tune or referee its local counterpart)")
     require_weights(spec, source)
     device = device or resolve_devices(None)[0]
     dtype = getattr(torch, resolve_precision(spec.dtype, device, precision))
