@@ -10,10 +10,12 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import os
 import re
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -79,8 +81,11 @@ def served(tmp_path_factory, infinity_server):
     mp = private_cache(root)
     mp.setenv(KEY_ENV, infinity_server.api_key)
     model_id = f"minilm-served-{uuid.uuid4().hex[:6]}"
-    registered_dir().mkdir(parents=True, exist_ok=True)
-    (registered_dir() / f"{model_id}.yaml").write_text(USER_SPEC.format(
+    # a user's own models file, where evalctl reads such files beside the built-in ones (EVALCTL_MODELS_DIR where
+    # the suite sets it; else the folder of registered specs)
+    folder = Path(os.environ.get("EVALCTL_MODELS_DIR") or registered_dir())
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{model_id}.yaml").write_text(USER_SPEC.format(
         id=model_id, prompt=PROMPT, url=infinity_server.url, served=SERVED_NAME, key_env=KEY_ENV))
     spec = get_model(model_id)
     local = dataclasses.replace(get_model("all-minilm-l6-v2"), prompt_variants=spec.prompt_variants)
@@ -239,27 +244,11 @@ def test_429_and_resets_are_retried_and_announced_and_a_lasting_429_fails_clearl
         served["outputs"].append(capsys.readouterr())
 
 
-def test_a_missing_or_wrong_key_is_refused_naming_the_variable(served, tmp_path, monkeypatch):
-    from evalctl.indexers.encode_options import EncodeOptions
-    from evalctl.indexers.encoder import encode_texts
-    from evalctl.indexers.endpoints import EndpointKeyMissing
-    from evalctl.indexers.served_encoder import EndpointError
-
-    options = EncodeOptions(cache_root=tmp_path, progress=False)
-    args = (served["spec"], "document", "TA", served["ids"][:4], served["texts"][:4], options)
-    monkeypatch.setenv(KEY_ENV, "not-the-key-" + uuid.uuid4().hex)
-    with pytest.raises(EndpointError, match=f"HTTP 401.*check the key in {KEY_ENV}") as wrong:
-        encode_texts(*args)
-    assert "not-the-key-" not in str(wrong.value)
-    monkeypatch.delenv(KEY_ENV)
-    with pytest.raises(EndpointKeyMissing, match=f"environment variable {KEY_ENV}, which is not set"):
-        encode_texts(*args)
-
-
 def test_the_key_is_in_no_output_and_no_written_file(served, monkeypatch):
     """`evalctl encode` with the served model, as a user types it (and the outputs of the tests before: encode,
     index, retrieve, retries, failures): the key is in none of their outputs, nor in any file under the cache
-    (embedding cache, corpora, specs) or the results store; a wrong key's failure does not show it either."""
+    (embedding cache, corpora, specs) or the results store; a wrong key's failure does not show it either, and a
+    missing one is refused naming its variable."""
     from evalctl.cli.main import cli
     from evalctl.corpus.importer import import_corpus
 
@@ -267,14 +256,17 @@ def test_the_key_is_in_no_output_and_no_written_file(served, monkeypatch):
     corpus = import_corpus("beir", [write_known_item_beir(served["root"] / "beir-key", 12)],
                            name=f"served-key-{uuid.uuid4().hex[:8]}").corpus
     runner = CliRunner()
-    res = runner.invoke(cli, ["encode", "--corpus", corpus.name, "--model", model, "--view", "A"])
-    assert res.exit_code == 0 and "12 encoded" in res.output, res.output
+    monkeypatch.delenv(KEY_ENV)
+    missing = runner.invoke(cli, ["encode", "--corpus", corpus.name, "--model", model, "--view", "TA"])
+    assert missing.exit_code == 2 and f"environment variable {KEY_ENV}, which is not set" in missing.output, missing.output
     wrong = "wrong-" + uuid.uuid4().hex
     monkeypatch.setenv(KEY_ENV, wrong)
-    failed = runner.invoke(cli, ["encode", "--corpus", corpus.name, "--model", model, "--view", "A", "--role", "query",
-                                 "--prompt-variant", "claims"])
-    assert failed.exit_code == 1 and f"HTTP 401" in failed.output and KEY_ENV in failed.output, failed.output
+    failed = runner.invoke(cli, ["encode", "--corpus", corpus.name, "--model", model, "--view", "TA"])
+    assert failed.exit_code == 1 and "HTTP 401" in failed.output and KEY_ENV in failed.output, failed.output
     assert wrong not in failed.output
+    monkeypatch.setenv(KEY_ENV, key)
+    res = runner.invoke(cli, ["encode", "--corpus", corpus.name, "--model", model, "--view", "TA"])
+    assert res.exit_code == 0 and "12 encoded" in res.output, res.output
     outputs = [res.output, failed.output, *map(str, served["outputs"])]
     assert not [o for o in outputs if key in o]
     files = [p for p in served["root"].rglob("*") if p.is_file()]
