@@ -109,10 +109,14 @@ class ServedEncoder:
     def _scrub(self, text: str) -> str:
         return redact(text, self._key)
 
+    def _estimate(self, text: str) -> int:
+        """Tokens of a text as the server counts them: at most the spec's max_seq_length, where it cuts."""
+        return min(self.spec.max_seq_length, int(len(text) / self._chars_per_token) + 2)
+
     def encode(self, texts: list[str], prompt: str) -> Encoded:
         """Vectors of prompt + text for each text; a request that fails for good raises PartlyEncoded, holding
         the vectors of every request answered before."""
-        estimated = [int((len(prompt) + len(t)) / self._chars_per_token) + 2 for t in texts]
+        estimated = [self._estimate(prompt + t) for t in texts]
         batches = request_batches(estimated, self.max_batch_tokens, self.max_texts)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         done: list[int] = []
@@ -209,6 +213,8 @@ class ServedEncoder:
         if isinstance(tokens, int) and tokens > 0:
             with self._lock:
                 self.tokens += tokens
-                self._chars_per_token = max(1.0, 0.9 * sum(map(len, inputs)) / tokens)
+                # only a request none of whose texts may have been cut tells how many characters a token takes
+                if all(self._estimate(t) < self.spec.max_seq_length for t in inputs):
+                    self._chars_per_token = max(1.0, 0.9 * sum(map(len, inputs)) / tokens)
         return vectors
 
