@@ -26,11 +26,11 @@ from evalctl.errors import Failure
 from evalctl.gc_tuning import thaw
 from evalctl.indexers.embedding_cache import CacheKey, EmbeddingCache, text_hash
 from evalctl.indexers.encode_options import IMPORTED, INSTALLED, EncodeOptions, Encoded, PartlyEncoded, TextEncoder
+from evalctl.indexers.endpoints import served_versions
 from evalctl.indexers.model_loader import Source, load_model
 from evalctl.indexers.runtime import (CPU_BATCH_TOKENS, MAX_CUDA_BATCH_TOKENS, Runtime, resolve_devices,
                                       resolve_precision)
 from evalctl.indexers.runtime import current as current_runtime
-from evalctl.indexers.endpoints import served_versions
 from evalctl.indexers.served_encoder import ServedEncoder
 from evalctl.models import ModelSpec, Role, TaskType
 

@@ -23,13 +23,13 @@ from evalctl.indexers.byte_vectors import is_byte, max_abs, quantisation, stored
 from evalctl.indexers.embedding_cache import EmbeddingCache
 from evalctl.indexers.encode_options import IMPORTED, INSTALLED, EncodeOptions
 from evalctl.indexers.encoder import LazyEncoder, cache_key, encoding_versions, get_or_encode
+from evalctl.indexers.endpoints import shown_url
 from evalctl.indexers.index_layout import (
     BM25_ONLY, CODE_FIELDS, FACETS, LABEL_TASKS, IndexSettings, corpus_alias, facet_manifest, field_unit, field_units,
     index_body, index_name, index_prefix, load_index_settings, record_codes, record_facets, task_units, task_vectors,
     text_field, vector_field, vector_properties, view_properties,
 )
 from evalctl.indexers.model_loader import require_weights
-from evalctl.indexers.endpoints import shown_url
 from evalctl.indexers.vectors_import import imported_for_index, require_covered
 from evalctl.opensearch.cluster_info import (require_available, require_engine, simd_vectors, snapshot_read,
                                              wait_until_settled)

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Literal
 
 from evalctl.atomic import publish_dir, staging_dir
 from evalctl.errors import BadInput
-from evalctl.indexers.runtime import resolve_devices, resolve_precision
 from evalctl.indexers.endpoints import api_key, shown_url
+from evalctl.indexers.runtime import resolve_devices, resolve_precision
 from evalctl.models import ModelSpec, OfflineSource, models_dir
 from evalctl.paths import cache_root
 
