@@ -2,7 +2,7 @@
 next to local encoding of the same model, on the same patent texts, each round into a fresh cache. Prints one
 table.
 
-    python bench/served.py [--rows 150] [--rounds 3] [--concurrency 4] [--max-texts 32] [--url URL --served-model NAME]
+    python bench/served.py [--rows 150] [--rounds 5] [--concurrency 4] [--max-texts 32] [--url URL --served-model NAME]
 
 Without --url it starts infinity-emb (`make infinity`) serving the bundled all-MiniLM-L6-v2 folder on this machine's
 CPU (tests/served_server.py), so both sides share the same cores: the ratio says what the HTTP route costs, not
@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO / "tests"))  # the test server (served_server.py)
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=150)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--max-texts", type=int, default=32)
     ap.add_argument("--device", default="cpu", help="of the local side")
