@@ -16,11 +16,25 @@ ifneq ($(NEURAL_SEARCH_ZIP),)
 export EVALCTL_OPENSEARCH_PLUGIN_ZIPS ?= $(abspath $(NEURAL_SEARCH_ZIP))\#sha256=a9ea89f807a1658b946719fa2fa53087becc45da1bda8e90307d7962efbb42de
 endif
 
-.PHONY: setup quickstart test test-fast test-cluster
+.PHONY: setup quickstart test test-fast test-cluster infinity
 # An editable install leaves its own modules uncompiled, and where PYTHONDONTWRITEBYTECODE is set (as on this
 # project's build machines) every evalctl process would compile them again (0.3 s a command): compile them here.
 setup: $(BIN)/evalctl
 	$(BIN)/python -m compileall -q platform indexers evaluators >/dev/null
+
+# The embedding server the served-model tests run against (tests/served_server.py, tests/indexers/test_served.py):
+# infinity-emb in a virtual environment of its own, as it pins numpy<2 and sentence-transformers<4. The stamp
+# is written once the install has finished, so a half-built venv is completed by the next `make`.
+INFINITY_VENV ?= .venv-infinity
+INFINITY_EMB ?= infinity-emb[server,torch]==0.0.78
+
+$(INFINITY_VENV)/.installed:
+	$(PYTHON) -m venv $(INFINITY_VENV)
+	$(INFINITY_VENV)/bin/pip install -q --upgrade pip
+	$(INFINITY_VENV)/bin/pip install -q '$(INFINITY_EMB)'
+	touch $@
+
+infinity: $(INFINITY_VENV)/.installed
 
 # The main job on the bundled sample: start the managed OpenSearch node (downloaded once from Maven
 # Central), run configs/experiments/quickstart.yaml (import, encode, index, retrieval, classification,
@@ -32,7 +46,7 @@ quickstart: setup
 
 # Tests run against a real node: the configured cluster, else the managed node (started if needed), and
 # against a real 3-node local cluster of their own (tests/opensearch/test_cluster.py).
-test: setup
+test: setup infinity
 	EVALCTL_CLUSTER_TESTS=1 $(BIN)/python -m pytest -q -rs
 
 # The unit tier before each commit (under 2 min, no node, no model): what is neither `integration` nor `slow`.

@@ -27,6 +27,15 @@ class Encoded:
     n_truncated: int  # texts (with their prompt) cut at the token limit, read off the tokenisation that encoded them
 
 
+class PartlyEncoded(Exception):
+    """An encoder failed after encoding some of its texts: `done` (their positions) and their `vectors` are
+    kept in the cache before `cause` is raised on (an endpoint's answered requests are paid for)."""
+
+    def __init__(self, done: list[int], vectors: np.ndarray, cause: BaseException):
+        super().__init__(str(cause))
+        self.done, self.vectors, self.cause = done, vectors, cause
+
+
 class TextEncoder(Protocol):
     """What encode_texts needs from an encoder (the real one is Encoder; tests may wrap it)."""
 

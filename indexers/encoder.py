@@ -25,11 +25,12 @@ from tqdm import tqdm
 from evalctl.errors import Failure
 from evalctl.gc_tuning import thaw
 from evalctl.indexers.embedding_cache import CacheKey, EmbeddingCache, text_hash
-from evalctl.indexers.encode_options import IMPORTED, INSTALLED, EncodeOptions, Encoded
+from evalctl.indexers.encode_options import IMPORTED, INSTALLED, Encoded, EncodeOptions, PartlyEncoded, TextEncoder
+from evalctl.indexers.endpoints import served_versions
 from evalctl.indexers.model_loader import Source, load_model
-from evalctl.indexers.runtime import (CPU_BATCH_TOKENS, MAX_CUDA_BATCH_TOKENS, Runtime, resolve_devices,
-                                      resolve_precision)
-from evalctl.indexers.runtime import current as current_runtime
+from evalctl.indexers.runtime import (CPU_BATCH_TOKENS, MAX_CUDA_BATCH_TOKENS, Runtime, current as current_runtime,
+                                      resolve_devices, resolve_precision)
+from evalctl.indexers.served_encoder import ServedEncoder
 from evalctl.models import ModelSpec, Role
 
 if TYPE_CHECKING:
@@ -101,7 +102,10 @@ def shared_model(spec: ModelSpec, device: str, source: Source, precision: str,
 
 
 def encoding_precision(spec: ModelSpec, runtime: Runtime) -> str:
-    """The precision an encoder made with `runtime` runs at, known before any model loads (for the cache key)."""
+    """The precision an encoder made with `runtime` runs at, known before any model loads (for the cache key); a
+    served model's is its spec's dtype (the server decides it, not this process)."""
+    if spec.endpoint is not None:
+        return spec.dtype
     return resolve_precision(spec.dtype, resolve_devices(runtime.device)[0], runtime.precision)
 
 
@@ -246,6 +250,14 @@ class Encoder:
         return vectors, n_cut
 
 
+def make_encoder(spec: ModelSpec, **kwargs) -> TextEncoder:
+    """The encoder of `spec` (Encoder's keyword arguments): a served model's ServedEncoder (which takes only the
+    batch size: device, precision and attention are the server's), else a loaded Encoder."""
+    if spec.endpoint is not None:
+        return ServedEncoder(spec, batch_size=kwargs.get("batch_size"))
+    return Encoder(spec, **kwargs)
+
+
 class LazyEncoder:
     """An Encoder that loads its model on first use, so a fully cached run never pays for loading."""
 
@@ -261,9 +273,9 @@ class LazyEncoder:
             raise AttributeError(name)
         return getattr(self._encoder, name)
 
-    def load(self) -> Encoder:
+    def load(self) -> TextEncoder:
         if self._encoder is None:
-            self._encoder = Encoder(self._spec, **self._kwargs)
+            self._encoder = make_encoder(self._spec, **self._kwargs)
         return self._encoder
 
     def encode(self, texts: list[str], prompt: str) -> Encoded:
@@ -304,9 +316,12 @@ class EncodeReport:
 _VECTOR_PACKAGES = ("torch", "transformers", "sentence-transformers")
 
 
-def encoding_versions() -> str:
+def encoding_versions(spec: ModelSpec | None = None) -> str:
     """The major.minor versions of the packages whose numerics make the vectors (a patch release does not
-    change kernels' results; a minor one may), e.g. "torch 2.15, transformers 5.24, sentence-transformers 6.2"."""
+    change kernels' results; a minor one may), e.g. "torch 2.15, transformers 5.24, sentence-transformers 6.2";
+    for a served model (`spec` with an endpoint), its served name and revision label instead."""
+    if spec is not None and spec.endpoint is not None:
+        return served_versions(spec.endpoint)
     return ", ".join(f"{p} {'.'.join(importlib.metadata.version(p).split('.')[:2])}" for p in _VECTOR_PACKAGES)
 
 
@@ -320,7 +335,7 @@ def cache_key(spec: ModelSpec, role: Role, view: str, variant: str | None, promp
     return CacheKey(
         model_id=spec.id, hf_id=spec.hf_id, revision=spec.revision, prompt_variant=variant or spec.default_variant,
         prompt=prompt, role=role, view=view, dim=spec.dim, precision=precision,
-        versions=encoding_versions() if versions == INSTALLED else versions,
+        versions=encoding_versions(spec) if versions == INSTALLED else versions,
         corpus=corpus if versions == IMPORTED else None,
     )
 
@@ -353,27 +368,36 @@ def encode_texts(spec: ModelSpec, role: Role, view: str, ids: Sequence[str], tex
     n_truncated, budget, halvings = 0, None, 0
     if todo:
         own_encoder = o.encoder is None
-        enc = o.encoder or Encoder(spec, device=rt.device, precision=rt.precision, max_batch_tokens=rt.max_batch_tokens,
-                                   attn_implementation=rt.attn_implementation, batch_size=o.batch_size, source=o.source)
+        enc = o.encoder or make_encoder(spec, device=rt.device, precision=rt.precision,
+                                        max_batch_tokens=rt.max_batch_tokens, attn_implementation=rt.attn_implementation,
+                                        batch_size=o.batch_size, source=o.source)
         todo.sort(key=lambda h: -len(unique[h]))  # longest first: a group's batches pad little
         halvings = getattr(enc, "oom_halvings", 0)  # a shared encoder counts across calls
+        served = enc.usage() if hasattr(enc, "usage") else {}  # a served model's requests, retries, tokens
         try:
             with tqdm(total=len(todo), unit="doc", desc=f"encode {spec.id}", disable=not o.progress) as bar:
                 for start in range(0, len(todo), o.commit_every):
                     chunk = todo[start : start + o.commit_every]
-                    encoded = enc.encode([unique[h] for h in chunk], prompt)
+                    try:
+                        encoded = enc.encode([unique[h] for h in chunk], prompt)
+                    except PartlyEncoded as partly:  # keep what was encoded before the failure
+                        if partly.done:
+                            cache.commit([chunk[i] for i in partly.done], partly.vectors)
+                        raise partly.cause from None
                     cache.commit(chunk, encoded.vectors)
                     n_truncated += encoded.n_truncated
                     bar.update(len(chunk))
         finally:
             budget = getattr(enc, "max_batch_tokens", None)
             halvings = getattr(enc, "oom_halvings", 0) - halvings
+            if hasattr(enc, "usage"):
+                served = {k: v - served.get(k, 0) if isinstance(v, int) else v for k, v in enc.usage().items()}
             if own_encoder:
                 enc.close()
         cache.record_run({"device": ",".join(getattr(enc, "devices", [])) or None, "precision": precision,
                           "max_batch_tokens": budget, "oom_halvings": halvings, "n_encoded": len(todo),
                           "n_truncated": n_truncated, "seconds": round(time.perf_counter() - started, 3),
-                          "versions": encoding_versions()})
+                          "versions": encoding_versions(spec), **served})
     return EncodeReport(
         vectors=cache.get(hashes), cache_dir=cache.dir, prompt=prompt, precision=precision, n_texts=len(texts),
         n_unique=len(unique), n_cached=len(unique) - len(todo), n_encoded=len(todo), n_reused=n_reused,

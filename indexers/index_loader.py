@@ -23,6 +23,7 @@ from evalctl.indexers.byte_vectors import is_byte, max_abs, quantisation, stored
 from evalctl.indexers.embedding_cache import EmbeddingCache
 from evalctl.indexers.encode_options import IMPORTED, INSTALLED, EncodeOptions
 from evalctl.indexers.encoder import LazyEncoder, cache_key, encoding_versions, get_or_encode
+from evalctl.indexers.endpoints import shown_url
 from evalctl.indexers.index_layout import (
     BM25_ONLY, CODE_FIELDS, FACETS, LABEL_TASKS, IndexSettings, corpus_alias, facet_manifest, field_unit, field_units,
     index_body, index_name, index_prefix, load_index_settings, record_codes, record_facets, task_units, task_vectors,
@@ -111,6 +112,7 @@ def index_manifest(corpus, model, variant: str | None, prompt: str | None, views
         "replicas": settings.replicas,
         "facets": facet_manifest(),
         **({"task_vectors": tasks} if tasks else {}),
+        **({"endpoint": shown_url(model)} if model and model.endpoint else {}),  # where a served model answered
         "code_version": code_version(),
         "created_at": utc_now(),
     }
@@ -469,7 +471,7 @@ def index_corpus(client, corpus, views, model=None, *, encoding: EncodeOptions =
     encoder = LazyEncoder(model, device=encoding.device, batch_size=encoding.batch_size,
                           **({"precision": imported.precision} if imported else {})) if model else None
     if encoder is not None:  # vectors of another precision or package versions are other vectors
-        meta.update(precision=encoder.precision, encoding_versions=IMPORTED if imported else encoding_versions())
+        meta.update(precision=encoder.precision, encoding_versions=IMPORTED if imported else encoding_versions(model))
     if imported is not None:
         meta["vectors_import"] = imported.provenance
     if imported is None and encoder is not None and read_manifest(client, name) is None \

@@ -20,6 +20,7 @@ from evalctl.atomic import publish_dir, staging_dir
 from evalctl.config_files import SpecError
 from evalctl.errors import BadInput
 from evalctl.hf_cache import HubRef, cached_snapshot, hub_cache_dir, hub_offline
+from evalctl.indexers.endpoints import api_key, shown_url
 from evalctl.indexers.runtime import resolve_devices, resolve_precision
 from evalctl.model_files import FOLDER_REVISION_PREFIX, folder_revision
 from evalctl.models import ModelSpec, OfflineSource, is_commit, models_dir, user_models_dir
@@ -166,8 +167,11 @@ def _check_offline(spec: ModelSpec) -> OfflineSource:
 def require_weights(spec: ModelSpec, source: Source = "auto") -> None:
     """Fail before any work when the spec's weights cannot be loaded here; the message says what to do.
 
-    Cheap: it looks for files and asks the hub about the repository, it loads nothing."""
-    if spec.path is not None:  # a fine-tuned model (or one placed by hand): its own folder, never the hub
+    Cheap: it looks for files and asks the hub about the repository, it loads nothing. A served model has no
+    weights here: its key (when it names one) must be in the environment."""
+    if spec.endpoint is not None:
+        api_key(spec)
+    elif spec.path is not None:  # a fine-tuned model (or one placed by hand): its own folder, never the hub
         folder = Path(spec.path)
         if not any((folder / f).is_file() for f in ("modules.json", "config.json")):
             raise ModelLoadError(f"model {spec.id}: its folder {spec.path} is missing or incomplete; "
@@ -212,6 +216,9 @@ def load_model(spec: ModelSpec, device: str | None = None, source: Source = "aut
     import torch  # deferred: torch, sentence_transformers
     from sentence_transformers import SentenceTransformer
 
+    if spec.endpoint is not None:
+        raise ModelLoadError(f"model {spec.id} is served at {shown_url(spec)}: it has no weights to load here "
+                             "(it encodes through its endpoint; fine-tune or referee its local counterpart)")
     require_weights(spec, source)
     device = device or resolve_devices(None)[0]
     dtype = getattr(torch, resolve_precision(spec.dtype, device, precision))

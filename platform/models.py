@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -68,6 +69,44 @@ class OfflineSource:
 
 
 @dataclass(frozen=True)
+class Endpoint:
+    """A model served behind an OpenAI-compatible embeddings API (`POST {url}/embeddings`: TEI, vLLM, Infinity,
+    a hosted API). The server's weights and numerics are out of sight, so `revision` is the user's label for
+    them (a server version, a deployment date): it keys the served vectors, as a commit keys local ones."""
+
+    url: str  # the API's base, e.g. http://127.0.0.1:7997/v1 (without credentials: the key goes in api_key_env)
+    model: str  # the served model's name, sent as "model" in every request
+    revision: str
+    dimensions: int | None = None  # sent as "dimensions" (a Matryoshka model's shortened vectors); equals dim
+    # The NAME of the environment variable holding the key, sent as a Bearer token; the key itself is never
+    # in a spec, a message or a written file.
+    api_key_env: str | None = None
+    max_texts: int = 32  # texts per request
+    max_tokens: int = 8192  # tokens per request, estimated from characters and calibrated on each answer's usage
+    concurrency: int = 4  # requests in flight at once
+    requests_per_minute: int | None = None
+    retries: int = 6  # of one request, after 429, 5xx, a reset or refused connection, or a timeout
+    backoff_s: float = 1.0  # the first retry's wait, doubled for each next one (a Retry-After answer wins)
+    timeout_s: float = 120.0  # of one request
+
+    def __post_init__(self) -> None:
+        url = urlsplit(self.url)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError(f"endpoint.url must be an http(s) URL, got {url.scheme or 'no'} scheme")
+        if url.username is not None or url.password is not None or url.query:
+            raise ValueError("endpoint.url must carry no credentials or query; name the variable holding the key "
+                             "in endpoint.api_key_env")
+        if self.api_key_env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.api_key_env):
+            raise ValueError("endpoint.api_key_env is the name of an environment variable (letters, digits, _), "
+                             "not the key")
+        if not self.model.strip() or not self.revision.strip():
+            raise ValueError("endpoint.model and endpoint.revision must not be empty")
+        if min(self.max_texts, self.max_tokens, self.concurrency, self.requests_per_minute or 1,
+               self.dimensions or 1) < 1 or self.retries < 0 or self.backoff_s < 0 or self.timeout_s <= 0:
+            raise ValueError("endpoint limits must be positive (retries and backoff_s at least 0)")
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """One embedding model as evaluated: identity, geometry, runtime settings and prompt sets."""
 
@@ -111,6 +150,8 @@ class ModelSpec:
     # made it (base model, recipe, pairs, seed, hyperparameters).
     path: str | None = None
     lineage: dict[str, Any] | None = None
+    # A served model: encoded through this API, never loaded here (prompts are still put before each text here).
+    endpoint: Endpoint | None = None
 
     def __post_init__(self) -> None:
         if self.dim <= 0 or self.max_seq_length <= 0 or self.params_m <= 0:
@@ -125,6 +166,10 @@ class ModelSpec:
                 _check_prompt_key(key, variant)
         if {"dtype", "torch_dtype"} & set(self.model_kwargs):
             raise ValueError("model_kwargs: the precision is `dtype` (or a runtime's precision), not a model_kwargs key")
+        if self.endpoint is not None and (self.path is not None or self.offline is not None):
+            raise ValueError("a served model (endpoint) has no local weights: drop `path` and `offline`")
+        if self.endpoint is not None and self.endpoint.dimensions not in (None, self.dim):
+            raise ValueError(f"endpoint.dimensions {self.endpoint.dimensions} differs from dim {self.dim}")
         if self.unpinned_reason and self.pinned:
             raise ValueError("unpinned_reason given, but the revision and every code repository are commits")
 

@@ -207,6 +207,26 @@ def index_name(os_client):
     os_client.indices.delete(index=name, ignore_unavailable=True)
 
 
+@pytest.fixture(scope="session")
+def infinity_server(tmp_path_factory):
+    """One real embedding server for the session (tests/served_server.py: infinity-emb serving the bundled
+    all-MiniLM-L6-v2 on the CPU, behind a key made for the session), stopped at the end; skipped with the reason
+    where `make infinity` has not installed it. A test that kills it starts it again on the same port."""
+    import secrets
+
+    from served_server import InfinityServer, missing_reason
+
+    from evalctl.indexers.model_loader import offline_model_dir
+    from evalctl.models import get_model
+
+    if reason := missing_reason():
+        pytest.skip(reason)
+    folder = offline_model_dir(get_model("all-minilm-l6-v2"))
+    server = InfinityServer(folder, tmp_path_factory.mktemp("infinity"), api_key=secrets.token_urlsafe(24)).start()
+    yield server
+    server.stop()
+
+
 def pytest_terminal_summary(terminalreporter):
     if _used_cluster:
         c = _used_cluster

@@ -10,6 +10,9 @@ fault instead:
 - "reset":   closes the connection with a TCP reset instead of answering
 - "down":    from then on resets every open connection and refuses new ones (the node is gone)
 
+With `keep_bodies`, it keeps each forwarded request's body and the status it was answered with (`answered`):
+what a server really served, e.g. the texts an embedding server encoded.
+
 Bounded: each fault is for a counted number of requests, and the proxy stops by itself after `lifetime`
 seconds (or at `close()`, or leaving the `with` block), so a failed test never leaves it running.
 """
@@ -42,13 +45,15 @@ class Fault:
 
 
 class FaultProxy:
-    def __init__(self, target: str = "http://127.0.0.1:9200", lifetime: float = 120.0):
+    def __init__(self, target: str = "http://127.0.0.1:9200", lifetime: float = 120.0, keep_bodies: bool = False):
         t = urlparse(target)
         self.target = (t.hostname, t.port or 9200)
         self.lock = threading.Lock()
         self.faults: list[Fault] = []
         self.seen: list[str] = []  # "METHOD /path" of every request received, faulted or not
         self.injected: list[str] = []  # "kind METHOD /path" of every fault applied
+        self.keep_bodies = keep_bodies
+        self.answered: list[tuple[str, bytes, int]] = []  # ("METHOD /path", body, status) forwarded and answered
         self.is_down = False
         self.sockets: set[socket.socket] = set()
         proxy = self
@@ -200,3 +205,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(payload)
+        if self.owner.keep_bodies:
+            with self.owner.lock:
+                self.owner.answered.append((f"{self.command} {self.path.split('?', 1)[0]}", body, resp.status))
