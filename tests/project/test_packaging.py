@@ -113,6 +113,7 @@ def test_wheel_in_a_fresh_venv_runs_from_any_directory(tmp_path, os_client):
     (site / "zz_dependencies_from_test_env.pth").write_text("\n".join(here) + "\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "EVALCTL_CONFIGS", "VIRTUAL_ENV"))}
     env.update(EVALCTL_CACHE=str(tmp_path / "cache"), EVALCTL_RESULTS=str(tmp_path / "results"), HF_HUB_OFFLINE="1",
+               EVALCTL_MODELS_DIR=str(tmp_path / "my-models"),  # no user specs other tests left
                PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}")
     _run([py, "-m", "pip", "install", "--no-index", "--no-deps", "--force-reinstall", wheel], tmp_path, env)
     work.mkdir()
