@@ -67,7 +67,7 @@ def test_spec_name_is_never_a_path(home, bad):
 
 @pytest.mark.parametrize("where, message", [
     ("corpora", "corpora[0]: name '../x' is not a valid name"),
-    ("models", "models[0]: id '../x' is not a valid name"),
+    ("models", "models[0]: model '../x': no such folder"),  # a path names a model folder, its id is derived
     ("retrieval", "retrieval[0]: qrels '../x' is not a valid name"),
 ])
 def test_names_that_become_paths_follow_the_name_rule(home, where, message):
