@@ -24,13 +24,17 @@ def _hybrid(c, text, vector, exclude) -> dict:
     return hybrid_body(c.text_field, text, c.vector_field, vector, c.k, exclude, c.pipeline)
 
 
-BM25 = RetrievalMethod("bm25", _bm25, text=True, global_stats=True)  # match on the view's text field
-DENSE = RetrievalMethod("dense", _knn, vector=True)  # approximate knn on the view's vector field
-EXACT = RetrievalMethod("exact", _exact, vector=True)  # brute-force knn_score: what ANN loses
+BM25 = RetrievalMethod("bm25", _bm25, text=True, global_stats=True, title="BM25",
+                      about="lexical match of the query text on the view's text (OpenSearch BM25)")
+DENSE = RetrievalMethod("dense", _knn, vector=True, title="Dense",
+                        about="approximate nearest neighbours (HNSW) of the query vector on the view's vectors")
+EXACT = RetrievalMethod("exact", _exact, vector=True, title="Exact kNN",
+                        about="brute-force nearest neighbours over every vector: what the approximate search loses")
 # One hybrid query through a neural-search pipeline, or client-side fusion of the BM25 and dense runs.
 # Not global_stats: neural-search 3.5 skips its normalisation under dfs_query_then_fetch on more than one
 # shard and returns raw sub-query scores (neural-search #1490), so its BM25 part uses per-shard statistics.
 HYBRID = RetrievalMethod("hybrid", _hybrid, text=True, vector=True, fused=True, technique="linear",
-                         pipeline=pipeline_body, client=True, tunable=True)
+                         pipeline=pipeline_body, client=True, tunable=True, title="Hybrid",
+                         about="weighted sum of the normalised BM25 and dense scores")
 RRF = RetrievalMethod("rrf", _hybrid, text=True, vector=True, fused=True, technique="rrf", pipeline=pipeline_body,
-                      client=True)
+                      client=True, title="RRF", about="reciprocal-rank fusion of the BM25 and dense rankings")

@@ -49,6 +49,13 @@ class RetrievalMethod:
     # its scores use corpus-wide term statistics: on an index of more than one shard it is sent with
     # search_type=dfs_query_then_fetch (configs/index.yaml dfs), so they do not depend on the shard count
     global_stats: bool = False
+    # How a report names and explains it to a reader (its legend): "Exact kNN", "brute-force ..."; name if empty
+    title: str = ""
+    about: str = ""
+
+    @property
+    def display(self) -> str:
+        return self.title or self.name
 
 
 _BUILTIN = "evalctl.evaluators.retrieval.builtin_methods"

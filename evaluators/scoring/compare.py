@@ -23,7 +23,9 @@ different corpora, qrels or splits are refused, as are runs with no query in com
 from __future__ import annotations
 
 import io
+import re
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,7 +38,7 @@ from evalctl.evaluators.scoring.runs import StoredRun
 from evalctl.evaluators.scoring.metrics import METRICS, PRIMARY, evaluate_run
 from evalctl.evaluators.scoring.run_queries import run_queries
 from evalctl.evaluators.scoring.significance import bootstrap_ci, holm, run_p_values
-from evalctl.evaluators.scoring.significance_params import RUN_TESTS as TESTS, CompareParams
+from evalctl.evaluators.scoring.significance_params import RUN_TESTS as TESTS, CompareParams, describe_protocol
 from evalctl.corpus.qrels import QrelsSet
 
 DOMAINS = ("IN", "OUT", "UNKNOWN")
@@ -79,6 +81,12 @@ class ComparisonReport:
     domains: dict[str, dict[str, tuple[int, float]]]  # system -> domain -> (n queries, primary metric)
     domain_partition: dict[str, int]  # query classes by the domains of their pairs; sums to n_queries
     jurisdictions: dict[str, dict[str, tuple[int, float]]]  # system -> jurisdiction -> (n, primary)
+    n_permutations: int  # the randomisation test's
+
+    @property
+    def protocol(self) -> str:
+        """The test behind the letters, in words (a caption's)."""
+        return describe_protocol(self.test, self.alpha, self.n_permutations, len(self.pairs))
 
     def better_than(self, system: str, metric: str) -> list[str]:
         out, letter = [], dict(zip(self.systems, self.letters))
@@ -171,7 +179,7 @@ def compare_runs(runs: list[StoredRun], baseline: StoredRun | None = None, metri
         ci={s: {m: bootstrap_ci(values[s][m], params.n_bootstrap, params.seed) for m in metrics} for s in systems},
         pairs=tuple(pairs), test=params.test, alpha=params.alpha, domains=domains,
         domain_partition={k: len(v) for k, v in domain_partition(qset, split, set(queries)).items()},
-        jurisdictions=jurisdictions,
+        jurisdictions=jurisdictions, n_permutations=params.n_permutations,
     )
 
 
@@ -191,11 +199,13 @@ def _marked(value: float, letters: list[str], fmt: str) -> str:
     return f"{value:.4f}{''.join(letters).translate(_SUPERSCRIPT)}"
 
 
-def tables(rep: ComparisonReport, fmt: str = "md") -> dict[str, pd.DataFrame]:
-    """The report as DataFrames: main (means, CIs, markers), significance, domains, jurisdictions."""
+def tables(rep: ComparisonReport, fmt: str = "md", names: Sequence[str] | None = None) -> dict[str, pd.DataFrame]:
+    """The report as DataFrames: main (means, CIs, markers), significance, domains, jurisdictions. `names`:
+    the systems as a reader knows them, after their letters (default: their run labels)."""
+    shown = dict(zip(rep.systems, (f"{x} {n}" for x, n in zip(rep.letters, names)) if names else rep.systems))
     main = []
     for s, run_id in zip(rep.systems, rep.run_ids):
-        row = {"system": s, "run": run_id, "n": rep.n_queries}
+        row = {"system": shown[s], "run": run_id, "n": rep.n_queries}
         for m in rep.metrics:
             lo, hi = rep.ci[s][m]
             if fmt == "csv":
@@ -204,16 +214,16 @@ def tables(rep: ComparisonReport, fmt: str = "md") -> dict[str, pd.DataFrame]:
             else:
                 row[m] = score_cell(rep.means[s][m], rep.better_than(s, m), lo, hi, fmt)
         main.append(row)
-    sig = [{"control": p.control, "treatment": p.treatment, "metric": p.metric, "delta": round(p.delta, 4),
+    sig = [{"control": shown[p.control], "treatment": shown[p.treatment], "metric": p.metric, "delta": round(p.delta, 4),
             **{f"p {t}": round(p.p[t], 4) for t in TESTS}, **{f"p Holm {t}": round(p.p_holm[t], 4) for t in TESTS},
             "W/T/L": f"{p.wins}/{p.ties}/{p.losses}"} for p in rep.pairs]
     dom = []
     for s, row in rep.domains.items():
         (n_in, v_in), (n_out, v_out) = row["IN"], row["OUT"]
         drop = (v_in - v_out) / v_in if n_in and n_out and v_in > 0 else float("nan")
-        dom.append({"system": s, **{f"{d} {PRIMARY} (n)": f"{v:.4f} ({n})" if n else "- (0)" for d, (n, v) in row.items()},
+        dom.append({"system": shown[s], **{f"{d} {PRIMARY} (n)": f"{v:.4f} ({n})" if n else "- (0)" for d, (n, v) in row.items()},
                     "IN->OUT drop": f"{drop:.1%}" if drop == drop else "-"})
-    jur = [{"system": s, **{f"{j} (n={n})": round(v, 4) for j, (n, v) in row.items()}}
+    jur = [{"system": shown[s], **{f"{j} (n={n})": round(v, 4) for j, (n, v) in row.items()}}
            for s, row in rep.jurisdictions.items()]
     return {"main": pd.DataFrame(main), "significance": pd.DataFrame(sig), "domains": pd.DataFrame(dom),
             "jurisdictions": pd.DataFrame(jur)}
@@ -257,13 +267,14 @@ def render(rep: ComparisonReport, fmt: str = "md") -> str:
 # --------------------------------------------------------------------------- ranx's Report
 
 
-def ranx_report(rep: ComparisonReport):
+def ranx_report(rep: ComparisonReport, labels: Sequence[str] | None = None):
     """ranx's `Report` of the comparison: ranx's means, and its letters set by the Holm-adjusted p of
-    `rep.test` (< alpha), so they are evalctl's letters. win/tie/loss is filled for the tested pairs."""
+    `rep.test` (< alpha), so they are evalctl's letters. win/tie/loss is filled for the tested pairs.
+    `labels`: the systems' names (default: their run labels); ranx prints its own letter column."""
     ranx_engine.load()
     from ranx.data_structures import FrozensetDict, Report  # ranx: imported after load()
 
-    labels = rep.labels  # ranx prints its own letter column
+    labels = list(labels or rep.labels)
     names = [f"{x} ({run})" if labels.count(x) > 1 else x for x, run in zip(labels, rep.run_ids)]
     name = dict(zip(rep.systems, names))
     untested = {"p_value": float("nan"), "significant": False}
@@ -281,10 +292,28 @@ def ranx_report(rep: ComparisonReport):
                   win_tie_loss=dict(win_tie_loss), rounding_digits=4, stat_test=rep.test)
 
 
-def ranx_latex(rep: ComparisonReport) -> str:
-    """ranx's LaTeX table (Report.to_latex), its caption's p being the Holm-adjusted one."""
-    return (f"% evalctl: superscripts at Holm-adjusted p < {rep.alpha} over {len(rep.pairs)} comparisons, "
-            f"{rep.n_queries} queries\n" + ranx_report(rep).to_latex() + "\n")
+def ranx_latex(rep: ComparisonReport, label: str = "tab:ranx", labels: Sequence[str] | None = None) -> str:
+    """ranx's LaTeX table (Report.to_latex) as a document that compiles as it is (pdflatex): ranx's preamble
+    notes become the preamble, its one `tab:results` label becomes `label` (unique per file of a report), its
+    caption one naming the test, correction and family (rep.protocol), and its bold (the highest mean, however
+    close the next) goes: the superscripts say which differences the test supports."""
+    table = ranx_report(rep, [_latex_text(x) for x in (labels or rep.labels)]).to_latex()
+    table = table[table.index("% To change"):]  # after ranx's "% Add in preamble" block
+    table = re.sub(r"\\caption\{.*?\n\}", lambda _: "\\caption{" + _latex_text(
+        f"{common_queries_note(rep)}Mean over {rep.n_queries} queries. A superscript letter: significantly better "
+        f"than that system ({rep.protocol}).") + "}",
+                   table, count=1, flags=re.S)
+    table = re.sub(r"\\textbf\{([\d.]+)\}", r"\1", table.replace("\\label{tab:results}", f"\\label{{{label}}}"))
+    return ("\\documentclass{article}\n\\usepackage{graphicx}\n\\usepackage{booktabs}\n\\begin{document}\n"
+            f"{table}\n\\end{{document}}\n")
+
+
+def _latex_text(text: str) -> str:
+    """Text as LaTeX sets it: its special characters escaped, the arrows and dots of names as math (ranx itself
+    escapes "_" in its table's cells)."""
+    special = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+               "^": r"\textasciicircum{}", "\\": r"\textbackslash{}", "→": r"$\rightarrow$", "·": r"$\cdot$"}
+    return "".join(special.get(c, c) for c in text)
 
 
 def ranx_markdown(rep: ComparisonReport) -> str:

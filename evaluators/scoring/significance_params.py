@@ -23,3 +23,14 @@ class CompareParams:
     n_permutations: int = param(1000, flag="--permutations")
     n_bootstrap: int = param(1000, flag="--bootstrap")
     seed: int = param(42)
+
+
+TEST_NAMES = {"fisher": "Fisher's randomization test", "student": "paired Student's t-test"}
+
+
+def describe_protocol(test: str, alpha: float, n_permutations: int, family: int) -> str:
+    """The test behind a table's letters in words, for its caption: which test, its correction and over how many
+    comparisons (the family), and the threshold."""
+    runs = f" ({n_permutations:,} permutations)" if test == "fisher" else ""
+    return (f"{TEST_NAMES.get(test, test)}{runs}, two-sided, Holm-corrected over the table's {family} "
+            f"comparisons (system pairs x metrics), p < {alpha}")

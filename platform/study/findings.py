@@ -1,5 +1,6 @@
 """The findings a report opens with, computed from this spec's stored results: best view, best method,
-fusion gain over dense, the IN->OUT drop, models ranked, and which recipe helped which task.
+fusion gain over dense, the IN->OUT drop, models ranked, and which recipe helped which task; each with its
+relative change ("+12% (+0.0141)"), by which the report ranks them.
 
 Each finding is a short claim plus its evidence (the paired difference with its CI, the stored runs or
 results it rests on), which the report puts in a footnote. A difference is called significant only when
@@ -17,6 +18,7 @@ import numpy as np
 from evalctl.evaluators.scoring.significance import bootstrap_ci
 from evalctl.evaluators.retrieval.methods import fused_methods
 from evalctl.evaluators.scoring.metrics import PRIMARY
+from evalctl.study.display_names import relative
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,7 @@ class RetrievalResult:
 class Finding:
     claim: str  # one short sentence
     evidence: str  # the numbers and stored runs/results behind it
+    size: float = 0.0  # the relative change it reports, (new - old) / old: the report lists the largest first
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,8 @@ def retrieval_findings(results: list[RetrievalResult]) -> list[Finding]:
         claim = f"{corpus}: the best system is {best.label} ({PRIMARY} {best.mean:.4f})"
         if runner:
             d, evidence = _over(runner, best)
-            out.append(Finding(f"{claim}, {d.verdict}ly above {runner.label} ({runner.mean:.4f}).", evidence))
+            out.append(Finding(f"{claim}, {relative(best.mean, runner.mean)} over {runner.label} ({runner.mean:.4f}), "
+                               f"{d.verdict}.", evidence, _size(best.mean, runner.mean)))
         else:
             out.append(Finding(claim + ".", _fmt_runs(best)))
         out += _best_view(corpus, rs) + _fusion_gains(corpus, rs) + _models_ranked(corpus, rs)
@@ -104,7 +108,8 @@ def _best_view(corpus: str, rs: list[RetrievalResult]) -> list[Finding]:
         others = ", ".join(f"{r.view} {r.mean:.4f}" for r in ranked[1:])
         d, evidence = _over(ranked[1], ranked[0])
         out.append(Finding(f"{corpus}, dense {model}: view {ranked[0].view} is best ({ranked[0].mean:.4f}), "
-                           f"{d.verdict}ly above {ranked[1].view}.", f"other views {others}; {evidence}"))
+                           f"{relative(ranked[0].mean, ranked[1].mean)} over {ranked[1].view}, {d.verdict}.",
+                           f"other views {others}; {evidence}", _size(ranked[0].mean, ranked[1].mean)))
     return out
 
 
@@ -120,8 +125,9 @@ def _fusion_gains(corpus: str, rs: list[RetrievalResult]) -> list[Finding]:
         for fused in fused_methods():
             if fused in by:
                 d, evidence = _over(by["dense"], by[fused])
-                out.append(Finding(f"{corpus}, {model}, view {view}: {fused} changes {PRIMARY} by {d.value:+.4f} "
-                                   f"over dense ({d.verdict}).", evidence))
+                out.append(Finding(f"{corpus}, {model}, view {view}: {fused} changes {PRIMARY} by "
+                                   f"{relative(by[fused].mean, by['dense'].mean)} over dense ({d.verdict}).", evidence,
+                                   _size(by[fused].mean, by["dense"].mean)))
     return out
 
 
@@ -137,7 +143,8 @@ def _models_ranked(corpus: str, rs: list[RetrievalResult]) -> list[Finding]:
             steps.append(f"{hi.model} {'>' if d.significant else '≈'} {lo.model}")
             deltas.append(f"{hi.model} {hi.mean:.4f} - {lo.model} {lo.mean:.4f}: {d.text()}")
         out.append(Finding(f"{corpus}, dense, view {view}: {'; '.join(steps)} ('>' significant, '≈' not).",
-                           "paired bootstrap; " + "; ".join(deltas) + f" ({_fmt_runs(*ranked)})"))
+                           "paired bootstrap; " + "; ".join(deltas) + f" ({_fmt_runs(*ranked)})",
+                           _size(ranked[0].mean, ranked[-1].mean)))
     return out
 
 
@@ -146,7 +153,7 @@ def in_out_finding(corpus: str, label: str, run_id: str, domains: dict[str, tupl
     if not n_in or not n_out or v_in <= 0:
         return None
     return Finding(f"{corpus}, {label}: {(v_in - v_out) / v_in:.0%} lower on OUT-of-domain queries than on IN.",
-                   f"IN {v_in:.4f} (n={n_in}), OUT {v_out:.4f} (n={n_out}) (run {run_id})")
+                   f"IN {v_in:.4f} (n={n_in}), OUT {v_out:.4f} (n={n_out}) (run {run_id})", _size(v_out, v_in))
 
 
 def recipe_findings(rows: list[dict]) -> list[Finding]:
@@ -157,9 +164,14 @@ def recipe_findings(rows: list[dict]) -> list[Finding]:
         d = paired_delta(r["base"], r["tuned"])
         verb = ("helped" if d.value > 0 else "hurt") if d.significant else "did not change significantly"
         out.append(Finding(f"Recipe {r['recipe']} ({r['model']}) {verb} {r['task']} on {r['corpus']} "
-                           f"({r['view']}, {r['what']}, {r['metric']}).",
-                           f"{d.text()} (results {', '.join(r['ids'])})"))
+                           f"({r['view']}, {r['what']}, {r['metric']}: {relative(r['tuned_mean'], r['base_mean'])}).",
+                           f"{d.text()} (results {', '.join(r['ids'])})", _size(r["tuned_mean"], r["base_mean"])))
     return out
+
+
+def _size(value: float, base: float) -> float:
+    """A finding's relative change, 0 from a base of 0 (nothing to weigh it against)."""
+    return (value - base) / base if base > 0 else 0.0
 
 
 def _group(rs, key) -> dict:

@@ -28,14 +28,15 @@ from evalctl.study.tasks import (TASKS, Recorded, Task, last_outcome, main_metri
 INPUTS_FILE = "inputs.json"  # what the report was made from; unchanged inputs keep the report
 
 
-def _headline(report: Report, steps: list[Recorded]) -> None:
-    """Each task's part of the headline: its `headline` hook, else a table of its headline metrics."""
+def _headline(report: Report, steps: list[Recorded], out: Path) -> None:
+    """Each task's part of the headline: its `headline` hook (which may draw a chart into `out`), else a table
+    of its headline metrics."""
     report.h("Headline results")
     before = len(report.blocks)
     for name, task in TASKS.items():
         mine = [s for s in steps if s.kind == name]
         if hook := getattr(task, "headline", None):
-            hook(report, mine)
+            hook(report, mine, out)
         else:
             _headline_table(report, task, mine)
     if len(report.blocks) == before:
@@ -94,8 +95,9 @@ def _findings(report: Report, steps: list[Recorded], pairs: list[dict]) -> None:
         mine, theirs = [s for s in steps if s.kind == name], [p for p in pairs if p["task"] == name]
         hook = getattr(task, "findings", None)
         found += hook(report, mine, theirs) if hook else recipe_findings([p for p in theirs if p["main"]])
-    if found:
-        report.findings(found)
+    if found:  # the largest effects first, whichever task found them
+        report.p("Ranked by the size of the relative change each reports.")
+        report.findings(sorted(found, key=lambda f: -abs(f.size)))
     else:
         report.p("No stored results yet: run `evalctl run` first.")
 
@@ -156,12 +158,13 @@ def write_report(spec: ExperimentSpec, out: Path, force: bool = False) -> tuple[
         return md, page, False
     claim_folder(out, "report")
     report = Report(f"evalctl report: {spec.name}")
-    report.p(f"{spec.description.strip()} Generated {utc_now('%Y-%m-%d %H:%M UTC')} by "
-             f"evalctl {code_version()} from the results store.")
     pairs = _recipe_pairs(steps, {m.id for m in models.models}, report.runs)
-    _headline(report, steps)
+    _headline(report, steps, out)  # the answer first
     _missing(report, steps, missing)
     _findings(report, steps, pairs)
+    report.h("The study")
+    report.p(f"{spec.description.strip()} Generated {utc_now('%Y-%m-%d %H:%M UTC')} by "
+             f"evalctl {code_version()} from the results store.".strip())
     for name, task in TASKS.items():
         task.report(report, spec, [s for s in steps if s.kind == name], out)
     _recipes(report, pairs)

@@ -1,33 +1,57 @@
-"""The retrieval section's per-query pages, one per corpus and view with citation qrels: each query's cited patents, every
-system's rank for each (within the run's depth k), and the citations no system finds. Queries come in order of
-how much the systems disagree on them (the spread of their nDCG@10), so a query where BM25 and dense part, or
-that a fine-tuned model moved, is near the top. The queries are those of the view's widest query set; a system
-that searched a sample of them shows "not searched" on the others."""
+"""The retrieval section's per-query pages, one per corpus and view with citation qrels: each query's cited patents,
+every system's rank for each (within the run's depth k), and the citations no system finds.
+
+A page opens with the view's headline pair (its best system against BM25, or against the runner-up when BM25 is
+best): win/tie/loss over the queries and a plot of the per-query differences. Its index links every query to
+its section. Queries with at least two citations are ranked by how much the systems disagree on them (the spread
+of their nDCG@10), so a query where BM25 and dense part, or that a fine-tuned model moved, is near the top; a
+query with a single citation scores all or nothing on it (its spread is noise, not disagreement) and is listed
+after them, by id. The queries are those of the view's widest query set; a system that searched a sample of
+them shows "not searched" on the others."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from evalctl.corpus.store import load_corpus
 from evalctl.evaluators.scoring.metrics import PRIMARY, evaluate_run
 from evalctl.evaluators.scoring.run_queries import run_queries
-from evalctl.study.page import Report
+from evalctl.study.charts import difference_plot
+from evalctl.study.page import Report, save_figure
 from evalctl.study.retrieval_groups import ViewGroup, query_page_name
+from evalctl.study.retrieval_scores import Score, view_scores
 
 NOT_SEARCHED = "not searched"  # a system that searched a sample of the queries, on one outside it
+MIN_CITED = 2  # a query needs this many citations to be ranked by the systems' spread
+QUERY = "Query {}"  # a query's heading, which the index links to
 
 
-def query_pages(report: Report, groups: list[ViewGroup]) -> list[tuple[str, Report]]:
-    """(file name without suffix, page) for each view group of the report that has citation qrels."""
-    return [(query_page_name(g), _page(g)) for g in groups if not g.known_item]
+def query_pages(report: Report, groups: list[ViewGroup], out: Path) -> list[tuple[str, Report]]:
+    """(file name without suffix, page) for each view group of the report that has citation qrels; the pages'
+    plots are saved into `out`."""
+    return [(query_page_name(g), _page(g, out)) for g in groups if not g.known_item]
 
 
-def _page(g: ViewGroup) -> Report:
+def headline_pair(scores: dict[str, Score]) -> tuple[Score, Score] | None:
+    """(baseline, best) of a view's compared systems: the best against BM25, or against the runner-up when BM25
+    is the best or absent; None for fewer than two systems."""
+    ranked = sorted((s for s in scores.values() if s.compared), key=lambda s: -s.mean)
+    if len(ranked) < 2:
+        return None
+    best = ranked[0]
+    return next((s for s in ranked[1:] if s.method == "bm25"), ranked[1]), best
+
+
+def _page(g: ViewGroup, out: Path) -> Report:
     import pandas as pd
 
     basis = run_queries(g.main_runs[0])
     qset, split = basis.qset, g.runs[0].manifest["split"]
     qrels = basis.judged(split)
     domain = {(p.query_id, p.doc_id): p.domain for p in qset.pairs if split is None or p.split == split}
-    names = [r.system_name for r in g.runs]
+    scored = view_scores(g)
+    letters = {r.system_name: chr(ord("a") + i) for i, r in enumerate(g.runs)}
+    names = [letters[r.system_name] for r in g.runs]
     ranks = [{q: {doc: i for i, (doc, _) in enumerate(hits, 1)} for q, hits in r.ranking.items()} for r in g.runs]
     scores = [evaluate_run(r, metrics=(PRIMARY,)).per_query[PRIMARY] for r in g.runs]
     corpus = load_corpus(g.corpus)
@@ -44,18 +68,29 @@ def _page(g: ViewGroup) -> Report:
     def missed(q: str) -> list[str]:
         return [d for d in qrels[q] if all(d not in r.get(q, {}) for r in ranks)]
 
+    def row(q: str) -> dict:
+        return {"query": q, "title": titles.get(q, ""), "cited": len(qrels[q]), "found by none": len(missed(q)),
+                **{n: ndcg(i, q) for i, n in enumerate(names)}, "spread": round(spread[q], 4)}
+
     spread = {q: max(s[q] for s in scores if q in s) - min(s[q] for s in scores if q in s) for q in qrels}
-    order = sorted(qrels, key=lambda q: (-spread[q], q))
+    ranked = sorted((q for q in qrels if len(qrels[q]) >= MIN_CITED), key=lambda q: (-spread[q], q))
+    single = sorted(q for q in qrels if len(qrels[q]) < MIN_CITED)
     page = Report(f"Per query: {g.corpus}, view {g.label}")
-    page.p(f"{len(order)} queries, qrels {g.runs[0].manifest.get('qrels')} ({split or 'all'} split), top {k} "
-           f"retrieved per system. A rank of '-' means not in the top {k}. Queries by the spread of their {PRIMARY} "
-           "over the systems, largest first.")
-    page.table(pd.DataFrame([{"query": q, "title": titles.get(q, ""), "cited": len(qrels[q]),
-                              "found by no system": len(missed(q)),
-                              **{f"{n} {PRIMARY}": ndcg(i, q) for i, n in enumerate(names)},
-                              "spread": round(spread[q], 4)} for q in order]))
-    for q in order:
-        page.h(f"Query {q}: {titles.get(q, '')}".rstrip(": "))
+    page.p(f"{len(qrels)} queries, qrels {g.runs[0].manifest.get('qrels')} ({split or 'all'} split), top {k} "
+           f"retrieved per system. A rank of '-' means not in the top {k}. Systems: "
+           + "; ".join(f"{letters[s.system]} = {s.title}" for s in scored.values()) + ".")
+    _pair(page, g, scored, scores, letters, out)
+    page.h("Index")
+    page.p(f"The {len(ranked)} queries with at least {MIN_CITED} citations, by the spread of their {PRIMARY} over "
+           "the systems (largest first: where the systems disagree most); each links to its section.")
+    page.table(pd.DataFrame([row(q) for q in ranked]), anchors={"query": QUERY})
+    if single:
+        page.p(f"The {len(single)} queries with fewer than {MIN_CITED} citations, not ranked (one citation scores all "
+               "or nothing, so its spread says little), by id:")
+        page.table(pd.DataFrame([row(q) for q in single]), anchors={"query": QUERY})
+    for q in ranked + single:
+        page.h(QUERY.format(q))
+        page.p(f"{titles.get(q, '')} ({len(qrels[q])} cited)".strip())
         page.table(pd.DataFrame([{"cited": d, "title": titles.get(d, ""), "domain": domain.get((q, d), ""),
                                   **{f"rank {n}": rank(i, q, d) for i, n in enumerate(names)}}
                                  for d in sorted(qrels[q])]))
@@ -63,3 +98,21 @@ def _page(g: ViewGroup) -> Report:
         page.p(f"Found by no system in its top {k}: {', '.join(sorted(lost))}." if lost
                else "Every citation is found by at least one system.")
     return page
+
+
+def _pair(page: Report, g: ViewGroup, scored: dict[str, Score], scores: list[dict], letters: dict, out: Path) -> None:
+    """The headline pair's win/tie/loss over the queries both searched, and its per-query difference plot."""
+    pair = headline_pair(scored)
+    if pair is None:
+        return
+    base, best = pair
+    a, b = (scores[[r.system_name for r in g.runs].index(s.system)] for s in (base, best))
+    diffs = [b[q] - a[q] for q in sorted(set(a) & set(b))]
+    wins, ties, losses = sum(d > 0 for d in diffs), sum(d == 0 for d in diffs), sum(d < 0 for d in diffs)
+    page.h("Headline pair")
+    page.p(f"{letters[best.system]} {best.title} against {letters[base.system]} {base.title}, per query: "
+           f"{wins} wins, {ties} ties, {losses} losses over {len(diffs)} queries (a tie is most often both at 0).")
+    fig = difference_plot(diffs, f"{PRIMARY} difference", f"{best.title} minus {base.title}: "
+                                                          f"{wins} wins, {ties} ties, {losses} losses")
+    save_figure(fig, page, out, f"{query_page_name(g)}-pair.png",
+                f"Per-query {PRIMARY} difference, {best.title} minus {base.title}, sorted (green: wins, red: losses)")

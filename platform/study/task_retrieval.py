@@ -29,6 +29,8 @@ from evalctl.models import get_model
 from evalctl.opensearch.connection import make_client
 from evalctl.output_folder import write_into
 from evalctl.study.experiment import check_spec_name
+from evalctl.study.charts import WIDTH_IN, Bar, Series, grouped_bars
+from evalctl.study.display_names import method_title, model_title, relative, system_title
 from evalctl.study.page import Report, plt_module, save_figure
 from evalctl.study.retrieval_groups import ViewGroup, query_page_name, stored_run, view_groups
 from evalctl.study.retrieval_headline import headline
@@ -206,8 +208,8 @@ class RetrievalTask:
     def per_unit(self, step: Recorded, metric: str, runs: dict) -> dict[str, float]:
         return evaluate_run(stored_run(step.ref, runs)).per_query[metric]
 
-    def headline(self, report: Report, steps: list[Recorded]) -> None:
-        headline(report, steps)
+    def headline(self, report: Report, steps: list[Recorded], out: Path) -> None:
+        headline(report, steps, out)
 
     def findings(self, report: Report, steps: list[Recorded], pairs: list[dict]) -> list[Finding]:
         """The best system, view, fusion gain and models ranked per corpus, the IN->OUT drop of its best system,
@@ -219,7 +221,8 @@ class RetrievalTask:
             if s.kind == self.name and s.scores and s.ref:
                 run = stored_run(s.ref, report.runs)
                 t = s.target
-                results.append(rf.RetrievalResult(t.corpus, t.model, t.view_label, t.what, run.id, run.label,
+                results.append(rf.RetrievalResult(t.corpus, model_title(t.model), t.view_label, t.what, run.id,
+                                                  f"{system_title(run.manifest)} on {t.view_label}",
                                                   evaluate_run(run).per_query[PRIMARY]))
                 if run.manifest.get("query_sample"):
                     sampled.add(run.id)
@@ -249,55 +252,60 @@ class RetrievalTask:
             return
         for g in groups:
             views = (f"queries {g.query_view}, documents {g.view}" if g.query_view != g.view else f"view {g.view}")
-            report.p(f"Corpus {g.corpus}, {views}, qrels {g.runs[0].manifest.get('qrels')}: systems compared with "
-                     "paired tests (Holm-corrected).")
+            test = f": letters by {g.comparison.protocol}" if g.comparison else ""
+            report.p(f"Corpus {g.corpus}, {views}, qrels {g.runs[0].manifest.get('qrels')}{test}.")
             if g.known_item:
                 report.p("Known-item sanity task: each query is a patent's own text in the query view and its one "
                          "relevant document is that patent. It checks that search works and how a view dilutes "
                          "the match; it says nothing about prior-art relevance, and IN/OUT does not apply.")
             if g.comparison is not None:
-                dfs = tables(g.comparison)
+                titles = [system_title(r.manifest) for r in g.main_runs]
+                dfs = tables(g.comparison, names=titles)
                 report.table(dfs["main"])
-                ranx_file = f"ranx-{g.corpus}-{g.file_part}.tex"
-                (out / ranx_file).write_text(ranx_latex(g.comparison))  # ranx's Report, for a paper
-                report.p(f"The same table as ranx's LaTeX (Report.to_latex): {ranx_file}.")
+                ranx_file = f"ranx-{g.corpus}-{g.file_part}.tex"  # ranx's Report, for a paper
+                write_into(out, ranx_file, ranx_latex(g.comparison, f"tab:ranx-{g.corpus}-{g.file_part}", titles))
+                report.file(ranx_file, f"The same table as ranx's LaTeX (Report.to_latex), a document pdflatex "
+                                       f"compiles as it is: {ranx_file}")
                 if not g.known_item:
                     report.p("IN vs OUT of domain (relative drop), as DAPFAM defines it:")
                     report.table(dfs["domains"])
                     _in_out_plot(report, g, out, f"inout-{g.corpus}-{g.file_part}.png")
             else:
-                report.table(pd.DataFrame([_row(g.steps[i]) for i in g.main]))
+                report.table(pd.DataFrame([_row(g.steps[i], report.runs) for i in g.main]).drop(columns="fusion_mode"))
             for sub in g.subsets:  # runs that searched another query set (a sample): on the queries it shares
                 report.p(f"Corpus {g.corpus}, {views}, on the queries of a narrower query set (a sample). "
                          f"{common_queries_note(sub)}The letters name this table's systems.")
-                report.table(tables(sub)["main"])
+                names = {r.id: system_title(r.manifest) for r in g.runs}
+                report.table(tables(sub, names=[names[i] for i in sub.run_ids])["main"])
             if not g.known_item:
                 page = query_page_name(g)
                 report.link(page, f"Per query ({g.corpus}, {views}): each citation's rank in every system, "
                                   "the citations no system finds")
-        frame = pd.DataFrame([_row(s) for g in groups for s in g.steps])
+        frame = pd.DataFrame([_row(s, report.runs) for g in groups for s in g.steps])
         dense = frame[frame["method"] == "dense"]
         for corpus, group in dense.groupby("corpus", sort=False):
             _views_heatmap(report, corpus, group, out)
             _scaling_plot(report, corpus, group, out)
         gains, fused_methods = [], retrieval_methods.fused_methods()
         for (corpus, model, view), g in frame.groupby(["corpus", "model", "view"]):
-            by = dict(zip(g["method"], g[PRIMARY]))
+            by, by_mode = dict(zip(g["method"], g[PRIMARY])), dict(zip(g["method"], g["fusion_mode"]))
             for fused in fused_methods:
                 if fused in by and "dense" in by:
-                    gains.append({"corpus": corpus, "model": model, "view": view, "fusion": fused,
-                                  f"dense {PRIMARY}": round(by["dense"], 4), f"fused {PRIMARY}": round(by[fused], 4),
-                                  "gain": round(by[fused] - by["dense"], 4)})
-        report.p("Fusion gain over dense retrieval (same depth; the run labels say native pipeline or client-side):")
+                    gains.append({"corpus": corpus, "model": model_title(model), "view": view,
+                                  "fusion": method_title(fused, by_mode[fused]), f"dense {PRIMARY}": by["dense"],
+                                  f"fused {PRIMARY}": by[fused], "gain": relative(by[fused], by["dense"])})
+        report.p("Fusion gain over dense retrieval (same depth and model; the method says native pipeline or "
+                 "client fusion):")
         report.table(pd.DataFrame(gains) if gains else pd.DataFrame([{"note": "no fused runs"}]))
-        for page_name, query_page in query_pages(report, groups):
+        for page_name, query_page in query_pages(report, groups, out):
             write_into(out, f"{page_name}.md", query_page.markdown())
             write_into(out, f"{page_name}.html", query_page.html(out))
 
 
-def _row(step: Recorded) -> dict:
+def _row(step: Recorded, runs: dict) -> dict:
     t = step.target
-    return {"corpus": t.corpus, "model": t.model, "view": t.view_label, "method": t.what, PRIMARY: step.scores[PRIMARY]}
+    return {"corpus": t.corpus, "model": t.model, "view": t.view_label, "method": t.what, PRIMARY: step.scores[PRIMARY],
+            "fusion_mode": stored_run(step.ref, runs).manifest.get("fusion_mode")}
 
 
 def _views_heatmap(report: Report, corpus: str, dense: pd.DataFrame, out: Path) -> None:
@@ -311,10 +319,10 @@ def _views_heatmap(report: Report, corpus: str, dense: pd.DataFrame, out: Path) 
     lo, hi = float(pivot.min().min()), float(pivot.max().max())
     hi = hi if hi > lo else lo + 1e-6
     plt = plt_module()
-    fig, ax = plt.subplots(figsize=(1.3 * len(pivot.columns) + 6, 0.5 * len(pivot) + 2))
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 0.5 * len(pivot) + 2))
     im = ax.imshow(pivot.values, cmap="viridis", aspect="auto", vmin=lo, vmax=hi)
     ax.set_xticks(range(len(pivot.columns)), pivot.columns)
-    ax.set_yticks(range(len(pivot.index)), [f"dense:{m}" for m in pivot.index])
+    ax.set_yticks(range(len(pivot.index)), [system_title({"method": "dense", "model": m}) for m in pivot.index])
     for (i, j), v in pd.DataFrame(pivot.values).stack().items():  # viridis is light at the top
         ax.text(j, i, f"{v:.3f}", ha="center", va="center", color="k" if (v - lo) / (hi - lo) > 0.6 else "w")
     fig.colorbar(im, label=PRIMARY)
@@ -332,16 +340,21 @@ def _scaling_plot(report: Report, corpus: str, dense: pd.DataFrame, out: Path) -
                        family=[get_model(m).family for m in base["model"]])
     views = list(dict.fromkeys(base["view"]))
     plt = plt_module()
-    fig, axes = plt.subplots(1, len(views), figsize=(4.5 * len(views), 4), squeeze=False, sharey=True)
-    for ax, view in zip(axes[0], views):
+    cols = min(2, len(views))  # two panels a row: wider ones would shrink their labels on the page
+    rows = -(-len(views) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(WIDTH_IN, 4 * rows), squeeze=False, sharey=True)
+    for ax in axes.flat[len(views):]:
+        ax.set_visible(False)
+    for ax, view in zip(axes.flat, views):
         for family, g in base[base["view"] == view].groupby("family"):
             g = g.sort_values("params_m")
             ax.plot(g["params_m"], g[PRIMARY], marker="o", label=family)
         ax.set_xscale("log")
         ax.set_xlabel("parameters (millions)")
         ax.set_title(f"view {view}")
-    axes[0][0].set_ylabel(PRIMARY)
-    axes[0][-1].legend()
+    for row in axes:
+        row[0].set_ylabel(PRIMARY)
+    axes.flat[len(views) - 1].legend()
     save_figure(fig, report, out, f"scaling-{corpus}.png", f"{corpus}: model size vs dense {PRIMARY}, one line per family")
 
 
@@ -351,28 +364,16 @@ def _in_out_plot(report: Report, g: ViewGroup, out: Path, name: str) -> None:
     from evalctl.evaluators.scoring.compare import run_ci  # pandas, scipy
 
     runs = g.main_runs  # the comparison's runs: one query set
-    bars = {}
+    series = []
     for dom in ("IN", "OUT"):
         per_query = [list(evaluate_run(r, domain=dom, metrics=(PRIMARY,)).per_query[PRIMARY].values()) for r in runs]
-        if not all(per_query):  # no query with a pair in this domain: no bars for it
-            continue
-        # compare_runs' own CI, so a bar's CI reads like the table's
-        bars[dom] = (len(per_query[0]), [(float(np.mean(v)), *run_ci(v)) for v in per_query])
-    if not bars:
-        return
-    plt = plt_module()
-    fig, ax = plt.subplots(figsize=(max(7, 1.6 * len(runs)), 4))
-    x = np.arange(len(runs))
-    for offset, (dom, (n, values)) in zip((-0.2, 0.2), bars.items()):
-        means = np.array([v[0] for v in values])
-        err = np.array([[m - lo for m, lo, _ in values], [hi - m for m, _, hi in values]])
-        ax.bar(x + offset, means, width=0.4, yerr=err, capsize=3, label=f"{dom} (n={n})")
-    ax.set_xticks(list(x), [r.system_name for r in runs], rotation=20, ha="right")
-    ax.set_ylabel(PRIMARY)
-    ax.legend()
-    missing = "".join(f"; no {d} queries" for d in ("IN", "OUT") if d not in bars)
+        # compare_runs' own CI, so a bar's CI reads like the table's; a domain without queries: labelled blanks
+        series.append(Series(f"{dom} (n={len(per_query[0])})", tuple(
+            Bar(float(np.mean(v)), *run_ci(v)) if v else None for v in per_query)))
+    fig = grouped_bars([system_title(r.manifest) for r in runs], series, f"{PRIMARY} (95% bootstrap CI)",
+                       blank="no queries in this domain")
     save_figure(fig, report, out, name, f"{g.corpus}, view {g.label}: IN vs OUT {PRIMARY} per system, "
-                                        f"95% bootstrap CI over the domain's queries{missing}")
+                                        "95% bootstrap CI over the domain's queries")
 
 
 TASK = RetrievalTask()

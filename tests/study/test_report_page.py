@@ -1,15 +1,19 @@
-"""The report a paper would use (issue 29 item 4), read as a reader's browser reads it: a small real study
-(the OPS pizza sample's 2011-2015 pages, BM25 and MiniLM dense, views T and TA) is run and reported. The HTML opens with
-the headline table (system x view, the retrieval tables' own means, CIs and significance), findings are a
-list with footnoted evidence (no paragraph starting with "- "), every chart's tick labels are system names
-(or views), and the per-query page gives each citation's rank in every stored run. The structure is checked
-on the HTML as written (html.parser) and, where Chromium is installed, on the DOM headless Chromium builds."""
+"""The report a paper would use (issues 29 item 4 and 40 items 4-6), read as a reader's browser reads it: a small
+real study (the OPS pizza sample's 2011-2015 pages, BM25 and MiniLM dense, views T and TA) is run and reported. The
+HTML opens with the answer and the headline table (system x view under readable names, the retrieval tables' own
+means, CIs and significance), findings are a list with footnoted evidence (no paragraph starting with "- "),
+every chart's tick labels are system names (or views) and it is shown at the width its labels were laid out for,
+the LaTeX tables compile, and the per-query page gives each citation's rank in every stored run behind a linked
+index. The structure is checked on the HTML as written (html.parser) and, where Chromium is installed, on the
+DOM headless Chromium builds."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import shutil
+import struct
 import subprocess
 import uuid
 from html.parser import HTMLParser
@@ -23,7 +27,7 @@ from conftest import REPO, private_cache
 pytestmark = [pytest.mark.opensearch, pytest.mark.models]
 
 MODEL = "all-minilm-l6-v2"
-SYSTEMS = {"bm25:" + MODEL, "dense:" + MODEL}
+SYSTEMS = {"BM25", "Dense · all-MiniLM-L6-v2"}  # as the report names bm25:all-minilm-l6-v2 and dense:all-minilm-l6-v2
 VIEWS = ("T", "TA")
 OPS = sorted((REPO / "samples/ops-pizza-1990-2015").glob("pizza_2011-2015_p*.json.gz"))
 
@@ -98,7 +102,11 @@ def check_structure(page: Page) -> None:
     assert headings[:2] == ["Headline results", "Findings"], headings
     first_table = next(e for e in tags if e[0] == "table")
     assert "headline" in first_table[1]["class"]  # the first table on the page is the headline table
-    assert [e[0] for e in tags[:tags.index(first_table)]] == ["p", "h2", "p"], tags[:4]  # description, caption
+    assert [e[0] for e in tags[:tags.index(first_table)]] == ["h2", "p", "p", "p"], tags[:5]  # answer, caption, legend
+    answer, _, legend = (e[2] for e in tags[1:4])
+    assert answer.startswith(tags[1][2].split(":")[0] + ": the best system is ") and "[95% CI " in answer
+    assert " Over BM25 (" in answer or answer.split(" the best system is ")[1].startswith("BM25 ")
+    assert "T = title only" in legend and "TA = title + abstract" in legend and "Dense: approximate" in legend
     paragraphs = [e[2].strip() for e in page.elements if e[0] == "p"]
     assert not [p for p in paragraphs if p.startswith("- ")]
     findings = [e for e in page.elements if e[0] == "li" and e[2]]
@@ -106,7 +114,7 @@ def check_structure(page: Page) -> None:
     links = [e[1]["href"] for e in page.elements if e[0] == "a" and e[1].get("href", "").startswith("#evidence-")]
     assert findings and links and {h[1:] for h in links} == evidence_ids  # every footnote is linked, and exists
     images = [e[1] for e in page.elements if e[0] == "img"]
-    assert len(images) == 3  # IN/OUT for each view, the views heatmap (no scaling plot: one model)
+    assert len(images) == 4  # the main result, IN/OUT for each view, the views heatmap (no scaling plot: one model)
     for img in images:
         labels = json.loads(img["data-labels"])
         assert labels and set(labels) <= SYSTEMS | set(VIEWS), (img["alt"], labels)
@@ -123,10 +131,10 @@ def test_headline_table_has_the_retrieval_tables_numbers(report_dir):
     assert [h.split(" (n=")[0] for h in header] == ["system", *VIEWS]
     letter = {row[0].split(" ", 1)[1]: row[0].split(" ", 1)[0] for row in rows}
     assert set(letter) == SYSTEMS
-    for j, view in enumerate(VIEWS, 1):
-        main = next(t for t in rest if t[1][0][:2] == ["system", "run"]
-                    and all(r[0].endswith(f":{view}") for r in t[1][1:]))
-        by_system = {r[0].split(" ", 1)[1].rsplit(":", 1)[0]: r for r in main[1][1:]}
+    mains = [t for t in rest if t[1][0][:2] == ["system", "run"]]  # the retrieval section's, one per view
+    assert len(mains) == len(VIEWS)
+    for j, main in enumerate(mains, 1):
+        by_system = {r[0].split(" ", 1)[1]: r for r in main[1][1:]}
         ndcg = main[1][0].index("ndcg@10")
         for row in rows:
             name, cell = row[0].split(" ", 1)[1], row[j]
@@ -136,27 +144,51 @@ def test_headline_table_has_the_retrieval_tables_numbers(report_dir):
     md = (out / "report.md").read_text()
     assert md.index("## Headline results") < md.index("## Findings") < md.index("## Retrieval")
     assert "[^1]:" in md and "\n- " in md.split("## Findings")[1].split("## ")[0]
-    bold = re.findall(r"\*\*([\d.]+)", md.split("## Findings")[0])
-    assert len(bold) == len(VIEWS)  # one best per column
+    head = md.split("## Findings")[0]
+    # bold only for a view's best when the test says it beats every other system (here: the one other)
+    bold = re.findall(r"\*\*([^*]+)\*\*", head)
+    assert all(re.search("[ᵃᵇ]", cell) for cell in bold), bold
+    lettered = [c for line in head.splitlines() if line.startswith("| ") for c in line.split("|")[2:]
+                if re.search(r"\d[ᵃᵇ]", c)]
+    assert len(bold) == len(lettered)
+    assert "bm25:" + MODEL not in head and "dense:" + MODEL not in head  # readable names, not run labels
 
 
 def test_per_query_page_gives_every_systems_rank(report_dir):
     from evalctl import results_store
     from evalctl.evaluators.scoring.runs import KIND, load_run
     from evalctl.evaluators.scoring.run_queries import run_queries
+    from evalctl.study.display_names import system_title
 
     out, corpus = report_dir
     md = (out / "report.md").read_text()
     for view in VIEWS:
         assert f"](queries-{corpus}-{view}.md)" in md
         assert f"href='queries-{corpus}-{view}.html'" in (out / "report.html").read_text()
-    page = Page((out / f"queries-{corpus}-T.html").read_text())
-    summary, *per_query = page.tables()
-    queries = [r[0] for r in summary[1][1:]]
-    spreads = [float(r[-1]) for r in summary[1][1:]]
-    assert spreads == sorted(spreads, reverse=True) and len(per_query) == len(queries)
+    html = (out / f"queries-{corpus}-T.html").read_text()
+    page = Page(html)
+    legend = next(e[2] for e in page.elements if e[0] == "p" and "Systems: " in e[2])
+    letter = {name: x for x, name in re.findall(r"(\w) = ([^;]+?)(?:;|\.$)", legend.split("Systems: ")[1])}
+    assert set(letter) == SYSTEMS
+    pair = next(e[2] for e in page.elements if e[0] == "p" and " wins, " in e[2])
+    wins, ties, losses, n = map(int, re.search(r"(\d+) wins, (\d+) ties, (\d+) losses over (\d+) queries", pair).groups())
+    assert wins + ties + losses == n
+    tables = page.tables()
+    index = [t for t in tables if t[1][0][0] == "query"]
+    per_query = [t for t in tables if t[1][0][0] == "cited"]
+    ranked, single = (index[0][1][1:], index[1][1][1:]) if len(index) > 1 else (index[0][1][1:], [])
+    spreads = [float(r[-1]) for r in ranked]
+    assert spreads == sorted(spreads, reverse=True) and all(int(r[2]) >= 2 for r in ranked)
+    assert all(int(r[2]) < 2 for r in single) and [r[0] for r in single] == sorted(r[0] for r in single)
+    assert all(re.fullmatch(r"\d\.\d{4}", r[4]) for r in ranked + single)  # four decimals, trailing zeros kept
+    queries = [r[0] for r in ranked + single]
+    assert len(per_query) == len(queries)
+    targets = {e[1]["href"][1:] for e in page.elements if e[0] == "a" and e[1].get("href", "").startswith("#")}
+    ids = {e[1]["id"]: e[2] for e in page.elements if e[0] == "h2" and e[1].get("id")}
+    assert len(targets) == len(queries) and targets <= set(ids)  # the index links every query to its section
+    assert [ids[t] for t in targets] and all(ids[t].startswith("Query ") for t in targets)
     stored = [load_run(r.id) for r in results_store.iter_results(KIND, corpus)]
-    runs = {run.system_name: run for run in stored if run.manifest["view"] == "T"}
+    runs = {system_title(run.manifest): run for run in stored if run.manifest["view"] == "T"}
     assert set(runs) == SYSTEMS
     some_run = next(iter(runs.values()))
     qrels = run_queries(some_run).judged(some_run.manifest["split"])
@@ -164,14 +196,90 @@ def test_per_query_page_gives_every_systems_rank(report_dir):
         header, *cited = rows
         assert [c[0] for c in cited] == sorted(qrels[q])
         for system, run in runs.items():
-            ranked = [d for d, _ in run.ranking.get(q, [])]
-            column = header.index(f"rank {system}")
-            expected = [str(ranked.index(d) + 1) if d in ranked else "-" for d in sorted(qrels[q])]
+            ranked_docs = [d for d, _ in run.ranking.get(q, [])]
+            column = header.index(f"rank {letter[system]}")
+            expected = [str(ranked_docs.index(d) + 1) if d in ranked_docs else "-" for d in sorted(qrels[q])]
             assert [c[column] for c in cited] == expected, (q, system)
-    missed_somewhere = sum(int(r[3]) for r in summary[1][1:])
+    missed_somewhere = sum(int(r[3]) for r in ranked + single)
     text = (out / f"queries-{corpus}-T.md").read_text()
-    assert text.count("Found by no system in its top") == sum(int(r[3]) > 0 for r in summary[1][1:])
+    assert text.count("Found by no system in its top") == sum(int(r[3]) > 0 for r in ranked + single)
     assert missed_somewhere > 0  # the sample has citations neither BM25 nor MiniLM finds in its top 10
+    assert f"[{queries[0]}](#query-{queries[0].lower()})" in text and f"\n## Query {queries[0]}\n" in text
+
+
+def _png_width(data: bytes) -> int:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">I", data[16:20])[0]  # IHDR's width
+
+
+def test_charts_are_shown_at_the_width_their_labels_were_laid_out_for(report_dir):
+    """No chart is shrunk on the page: shown at its own width (which the 1,100 px page holds), its smallest
+    text stays >= 9 px."""
+    out, corpus = report_dir
+    pages = [out / "report.html", *out.glob("queries-*.html")]
+    shown = 0
+    for path in pages:
+        page_px = int(re.search(r"max-width:(\d+)px", path.read_text()).group(1))
+        for img in (e[1] for e in Page(path.read_text()).elements if e[0] == "img"):
+            natural = _png_width(base64.b64decode(img["src"].split(",", 1)[1]))
+            width = int(img["width"])
+            assert natural <= width <= page_px, (img["alt"], natural, width)
+            assert float(img["data-font-px"]) * width / natural >= 9, img["alt"]
+            shown += 1
+    assert shown >= 5  # the report's four and a per-query page's difference plot at least
+
+
+@pytest.mark.parametrize("systems, views", [(14, ("T", "A", "TA")), (2, ("IN (n=300)", "OUT (n=286)"))])
+def test_no_legend_overlaps_a_bar(systems, views):
+    """From the figure's own geometry (matplotlib's bounding boxes in display pixels): the legend of a bar
+    chart (the main result's, IN/OUT's) touches no bar, no error bar and no blank's label, and lies inside the
+    figure; many systems make the figure taller, not its bars thinner."""
+    from matplotlib.patches import Rectangle
+    from matplotlib.text import Text
+    from matplotlib.transforms import Bbox
+
+    from evalctl.study.charts import BAR_IN, FONT_PT, Bar, Series, grouped_bars
+    from evalctl.study.page import DPI
+
+    names = [f"Hybrid (client fusion) · all-MiniLM-L6-v2 + R{i}" for i in range(systems)]
+    series = [Series(v, tuple(None if (i * len(views) + j) % 4 == 3 else Bar(0.1 + 0.01 * i, 0.08, 0.14 + 0.01 * i)
+                              for i in range(systems))) for j, v in enumerate(views)]
+    fig = grouped_bars(names, series, "ndcg@10 (95% bootstrap CI)", blank="not run in this view")
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    (legend,) = fig.legends
+    box = legend.get_window_extent(renderer)
+    assert fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1, box.y1)
+    ax = fig.axes[0]
+    bars = [p for p in ax.patches if isinstance(p, Rectangle)]
+    assert len(bars) == sum(b is not None for s in series for b in s.bars)
+    # error bars: their line segments in display pixels (a LineCollection has no extent of its own)
+    segments = [Bbox(ax.transData.transform(seg)) for c in ax.collections for seg in c.get_segments()]
+    drawn = [a.get_window_extent(renderer) for a in (*bars, *ax.lines, *ax.texts)] + segments
+    assert ax.texts and segments  # the blanks are labelled; the error bars drawn
+    for extent in drawn:
+        assert not box.overlaps(extent), extent
+    assert all(p.get_window_extent(renderer).height >= 0.6 * BAR_IN * DPI for p in bars)  # not squeezed
+    assert min(t.get_fontsize() for t in fig.findobj(Text) if t.get_text().strip()) >= FONT_PT
+
+
+def test_latex_tables_compile_with_unique_labels(report_dir, tmp_path):
+    out, _ = report_dir
+    texs = sorted(out.glob("*.tex"))
+    labels = [label for tex in texs for label in re.findall(r"\\label\{([^}]*)\}", tex.read_text())]
+    assert len(texs) == len(VIEWS) and len(labels) == len(set(labels)) == len(texs)
+    html = (out / "report.html").read_text()
+    for tex in texs:
+        text = tex.read_text()
+        assert f"href='{tex.name}'" in html and "====" not in text and "Add in preamble" not in text
+        assert "Holm-corrected over the table's" in text and "Fisher's randomization test" in text
+    if shutil.which("pdflatex") is None:
+        pytest.skip("pdflatex not installed (`apt-get install texlive-latex-base texlive-latex-recommended`)")
+    for tex in texs:
+        r = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "-output-directory",
+                            str(tmp_path), str(tex)], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout[-2000:]
+        assert (tmp_path / tex.with_suffix(".pdf").name).stat().st_size > 1000
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None,

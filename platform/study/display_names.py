@@ -1,0 +1,63 @@
+"""The names a report shows a reader for systems, models, methods and views, built here and nowhere else: "BM25",
+"Dense · all-MiniLM-L6-v2 + R3", "Hybrid (client fusion) · all-MiniLM-L6-v2". They are for reading only: run
+labels and ids (runs.run_label, runs.system_name) stay the identities that tables cite and files are named by."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from evalctl.config_files import SpecError
+from evalctl.corpus.views import load_views
+from evalctl.evaluators.retrieval.methods import METHODS
+from evalctl.models import get_model
+
+_FUSION = {"client": "client fusion", "native": "native pipeline"}
+
+
+def model_title(model_id: str) -> str:
+    """The model's published name (its Hub name without the owner), a fine-tuned one as "<base> + <recipe>";
+    the id itself for a model no spec names any more (a stored run outlives its spec)."""
+    try:
+        spec = get_model(model_id)
+    except SpecError:
+        return model_id
+    if spec.lineage:
+        return f"{model_title(spec.lineage['base_model'])} + {spec.lineage['recipe']['id']}"
+    return spec.hf_id.rsplit("/", 1)[-1] or model_id
+
+
+def method_title(method: str, fusion_mode: str | None = None) -> str:
+    """"Exact kNN"; a fused method with how it fused: "Hybrid (client fusion)"."""
+    m = METHODS.get(method) if method in METHODS else None
+    title = m.display if m else method
+    return f"{title} ({_FUSION[fusion_mode]})" if m and m.fused and fusion_mode in _FUSION else title
+
+
+def system_title(manifest: dict) -> str:
+    """A run's system as a reader sees it, the same in every view: method, then model (none for a text-only
+    method, whose run only reads the text of a model's index)."""
+    method = METHODS.get(manifest["method"]) if manifest["method"] in METHODS else None
+    title = method_title(manifest["method"], manifest.get("fusion_mode"))
+    model = manifest.get("model")
+    return f"{title} · {model_title(model)}" if model and (method is None or method.vector) else title
+
+
+def method_legend(methods: Iterable[str]) -> str:
+    """"BM25: lexical match ...; Dense: ..." for the methods a table shows, in their order."""
+    return "; ".join(f"{METHODS.get(m).display}: {METHODS.get(m).about}" for m in dict.fromkeys(methods)
+                     if m in METHODS and METHODS.get(m).about)
+
+
+def view_legend(views: Iterable[str]) -> str:
+    """"T = title only; TA = title + abstract ..." from configs/views.yaml, for the views a table shows ("T→TA":
+    queries in T, documents in TA, each view explained once)."""
+    known = load_views()
+    names = dict.fromkeys(v for pair in views for v in pair.split("→"))
+    return "; ".join(f"{v} = {known[v].description or ' + '.join(known[v].fields)}" if v in known else v
+                     for v in names)
+
+
+def relative(value: float, base: float) -> str:
+    """A change as a reader weighs it: "+12% (+0.0141)", relative first (the absolute alone from a base of 0)."""
+    delta = value - base
+    return f"{delta / base:+.0%} ({delta:+.4f})" if base > 0 else f"{delta:+.4f}"
