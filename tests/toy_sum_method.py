@@ -15,4 +15,5 @@ def _body(c, text, vector, exclude) -> dict:
     return {"size": c.k, "_source": False, "query": query}
 
 
-METHOD = RetrievalMethod("sum", _body, text=True, vector=True, fused=True)
+METHOD = RetrievalMethod("sum", _body, text=True, vector=True, fused=True, title="Sum",
+                         about="BM25 and kNN clauses in one bool query, their scores summed")

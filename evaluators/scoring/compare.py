@@ -312,7 +312,8 @@ def _latex_text(text: str) -> str:
     """Text as LaTeX sets it: its special characters escaped, the arrows and dots of names as math (ranx itself
     escapes "_" in its table's cells)."""
     special = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-               "^": r"\textasciicircum{}", "\\": r"\textbackslash{}", "→": r"$\rightarrow$", "·": r"$\cdot$"}
+               "^": r"\textasciicircum{}", "\\": r"\textbackslash{}", "→": r"$\rightarrow$", "·": r"$\cdot$",
+               "<": "$<$", ">": "$>$"}
     return "".join(special.get(c, c) for c in text)
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from evalctl.evaluators.scoring.significance import bootstrap_ci
 from evalctl.evaluators.retrieval.methods import fused_methods
 from evalctl.evaluators.scoring.metrics import PRIMARY
-from evalctl.study.display_names import relative
+from evalctl.study.display_names import method_title, model_title, relative
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ def _fusion_gains(corpus: str, rs: list[RetrievalResult]) -> list[Finding]:
         for fused in fused_methods():
             if fused in by:
                 d, evidence = _over(by["dense"], by[fused])
-                out.append(Finding(f"{corpus}, {model}, view {view}: {fused} changes {PRIMARY} by "
+                out.append(Finding(f"{corpus}, {model}, view {view}: {method_title(fused)} changes {PRIMARY} by "
                                    f"{relative(by[fused].mean, by['dense'].mean)} over dense ({d.verdict}).", evidence,
                                    _size(by[fused].mean, by["dense"].mean)))
     return out
@@ -158,12 +158,12 @@ def in_out_finding(corpus: str, label: str, run_id: str, domains: dict[str, tupl
 
 def recipe_findings(rows: list[dict]) -> list[Finding]:
     """rows: task, corpus, view, what (method or label set), model, recipe, metric, base, tuned (per-query or
-    per-split values keyed alike), ids."""
+    per-split values keyed alike), base_mean, tuned_mean (the means the tables show), ids."""
     out = []
     for r in rows:
         d = paired_delta(r["base"], r["tuned"])
         verb = ("helped" if d.value > 0 else "hurt") if d.significant else "did not change significantly"
-        out.append(Finding(f"Recipe {r['recipe']} ({r['model']}) {verb} {r['task']} on {r['corpus']} "
+        out.append(Finding(f"Recipe {r['recipe']} ({model_title(r['model'])}) {verb} {r['task']} on {r['corpus']} "
                            f"({r['view']}, {r['what']}, {r['metric']}: {relative(r['tuned_mean'], r['base_mean'])}).",
                            f"{d.text()} (results {', '.join(r['ids'])})", _size(r["tuned_mean"], r["base_mean"])))
     return out

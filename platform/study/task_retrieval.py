@@ -333,12 +333,13 @@ def _views_heatmap(report: Report, corpus: str, dense: pd.DataFrame, out: Path) 
 
 def _scaling_plot(report: Report, corpus: str, dense: pd.DataFrame, out: Path) -> None:
     base = dense[[not get_model(m).lineage for m in dense["model"]]]  # fine-tuned models share their base's size
-    if base["model"].nunique() < 2:
-        report.p(f"Scaling ({corpus}): fewer than two base models, no plot.")
+    # a view with one model has no size to compare: no panel of a single dot
+    views = [v for v in dict.fromkeys(base["view"]) if base[base["view"] == v]["model"].nunique() >= 2]
+    if not views:
+        report.p(f"Scaling ({corpus}): fewer than two base models in any view, no plot.")
         return
     base = base.assign(params_m=[get_model(m).params_m for m in base["model"]],
                        family=[get_model(m).family for m in base["model"]])
-    views = list(dict.fromkeys(base["view"]))
     plt = plt_module()
     cols = min(2, len(views))  # two panels a row: wider ones would shrink their labels on the page
     rows = -(-len(views) // cols)
@@ -355,7 +356,8 @@ def _scaling_plot(report: Report, corpus: str, dense: pd.DataFrame, out: Path) -
     for row in axes:
         row[0].set_ylabel(PRIMARY)
     axes.flat[len(views) - 1].legend()
-    save_figure(fig, report, out, f"scaling-{corpus}.png", f"{corpus}: model size vs dense {PRIMARY}, one line per family")
+    save_figure(fig, report, out, f"scaling-{corpus}.png", f"{corpus}: model size vs dense {PRIMARY}, one line per "
+                                                          f"family, in the views with two base models or more")
 
 
 def _in_out_plot(report: Report, g: ViewGroup, out: Path, name: str) -> None:

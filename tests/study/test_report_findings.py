@@ -31,8 +31,9 @@ def test_retrieval_findings_name_runs_and_rank():
     assert claims[0].startswith("pizza: the best system is dense:mpnet:TA") and "r4" in found[0].evidence
     assert all(" r1" not in c and " r4" not in c for c in claims)  # run ids are evidence, not claims
     view = next(f for f in found if "view TA is best" in f.claim)
-    assert "significantly above T" in view.claim and "not" not in view.claim and "runs r2, r1" in view.evidence
-    gain = next(f for f in found if "hybrid changes" in f.claim)
+    assert "+67% (+0.2000) over T, significant." in view.claim and "not" not in view.claim
+    assert "runs r2, r1" in view.evidence and abs(view.size - 2 / 3) < 1e-9  # the report ranks findings by it
+    gain = next(f for f in found if "Hybrid changes" in f.claim)  # the method as a reader knows it
     assert "(not significant)" in gain.claim and "runs r1, r3" in gain.evidence
     ranked = next(f for f in found if "mpnet > minilm" in f.claim)
     assert "mpnet 0.6000 - minilm 0.5000" in ranked.evidence
@@ -45,6 +46,7 @@ def test_in_out_and_recipe_findings():
     assert in_out_finding("pizza", "x", "r1", {"IN": (10, 0.4), "OUT": (0, 0.0)}) is None
     rows = [{"task": "retrieval", "corpus": "pizza", "view": "TA", "what": "dense", "model": "m+r3",
              "recipe": "R3", "metric": "ndcg@10", "base": {q: 0.3 for q in Q}, "tuned": {q: 0.4 for q in Q},
-             "ids": ["b1", "t1"]}]
+             "base_mean": 0.3, "tuned_mean": 0.4, "ids": ["b1", "t1"]}]
     (line,) = recipe_findings(rows)
     assert line.claim.startswith("Recipe R3 (m+r3) helped retrieval") and "results b1, t1" in line.evidence
+    assert "ndcg@10: +33% (+0.1000))" in line.claim and f.size == -0.6

@@ -174,7 +174,7 @@ def test_report_has_tables_and_plots(private_spec, tmp_path):
     md = (out / "report.md").read_text()
     for heading in ("## Retrieval", "## Classification", "## Clustering", "## Fine-tuning recipes"):
         assert heading in md
-    assert "a bm25:all-minilm-l6-v2:T" in md and "b dense:all-minilm-l6-v2:T" in md and "c dense:all-mpnet-base-v2:T" in md
+    assert "a BM25 " in md and "b Dense · all-MiniLM-L6-v2 " in md and "c Dense · all-mpnet-base-v2 " in md
     assert f"Corpus {grants}, queries T, documents TAC, qrels ki" in md and "Known-item sanity task" in md
     assert "| ipc3" in md and "knn" in md and "logreg" in md and "all-mpnet-base-v2 | T" in md  # classification rows
     assert "Produced by: classify" in md and "Produced by: cluster" in md
@@ -186,7 +186,7 @@ def test_report_has_tables_and_plots(private_spec, tmp_path):
         assert f"]({png.name})" in md
     assert not (out / f"inout-{grants}-T-TA.png").exists()  # IN/OUT does not apply to known items
     ranx_tex = (out / f"ranx-{pizza}-T.tex").read_text()  # ranx's own table of the same comparison
-    assert "Fisher's randomization test" in ranx_tex and "dense:all-mpnet-base-v2:T" in ranx_tex
+    assert "Fisher's randomization test" in ranx_tex and r"Dense $\cdot$ all-mpnet-base-v2" in ranx_tex
     assert f"ranx-{pizza}-T.tex" in md
     assert "Scaling (" + grants + "): fewer than two base models" in md
     page = (out / "report.html").read_text()

@@ -125,11 +125,11 @@ def test_toy_task_through_spec_plan_run_expected_and_report(os_client, pair_task
         md = (tmp_path / "report" / "report.md").read_text()
         section = md.split("## Pair similarity (citation pairs)")[1]
         row = next(line for line in section.splitlines() if steps[key].ref() in line)
-        assert [c.strip() for c in row.strip("|").split("|")][:4] == [corpus, MODEL, "T", f"{round(got, 4):g}"], row
+        assert [c.strip() for c in row.strip("|").split("|")][:4] == [corpus, MODEL, "T", f"{got:.4f}"], row
         # its headline metric in the headline table, with no headline code in the task
         head = md.split("## Headline results")[1].split("\n## ")[0]
         assert "pairsim: win_rate per target" in head
         row = next(line for line in head.splitlines() if corpus in line)
-        assert [c.strip() for c in row.strip("|").split("|")] == [corpus, MODEL, "T", "citations", f"{round(got, 4):g}"]
+        assert [c.strip() for c in row.strip("|").split("|")] == [corpus, MODEL, "T", "citations", f"{got:.4f}"]
     finally:
         os_client.indices.delete(index=f"evalctl-{corpus}-*", ignore_unavailable=True)
