@@ -199,10 +199,13 @@ def _marked(value: float, letters: list[str], fmt: str) -> str:
     return f"{value:.4f}{''.join(letters).translate(_SUPERSCRIPT)}"
 
 
-def tables(rep: ComparisonReport, fmt: str = "md", names: Sequence[str] | None = None) -> dict[str, pd.DataFrame]:
+def tables(rep: ComparisonReport, fmt: str = "md", names: Sequence[str] | None = None,
+           letters: Sequence[str] | None = None) -> dict[str, pd.DataFrame]:
     """The report as DataFrames: main (means, CIs, markers), significance, domains, jurisdictions. `names`:
-    the systems as a reader knows them, after their letters (default: their run labels)."""
-    shown = dict(zip(rep.systems, (f"{x} {n}" for x, n in zip(rep.letters, names)) if names else rep.systems))
+    the systems as a reader knows them (default: their run labels); `letters`: theirs in a wider page (a
+    report's, one per system across views; default: the comparison's a, b, ...)."""
+    mark = dict(zip(rep.letters, letters or rep.letters))
+    shown = {s: f"{mark[x]} {n}" for s, x, n in zip(rep.systems, rep.letters, names or rep.labels)}
     main = []
     for s, run_id in zip(rep.systems, rep.run_ids):
         row = {"system": shown[s], "run": run_id, "n": rep.n_queries}
@@ -210,9 +213,9 @@ def tables(rep: ComparisonReport, fmt: str = "md", names: Sequence[str] | None =
             lo, hi = rep.ci[s][m]
             if fmt == "csv":
                 row.update({m: rep.means[s][m], f"{m} ci_low": lo, f"{m} ci_high": hi,
-                            f"{m} better_than": "".join(rep.better_than(s, m))})
+                            f"{m} better_than": "".join(sorted(mark[x] for x in rep.better_than(s, m)))})
             else:
-                row[m] = score_cell(rep.means[s][m], rep.better_than(s, m), lo, hi, fmt)
+                row[m] = score_cell(rep.means[s][m], sorted(mark[x] for x in rep.better_than(s, m)), lo, hi, fmt)
         main.append(row)
     sig = [{"control": shown[p.control], "treatment": shown[p.treatment], "metric": p.metric, "delta": round(p.delta, 4),
             **{f"p {t}": round(p.p[t], 4) for t in TESTS}, **{f"p Holm {t}": round(p.p_holm[t], 4) for t in TESTS},

@@ -2,8 +2,8 @@
 and its relative gain over BM25 and over dense in the same view), then a compact system x view table of
 nDCG@10 with CIs and significance letters under readable names (systems that ran in fewer views in a table of
 their own, not rows of blanks), a legend of the views and methods, and the main-result chart. Every number is
-the retrieval section's (retrieval_scores: the same compare_runs comparison per view); only the letters are
-renamed, so that one letter names one system across the corpus's views."""
+the retrieval section's (retrieval_scores: the same compare_runs comparison per view), and so are its letters:
+one letter names one system across the corpus's views and pages (retrieval_scores.corpus_letters)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from evalctl.study.charts import Bar, Series, grouped_bars
 from evalctl.study.display_names import method_legend, relative, view_legend
 from evalctl.study.page import Report, save_figure
 from evalctl.study.retrieval_groups import KIND, ViewGroup, view_groups
-from evalctl.study.retrieval_scores import Score, view_scores
+from evalctl.study.retrieval_scores import Score, corpus_letters, view_scores
 from evalctl.study.tasks import Recorded
 
 Scores = dict[str, dict[str, Score]]  # view label -> system name -> its score there
@@ -26,11 +26,12 @@ def headline(report: Report, steps: list[Recorded], out: Path) -> None:
         if any(s.kind == KIND for s in steps):
             report.p("No retrieval results yet (run `evalctl run` first).")
         return
+    letters = corpus_letters(groups)
     for corpus in dict.fromkeys(g.corpus for g in groups):
         mine = [g for g in groups if g.corpus == corpus]
         scores = {g.label: view_scores(g) for g in mine}
         report.p(_answer(corpus, mine, scores))
-        _tables(report, corpus, mine, scores)
+        _tables(report, mine, scores, {n: x for (c, n), x in letters.items() if c == corpus})
         _chart(report, corpus, scores, out)
 
 
@@ -51,7 +52,7 @@ def _answer(corpus: str, groups: list[ViewGroup], scores: Scores) -> str:
     return text
 
 
-def _tables(report: Report, corpus: str, groups: list[ViewGroup], scores: Scores) -> None:
+def _tables(report: Report, groups: list[ViewGroup], scores: Scores, letter: dict[str, str]) -> None:
     """One table of the systems that ran in the most views, one per other set of views; letters per corpus,
     bold only for a view's best that is significantly better than every other system of that view."""
     import pandas as pd
@@ -59,7 +60,6 @@ def _tables(report: Report, corpus: str, groups: list[ViewGroup], scores: Scores
     from evalctl.evaluators.scoring.compare import score_cell  # pandas, scipy
 
     names = list(dict.fromkeys(s for by in scores.values() for s in by))
-    letter = {n: chr(ord("a") + i) for i, n in enumerate(names)}
     columns = {v: f"{v} (n={next(s.n for s in by.values() if s.compared)})" for v, by in scores.items()}
     proven = {v: best.system for v, by in scores.items()
               if (best := max((s for s in by.values() if s.compared), key=lambda s: s.mean))

@@ -19,7 +19,7 @@ from evalctl.evaluators.scoring.run_queries import run_queries
 from evalctl.study.charts import difference_plot
 from evalctl.study.page import Report, save_figure
 from evalctl.study.retrieval_groups import ViewGroup, query_page_name
-from evalctl.study.retrieval_scores import Score, view_scores
+from evalctl.study.retrieval_scores import Score, corpus_letters, view_scores
 
 NOT_SEARCHED = "not searched"  # a system that searched a sample of the queries, on one outside it
 MIN_CITED = 2  # a query needs this many citations to be ranked by the systems' spread
@@ -29,7 +29,9 @@ QUERY = "Query {}"  # a query's heading, which the index links to
 def query_pages(report: Report, groups: list[ViewGroup], out: Path) -> list[tuple[str, Report]]:
     """(file name without suffix, page) for each view group of the report that has citation qrels; the pages'
     plots are saved into `out`."""
-    return [(query_page_name(g), _page(g, out)) for g in groups if not g.known_item]
+    letters = corpus_letters(groups)
+    return [(query_page_name(g), _page(g, out, {r.system_name: letters[(g.corpus, r.system_name)] for r in g.runs}))
+            for g in groups if not g.known_item]
 
 
 def headline_pair(scores: dict[str, Score]) -> tuple[Score, Score] | None:
@@ -42,7 +44,8 @@ def headline_pair(scores: dict[str, Score]) -> tuple[Score, Score] | None:
     return next((s for s in ranked[1:] if s.method == "bm25"), ranked[1]), best
 
 
-def _page(g: ViewGroup, out: Path) -> Report:
+def _page(g: ViewGroup, out: Path, letters: dict[str, str]) -> Report:
+    """`letters`: each system's, the report's (one per system across the corpus's views)."""
     import pandas as pd
 
     basis = run_queries(g.main_runs[0])
@@ -50,7 +53,6 @@ def _page(g: ViewGroup, out: Path) -> Report:
     qrels = basis.judged(split)
     domain = {(p.query_id, p.doc_id): p.domain for p in qset.pairs if split is None or p.split == split}
     scored = view_scores(g)
-    letters = {r.system_name: chr(ord("a") + i) for i, r in enumerate(g.runs)}
     names = [letters[r.system_name] for r in g.runs]
     ranks = [{q: {doc: i for i, (doc, _) in enumerate(hits, 1)} for q, hits in r.ranking.items()} for r in g.runs]
     scores = [evaluate_run(r, metrics=(PRIMARY,)).per_query[PRIMARY] for r in g.runs]

@@ -52,3 +52,14 @@ def view_scores(g: ViewGroup) -> dict[str, Score]:
             out[run.system_name] = score(run, rep.means[s][PRIMARY], *rep.ci[s][PRIMARY], rep.n_queries, beats, True)
     return {r.system_name: out[r.system_name] for r in g.runs}
 
+
+
+def corpus_letters(groups: list[ViewGroup]) -> dict[tuple[str, str], str]:
+    """(corpus, system name) -> its letter, one per system across the corpus's views (a, b, ... in the order
+    they first appear), so a letter names the same system in the headline, the tables and the per-query pages."""
+    out: dict[tuple[str, str], str] = {}
+    for g in groups:
+        for r in g.runs:
+            n = sum(c == g.corpus for c, _ in out)
+            out.setdefault((g.corpus, r.system_name), chr(ord("a") + n))
+    return out

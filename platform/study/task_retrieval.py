@@ -29,11 +29,12 @@ from evalctl.models import get_model
 from evalctl.opensearch.connection import make_client
 from evalctl.output_folder import write_into
 from evalctl.study.experiment import check_spec_name
-from evalctl.study.charts import WIDTH_IN, Bar, Series, grouped_bars
+from evalctl.study.charts import FONT_PT, WIDTH_IN, Bar, Series, grouped_bars
 from evalctl.study.display_names import method_title, model_title, relative, system_title
 from evalctl.study.page import Report, plt_module, save_figure
 from evalctl.study.retrieval_groups import ViewGroup, query_page_name, stored_run, view_groups
 from evalctl.study.retrieval_headline import headline
+from evalctl.study.retrieval_scores import corpus_letters
 from evalctl.study.retrieval_queries import query_pages
 from evalctl.study.step_ids import QrelsId, Target, TaskStepId, identity_name
 from evalctl.study.tasks import Recorded, SpecModels, Step, memo
@@ -250,7 +251,9 @@ class RetrievalTask:
         if not groups:
             report.p("No retrieval results yet (run `evalctl run` first, or the spec has no retrieval).")
             return
+        letters = corpus_letters(groups)
         for g in groups:
+            mine = [letters[(g.corpus, r.system_name)] for r in g.main_runs]
             views = (f"queries {g.query_view}, documents {g.view}" if g.query_view != g.view else f"view {g.view}")
             test = f": letters by {g.comparison.protocol}" if g.comparison else ""
             report.p(f"Corpus {g.corpus}, {views}, qrels {g.runs[0].manifest.get('qrels')}{test}.")
@@ -260,7 +263,7 @@ class RetrievalTask:
                          "the match; it says nothing about prior-art relevance, and IN/OUT does not apply.")
             if g.comparison is not None:
                 titles = [system_title(r.manifest) for r in g.main_runs]
-                dfs = tables(g.comparison, names=titles)
+                dfs = tables(g.comparison, names=titles, letters=mine)
                 report.table(dfs["main"])
                 ranx_file = f"ranx-{g.corpus}-{g.file_part}.tex"  # ranx's Report, for a paper
                 write_into(out, ranx_file, ranx_latex(g.comparison, f"tab:ranx-{g.corpus}-{g.file_part}", titles))
@@ -325,6 +328,8 @@ def _views_heatmap(report: Report, corpus: str, dense: pd.DataFrame, out: Path) 
     ax.set_yticks(range(len(pivot.index)), [system_title({"method": "dense", "model": m}) for m in pivot.index])
     for (i, j), v in pd.DataFrame(pivot.values).stack().items():  # viridis is light at the top
         ax.text(j, i, f"{v:.3f}", ha="center", va="center", color="k" if (v - lo) / (hi - lo) > 0.6 else "w")
+    for i, j in zip(*np.nonzero(np.isnan(pivot.values))):  # a blank says why it is blank
+        ax.text(j, i, "not run", ha="center", va="center", color="#555", style="italic", fontsize=FONT_PT)
     fig.colorbar(im, label=PRIMARY)
     ax.set_title(corpus)
     save_figure(fig, report, out, f"views-{corpus}.png",
