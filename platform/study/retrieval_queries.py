@@ -5,8 +5,8 @@ A page opens with the view's headline pair (its best system against BM25, or aga
 best): win/tie/loss over the queries and a plot of the per-query differences. Its index links every query to
 its section. Queries with at least two citations are ranked by how much the systems disagree on them (the spread
 of their nDCG@10), so a query where BM25 and dense part, or that a fine-tuned model moved, is near the top; a
-query with a single citation scores all or nothing on it (its spread is noise, not disagreement) and is listed
-after them, by id. The queries are those of the view's widest query set; a system that searched a sample of
+query with a single citation has its score set by one document's rank (a large spread from one document is
+noise more than disagreement) and is listed after them, by id. The queries are those of the view's widest query set; a system that searched a sample of
 them shows "not searched" on the others."""
 
 from __future__ import annotations
@@ -84,11 +84,13 @@ def _page(g: ViewGroup, out: Path, letters: dict[str, str]) -> Report:
     _pair(page, g, scored, scores, letters, out)
     page.h("Index")
     page.p(f"The {len(ranked)} queries with at least {MIN_CITED} citations, by the spread of their {PRIMARY} over "
-           "the systems (largest first: where the systems disagree most); each links to its section.")
-    page.table(pd.DataFrame([row(q) for q in ranked]), anchors={"query": QUERY})
+           "the systems (largest first: where the systems disagree most); each links to its section." if ranked
+           else f"No query has {MIN_CITED} citations or more: none is ranked.")
+    if ranked:
+        page.table(pd.DataFrame([row(q) for q in ranked]), anchors={"query": QUERY})
     if single:
-        page.p(f"The {len(single)} queries with fewer than {MIN_CITED} citations, not ranked (one citation scores all "
-               "or nothing, so its spread says little), by id:")
+        page.p(f"The {len(single)} queries with fewer than {MIN_CITED} citations, not ranked (one document's rank "
+               "sets a single citation's score, so its spread says little), by id:")
         page.table(pd.DataFrame([row(q) for q in single]), anchors={"query": QUERY})
     for q in ranked + single:
         page.h(QUERY.format(q))

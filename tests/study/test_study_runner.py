@@ -180,7 +180,8 @@ def test_report_has_tables_and_plots(private_spec, tmp_path):
     assert "Produced by: classify" in md and "Produced by: cluster" in md
     classification = md.split("## Classification")[1].split("## Clustering")[0]
     assert classification.count("| all-minilm-l6-v2 ") == 2 and "|      2 |" not in classification  # knn + logreg, 5 seeds
-    pngs = [out / f"inout-{pizza}-T.png", out / f"views-{grants}.png", out / f"scaling-{pizza}.png"]
+    pngs = [out / f"inout-{pizza}-T.png", out / f"views-{grants}.png", out / f"scaling-{pizza}.png",
+            *(out / f"main-{corpus}.png" for corpus in (pizza, grants))]  # each corpus's main result
     for png in pngs:
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000, png
         assert f"]({png.name})" in md
