@@ -304,7 +304,7 @@ def ranx_latex(rep: ComparisonReport, label: str = "tab:ranx", labels: Sequence[
     table = table[table.index("% To change"):]  # after ranx's "% Add in preamble" block
     table = re.sub(r"\\caption\{.*?\n\}", lambda _: "\\caption{" + _latex_text(
         f"{common_queries_note(rep)}Mean over {rep.n_queries} queries. A superscript letter: significantly better "
-        f"than that system ({rep.protocol}).") + "}",
+        f"than that system of this table, lettered in row order ({rep.protocol}).") + "}",
                    table, count=1, flags=re.S)
     table = re.sub(r"\\textbf\{([\d.]+)\}", r"\1", table.replace("\\label{tab:results}", f"\\label{{{label}}}"))
     return ("\\documentclass{article}\n\\usepackage{graphicx}\n\\usepackage{booktabs}\n\\begin{document}\n"

@@ -20,6 +20,7 @@ from evalctl.clock import utc_now
 from evalctl.models import get_model
 from evalctl.output_folder import check_folder, claim_folder, write_into
 from evalctl.provenance import code_version
+from evalctl.study.display_names import model_title, relative
 from evalctl.study.experiment import ExperimentSpec
 from evalctl.study.page import Report
 from evalctl.study.tasks import (TASKS, Recorded, Task, last_outcome, main_metric, recorded, spec_models,
@@ -52,7 +53,7 @@ def _headline_table(report: Report, task: Task, steps: list[Recorded]) -> None:
         return
     metrics = [m for m in task.headline_metrics if any(m in s.scores for s in done)]
     report.p(f"{task.name}: {', '.join(metrics)} per target (its section below has the details).")
-    report.table(pd.DataFrame([{"corpus": s.target.corpus, "model": s.target.model, "view": s.target.view_label,
+    report.table(pd.DataFrame([{"corpus": s.target.corpus, "model": model_title(s.target.model), "view": s.target.view_label,
                                 "what": s.target.what,
                                 **{m: round(s.scores[m], 4) if m in s.scores else "-" for m in metrics}}
                                for s in done]))
@@ -80,7 +81,7 @@ def _recipes(report: Report, pairs: list[dict]) -> None:
     report.h("Fine-tuning recipes")
     keys = ("task", "corpus", "view", "what", "model", "recipe", "metric", "base_mean", "tuned_mean")
     rows = [{k: round(r[k], 4) if isinstance(r[k], float) else r[k] for k in keys}
-            | {"delta": round(r["tuned_mean"] - r["base_mean"], 4)} for r in pairs]
+            | {"model": model_title(r["model"]), "delta": relative(r["tuned_mean"], r["base_mean"])} for r in pairs]
     report.table(pd.DataFrame(rows) if rows else pd.DataFrame([{"note": "no fine-tuned models in this spec"}]))
 
 
