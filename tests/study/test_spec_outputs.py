@@ -267,12 +267,12 @@ def test_report_md_carries_no_html_from_the_spec(home, text):
 def test_markdown_tables_and_headings_are_escaped():
     import pandas as pd
 
-    from evalctl.study.page import Report
+    from evalctl.study.page import Layout, Report
 
     r = Report("t <b>x</b>")
     r.h("<i>h</i>")
     r.table(pd.DataFrame([{"<th>": "<td>", "n": 1}]))
-    r.img("a.png", "<c>")
+    r.img("a.png", "<c>", (), Layout(990, 13.75))
     md = r.markdown()
     assert "<" not in md and "&lt;td>" in md and "&lt;th>" in md and "|   1 |" in md and "# t &lt;b>x&lt;/b>" in md
 
