@@ -86,7 +86,8 @@ class ComparisonReport:
     @property
     def protocol(self) -> str:
         """The test behind the letters, in words (a caption's)."""
-        return describe_protocol(self.test, self.alpha, self.n_permutations, len(self.pairs))
+        return describe_protocol(self.test, self.alpha, self.n_permutations,
+                                 f"the table's {len(self.pairs)} comparisons (system pairs x metrics)")
 
     def better_than(self, system: str, metric: str) -> list[str]:
         out, letter = [], dict(zip(self.systems, self.letters))

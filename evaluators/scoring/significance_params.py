@@ -28,9 +28,8 @@ class CompareParams:
 TEST_NAMES = {"fisher": "Fisher's randomization test", "student": "paired Student's t-test"}
 
 
-def describe_protocol(test: str, alpha: float, n_permutations: int, family: int) -> str:
-    """The test behind a table's letters in words, for its caption: which test, its correction and over how many
-    comparisons (the family), and the threshold."""
+def describe_protocol(test: str, alpha: float, n_permutations: int, family: str) -> str:
+    """The test behind a table's letters in words, for its caption: which test, its correction over which
+    comparisons (`family`, in words: "the table's 60 comparisons ..."), and the threshold."""
     runs = f" ({n_permutations:,} permutations)" if test == "fisher" else ""
-    return (f"{TEST_NAMES.get(test, test)}{runs}, two-sided, Holm-corrected over the table's {family} "
-            f"comparisons (system pairs x metrics), p < {alpha}")
+    return f"{TEST_NAMES.get(test, test)}{runs}, two-sided, Holm-corrected over {family}, p < {alpha}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from evalctl.evaluators.scoring.metrics import PRIMARY
+from evalctl.evaluators.scoring.significance_params import describe_protocol
 from evalctl.study.charts import Bar, Series, grouped_bars
 from evalctl.study.display_names import method_legend, relative, view_legend
 from evalctl.study.page import Report, save_figure
@@ -66,9 +67,11 @@ def _tables(report: Report, groups: list[ViewGroup], scores: Scores, letter: dic
               and {s.system for s in by.values() if s.compared} - {best.system} <= set(best.beats)
               and len([s for s in by.values() if s.compared]) > 1}
     test = next((g.comparison for g in groups if g.comparison), None)
-    tested = (f"a letter: significantly better than that system in the same view ({test.protocol}); bold: a "
-              "view's best, significantly better than every other system of the view" if test
-              else "one system per view, no tests")
+    family = ("each view's comparisons (system pairs x metrics: "
+              + ", ".join(f"{len(g.comparison.pairs)} in {g.label}" for g in groups if g.comparison) + ")")
+    tested = (f"a letter: significantly better than that system in the same view ("
+              f"{describe_protocol(test.test, test.alpha, test.n_permutations, family)}); bold: a view's best, "
+              "significantly better than every other system of the view" if test else "one system per view, no tests")
     sampled = ("; a cell with its own n: a system that searched a sample of the queries, scored on those (not "
                "in the letters or the bold)" if any(g.subsets for g in groups) else "")
     report.p(f"{PRIMARY} with its 95% bootstrap CI over the view's n queries, qrels "
