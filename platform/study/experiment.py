@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from evalctl.corpus.qrels import QrelsSpec
 from evalctl.indexers.runtime import Runtime
@@ -33,6 +33,8 @@ class CorpusEntry:
 class ModelEntry:
     id: str
     prompt_variant: str | None = None
+    # A model defined here: the fields of a models-file entry (`evalctl models show` prints one), less `id`.
+    spec: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
