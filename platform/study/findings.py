@@ -76,9 +76,10 @@ class Delta:
 
     def text(self) -> str:
         t = self.tested
-        floor = "" if self.reachable else f", smallest possible p {t.smallest_p:.4f}"
+        verdict = (f"{self.verdict}, n={self.n}" if self.reachable
+                   else f"smallest possible p {t.smallest_p:.4f}; {self.verdict}")
         return (f"{self.value:+.4f} [95% CI {self.lo:+.4f}, {self.hi:+.4f}; p {t.p:.4f}, Holm p {t.p_holm:.4f} "
-                f"over {self.family} ({t.family}){floor}; {self.verdict}, n={self.n}]")
+                f"over {self.family} ({t.family}); {verdict}]")
 
 
 @dataclass(frozen=True)
@@ -86,21 +87,22 @@ class FindingTests:
     """How the findings test differences: the protocol, and the comparison tables' tests of their pairs."""
 
     protocol: StatsProtocol = StatsProtocol()
-    tables: dict[frozenset[str], tuple[PairTest, str]] = field(default_factory=dict)  # run ids -> test, family
+    # (the two run ids, metric) -> the table's test of the pair and its family in words
+    tables: dict[tuple[frozenset[str], str], tuple[PairTest, str]] = field(default_factory=dict)
 
     def family(self, pairs: list[tuple[dict[str, float], dict[str, float]]], name: str) -> list[Delta]:
         """(a, b) per comparison, tested as one family called `name`."""
         diffs = [_diff(a, b) for a, b in pairs]
         return [self._delta(d, t, name) for d, t in zip(diffs, family_tests(diffs, self.protocol))]
 
-    def table(self, ids: tuple[str, str], a: dict[str, float], b: dict[str, float]) -> Delta | None:
+    def table(self, ids: tuple[str, str], metric: str, a: dict[str, float], b: dict[str, float]) -> Delta | None:
         """b - a, as the comparison table holding both runs tested it (None: no table holds both)."""
-        found = self.tables.get(frozenset(ids))
+        found = self.tables.get((frozenset(ids), metric))
         return None if found is None else self._delta(_diff(a, b), *found)
 
     def between(self, base: RetrievalResult, other: RetrievalResult) -> Delta:
         """other - base: the table's test; two runs no table holds together: a family of their own."""
-        return (self.table((base.run_id, other.run_id), base.per_query, other.per_query)
+        return (self.table((base.run_id, other.run_id), PRIMARY, base.per_query, other.per_query)
                 or self.family([(base.per_query, other.per_query)], "this pair alone")[0])
 
     def _delta(self, d: np.ndarray, tested: PairTest, family: str) -> Delta:
@@ -207,7 +209,7 @@ def recipe_findings(rows: list[dict], tests: FindingTests = FindingTests()) -> l
     """rows: task, corpus, view, what (method or label set), model, recipe, metric, base, tuned (per-query or
     per-split values keyed alike), ids (runs or results). A row whose two runs a comparison table holds takes
     the table's test; the others are tested as one family."""
-    tabled = {i: tests.table(tuple(r["ids"]), r["base"], r["tuned"]) for i, r in enumerate(rows)}
+    tabled = {i: tests.table(tuple(r["ids"]), r["metric"], r["base"], r["tuned"]) for i, r in enumerate(rows)}
     rest = [i for i, d in tabled.items() if d is None]
     tasks = ", ".join(dict.fromkeys(rows[i]["task"] for i in rest))
     tabled.update(zip(rest, tests.family([(rows[i]["base"], rows[i]["tuned"]) for i in rest],

@@ -81,9 +81,9 @@ def _compared(report: Report, runs: list):
     return report.comparisons.get(key)
 
 
-def table_tests(groups: list[ViewGroup], metric: str) -> dict[frozenset[str], tuple]:
-    """{the two run ids of a pair: (its test, the family in words)} for `metric`, as the groups' tables tested
-    them (the findings read these, so they say what the letters say); a pair a group's main table holds is read
+def table_tests(groups: list[ViewGroup]) -> dict[tuple[frozenset[str], str], tuple]:
+    """{(the two run ids of a pair, metric): (its test, the family in words)} as the groups' tables tested them
+    (the findings read these, so they say what the letters say); a pair a group's main table holds is read
     from it, not from a sample's table over fewer queries."""
     out = {}
     for g in groups:
@@ -93,9 +93,8 @@ def table_tests(groups: list[ViewGroup], metric: str) -> dict[frozenset[str], tu
             run_of = dict(zip(rep.systems, rep.run_ids))
             family = ("the system pairs" if rep.protocol.family == "metric" else "the system pairs x metrics")
             for p in rep.pairs:
-                if p.metric == metric:
-                    out[frozenset((run_of[p.control], run_of[p.treatment]))] = (
-                        p.tested, f"{family} of the {g.corpus} {g.label} table")
+                out[frozenset((run_of[p.control], run_of[p.treatment])), p.metric] = (
+                    p.tested, f"{family} of the {g.corpus} {g.label} table")
     return out
 
 

@@ -227,7 +227,7 @@ class RetrievalTask:
         # sample's queries; the findings rank the systems of a corpus on the queries they all searched.
         full = {r.corpus for r in results if r.run_id not in sampled}
         results = [r for r in results if r.run_id not in sampled or r.corpus not in full]
-        tests = rf.FindingTests(report.statistics, table_tests(view_groups(report, steps), PRIMARY))
+        tests = rf.FindingTests(report.statistics, table_tests(view_groups(report, steps)))
         found = rf.retrieval_findings(results, tests)
         for corpus in dict.fromkeys(r.corpus for r in results):
             best = max((r for r in results if r.corpus == corpus), key=lambda r: r.mean)

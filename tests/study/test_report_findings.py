@@ -29,7 +29,8 @@ def test_a_pair_a_table_holds_takes_the_tables_test():
     base = res("minilm", "TA", "dense", [0.5] * 40, "r1")
     hybrid = res("minilm", "TA", "hybrid", [0.52] * 40, "r3")
     table = PairTest(p=0.004, p_holm=0.08, family=20, n=40, smallest_p=1 / 10_001)
-    tests = FindingTests(tables={frozenset(("r1", "r3")): (table, "the system pairs of the pizza TA table")})
+    family = "the system pairs of the pizza TA table"
+    tests = FindingTests(tables={(frozenset(("r1", "r3")), "ndcg@10"): (table, family)})
     gain = next(f for f in retrieval_findings([base, hybrid], tests) if "hybrid changes" in f.claim)
     assert "(not significant)" in gain.claim
     assert "p 0.0040, Holm p 0.0800 over the system pairs of the pizza TA table (20)" in gain.evidence
