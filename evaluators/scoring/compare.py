@@ -173,7 +173,7 @@ def compare_runs(runs: list[StoredRun], baseline: StoredRun | None = None, metri
 
 
 def pair_tests(values: dict[str, dict[str, np.ndarray]], keys: list[tuple[str, str, str]],
-                 protocol: StatsProtocol) -> list[Pair]:
+               protocol: StatsProtocol) -> list[Pair]:
     """The protocol's test of each (control, treatment, metric) of `keys` on per-query `values[system][metric]`
     (one query order), Holm-corrected within the protocol's families."""
     diffs = {key: values[key[1]][key[2]] - values[key[0]][key[2]] for key in keys}

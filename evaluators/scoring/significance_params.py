@@ -46,14 +46,15 @@ class StatsProtocol:
 def describe_protocol(protocol: StatsProtocol) -> str:
     """The protocol in one paragraph, as the report and the tables' captions print it."""
     if protocol.test == "fisher":
-        test = (f"a two-sided paired randomisation test (Fisher; sign flips of the per-unit differences of the "
-                f"mean): exact, over all 2^n sign flips, for n <= {protocol.exact_up_to} units, else "
-                f"{protocol.n_permutations:,} random flips (seed {protocol.seed}; p = (b + 1) / "
-                f"({protocol.n_permutations:,} + 1))")
+        test = (f"a two-sided paired randomisation test (Fisher's: the signs of the per-unit differences "
+                f"flipped, the mean difference compared): exact, over all 2^n flips, for n <= "
+                f"{protocol.exact_up_to} units (queries, splits or seeds), else {protocol.n_permutations:,} random "
+                f"flips (seed {protocol.seed}; p = (flips at least as extreme + 1) / "
+                f"{protocol.n_permutations + 1:,})")
     else:
         test = "a two-sided paired Student's t-test"
     return (f"Statistics: every difference called significant is tested with {test}; p-values are "
-            f"Holm-corrected over a family of {_FAMILIES[protocol.family]} (findings that compare across views "
-            f"or recipes: over the comparisons of that kind), and a difference is significant at Holm-adjusted "
+            f"Holm-corrected over a family of {_FAMILIES[protocol.family]}, findings that compare across views "
+            f"or recipes over the comparisons of that kind; a difference is significant at Holm-adjusted "
             f"p < {protocol.alpha}. Intervals are percentile-bootstrap 95% CIs ({protocol.n_bootstrap:,} "
             f"resamples, seed {protocol.seed}).")

@@ -69,6 +69,10 @@ def test_a_raw_p_of_0001_in_a_family_of_3_gets_its_letter():
     assert 0.0005 < ab.p < 0.0015 and ab.family == 3 and ab.p_holm == pytest.approx(3 * ab.p)
     assert "a x" in beaten(pairs, "b y", "m", 0.05) and beaten(pairs, "a x", "m", 0.05) == []
     assert pairs[1].tested.p == 1.0
+    # `family: table` corrects over pairs x metrics: 3 pairs x 2 metrics, the same raw p
+    values = {s: {"m": v["m"], "m2": v["m"]} for s, v in values.items()}
+    wide = pair_tests(values, [(a, b, m) for a, b, _ in keys for m in ("m", "m2")], StatsProtocol(family="table"))
+    assert {p.tested.family for p in wide} == {6} and wide[0].tested.p == ab.p
 
 
 def test_the_protocol_is_stated_and_checked():
