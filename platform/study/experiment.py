@@ -2,9 +2,9 @@
 
 A spec names corpora (with their sources, qrels and label sets), models (with prompt variants), indexes,
 fine-tuning recipes, a section per registered task (retrieval, classification, clustering, transfer: each
-task module holds its entry type) and, like IR reproduction files, expected scores with tolerances. This
-module holds the spec's types; spec_loading.py reads a spec file into them and validates it against the task
-registry.
+task module holds its entry type), the statistical protocol its report tests with (`statistics:`) and, like
+IR reproduction files, expected scores with tolerances. This module holds the spec's types; spec_loading.py
+reads a spec file into them and validates it against the task registry.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evalctl.corpus.qrels import QrelsSpec
+from evalctl.evaluators.scoring.significance_params import StatsProtocol
 from evalctl.indexers.runtime import Runtime
 from evalctl.names import BadName, check_name
 from evalctl.config_files import SpecError, package_folder
@@ -85,6 +86,8 @@ class ExperimentSpec:
     # how encoding runs (device or `all`, precision, max_batch_tokens, attn_implementation); `evalctl run`
     # options override it field by field
     runtime: Runtime | None = None
+    # the one statistical protocol behind every significance letter, finding and footnote of the report
+    statistics: StatsProtocol = StatsProtocol()
     source_path: str = field(default="", compare=False)
     # each registered task's section (study/tasks.TASKS), as the file gives it: {task name: its entries}
     tasks: dict[str, tuple] = field(default_factory=dict)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from evalctl.evaluators.scoring.significance_params import StatsProtocol
 from evalctl.output_folder import writing_into
 from evalctl.paths import confine_libraries
 
@@ -26,6 +27,7 @@ class Report:
     blocks: list[tuple] = field(default_factory=list)
     runs: dict = field(default_factory=dict)  # run id -> StoredRun, loaded once per report
     comparisons: dict = field(default_factory=dict)  # run ids -> their ComparisonReport, computed once
+    statistics: StatsProtocol = StatsProtocol()  # the study's protocol: every table's and finding's test
 
     def h(self, text):
         self.blocks.append(("h", text))

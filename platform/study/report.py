@@ -17,6 +17,7 @@ from pathlib import Path
 
 from evalctl import results_store
 from evalctl.clock import utc_now
+from evalctl.evaluators.scoring.significance_params import describe_protocol
 from evalctl.models import get_model
 from evalctl.output_folder import check_folder, claim_folder, write_into
 from evalctl.provenance import code_version
@@ -86,14 +87,16 @@ def _recipes(report: Report, pairs: list[dict]) -> None:
 def _findings(report: Report, steps: list[Recorded], pairs: list[dict]) -> None:
     """The findings, computed from the stored results by each task (its `findings` hook, else the recipe
     findings of its main metric): short claims, their evidence in footnotes."""
-    from evalctl.study.findings import recipe_findings  # scipy (its bootstrap): an up-to-date report never pays
+    from evalctl.study.findings import FindingTests, recipe_findings  # scipy: an up-to-date report never pays for it
 
     report.h("Findings")
+    report.p(describe_protocol(report.statistics))
     found = []
     for name, task in TASKS.items():
         mine, theirs = [s for s in steps if s.kind == name], [p for p in pairs if p["task"] == name]
         hook = getattr(task, "findings", None)
-        found += hook(report, mine, theirs) if hook else recipe_findings([p for p in theirs if p["main"]])
+        found += (hook(report, mine, theirs) if hook
+                  else recipe_findings([p for p in theirs if p["main"]], FindingTests(report.statistics)))
     if found:
         report.findings(found)
     else:
@@ -155,7 +158,7 @@ def write_report(spec: ExperimentSpec, out: Path, force: bool = False) -> tuple[
     if not force and md.exists() and page.exists() and inputs_file.exists() and inputs_file.read_text() == inputs:
         return md, page, False
     claim_folder(out, "report")
-    report = Report(f"evalctl report: {spec.name}")
+    report = Report(f"evalctl report: {spec.name}", statistics=spec.statistics)
     report.p(f"{spec.description.strip()} Generated {utc_now('%Y-%m-%d %H:%M UTC')} by "
              f"evalctl {code_version()} from the results store.")
     pairs = _recipe_pairs(steps, {m.id for m in models.models}, report.runs)

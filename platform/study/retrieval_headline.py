@@ -26,7 +26,7 @@ def headline(report: Report, steps: list[Recorded]) -> None:
         rows = {n: {"system": f"{letter[n]} {n}"} for n in names}
         strong = set()
         for g in mine:
-            cells, n = _cells(g, letter)
+            cells, n = _cells(g, letter, report.statistics)
             column = f"{g.label} (n={n})"
             for n in names:
                 rows[n][column] = cells[n][1] if n in cells else "-"
@@ -34,8 +34,8 @@ def headline(report: Report, steps: list[Recorded]) -> None:
             strong.add((names.index(best), column))
         kind = " (known-item sanity task)" if mine[0].known_item else ""
         test = next((g.comparison for g in mine if g.comparison), None)
-        tested = (f"a letter: significantly better than that system in the same view ({test.test} test, "
-                  f"Holm-corrected, p < {test.alpha})" if test else "one system per view, no tests")
+        tested = (f"a letter: significantly better than that system in the same view ({test.protocol.test} "
+                  f"test, Holm-corrected, p < {test.protocol.alpha})" if test else "one system per view, no tests")
         sampled = ("; a cell with its own n: a system that searched a sample of the queries, scored on those "
                    "(not in the letters or the bold)" if any(g.subsets for g in mine) else "")
         report.p(f"{corpus}{kind}, qrels {mine[0].runs[0].manifest.get('qrels')}: {PRIMARY} with its 95% "
@@ -43,7 +43,7 @@ def headline(report: Report, steps: list[Recorded]) -> None:
         report.table(pd.DataFrame(list(rows.values())), strong=strong, css="t headline")
 
 
-def _cells(g: ViewGroup, letter: dict[str, str]) -> tuple[dict[str, tuple[float, str, bool]], int]:
+def _cells(g: ViewGroup, letter: dict[str, str], protocol) -> tuple[dict[str, tuple[float, str, bool]], int]:
     """System name -> (mean, cell text, compared with the view's n queries) in one view, from the view's
     comparison (or its one run) and, for a system that searched a sample, its own scores; n queries."""
     from evalctl.evaluators.scoring.compare import run_ci, score_cell  # pandas, scipy
@@ -51,7 +51,7 @@ def _cells(g: ViewGroup, letter: dict[str, str]) -> tuple[dict[str, tuple[float,
     def alone(run) -> tuple[float, str, int]:  # a run's own mean and CI, as compare_runs would compute them
         scores = evaluate_run(run, metrics=(PRIMARY,))
         values, mean = list(scores.per_query[PRIMARY].values()), scores.mean[PRIMARY]
-        return mean, score_cell(mean, [], *run_ci(values)), len(values)
+        return mean, score_cell(mean, [], *run_ci(values, protocol)), len(values)
 
     sampled = {}
     for i, run in enumerate(g.runs):

@@ -15,6 +15,7 @@ from evalctl.corpus.import_formats.registry import IMPORT_FORMATS
 from evalctl.corpus.label_sets import load_label_sets
 from evalctl.corpus.views import load_views
 from evalctl.evaluators.retrieval.methods import METHODS
+from evalctl.evaluators.scoring.significance_params import StatsProtocol
 from evalctl.finetune.recipes import default_model_id, get_recipe
 from evalctl.models import define_inline, get_model, is_reference, resolve_model_id
 from evalctl.study.experiment import Expected, ExperimentSpec, check_spec_name
@@ -54,7 +55,10 @@ def load_experiment(name_or_path: str) -> ExperimentSpec:
     # Each registered task's section is built with the entry type its module declares.
     tasks = {name: build(tuple[task.entry, ...], data.pop(name), f"{path}: {name}")
              for name, task in TASKS.items() if name in data}
-    spec = dataclasses.replace(build(ExperimentSpec, {**data, "source_path": str(path)}, str(path)), tasks=tasks)
+    # the protocol's section names its key in messages as the tasks' sections do ("spec.yaml: statistics: ...")
+    statistics = build(StatsProtocol, data.pop("statistics", {}), f"{path}: statistics")
+    spec = dataclasses.replace(build(ExperimentSpec, {**data, "source_path": str(path)}, str(path)), tasks=tasks,
+                               statistics=statistics)
     spec = _model_ids(spec)
     validate(spec)
     return spec

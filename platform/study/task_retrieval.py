@@ -30,7 +30,7 @@ from evalctl.opensearch.connection import make_client
 from evalctl.output_folder import write_into
 from evalctl.study.experiment import check_spec_name
 from evalctl.study.page import Report, plt_module, save_figure
-from evalctl.study.retrieval_groups import ViewGroup, query_page_name, stored_run, view_groups
+from evalctl.study.retrieval_groups import ViewGroup, query_page_name, stored_run, table_tests, view_groups
 from evalctl.study.retrieval_headline import headline
 from evalctl.study.retrieval_queries import query_pages
 from evalctl.study.step_ids import QrelsId, Target, TaskStepId, identity_name
@@ -227,7 +227,8 @@ class RetrievalTask:
         # sample's queries; the findings rank the systems of a corpus on the queries they all searched.
         full = {r.corpus for r in results if r.run_id not in sampled}
         results = [r for r in results if r.run_id not in sampled or r.corpus not in full]
-        found = rf.retrieval_findings(results)
+        tests = rf.FindingTests(report.statistics, table_tests(view_groups(report, steps)))
+        found = rf.retrieval_findings(results, tests)
         for corpus in dict.fromkeys(r.corpus for r in results):
             best = max((r for r in results if r.corpus == corpus), key=lambda r: r.mean)
             run = report.runs[best.run_id]
@@ -235,12 +236,13 @@ class RetrievalTask:
                 domains = {d: (sc.n_queries, sc.mean[PRIMARY])
                            for d in ("IN", "OUT") for sc in [evaluate_run(run, domain=d, metrics=(PRIMARY,))]}
                 found += [f for f in [rf.in_out_finding(corpus, best.label, best.run_id, domains)] if f]
-        return found + rf.recipe_findings([p for p in pairs if p["what"] == "dense"])
+        return found + rf.recipe_findings([p for p in pairs if p["what"] == "dense"], tests)
 
     def report(self, report: Report, spec, steps: list[Recorded], out: Path) -> None:
         import pandas as pd
 
-        from evalctl.evaluators.scoring.compare import common_queries_note, ranx_latex, tables  # pandas, scipy
+        from evalctl.evaluators.scoring.compare import (common_queries_note, ranx_latex,  # pandas, scipy
+                                                        significance_note, tables)
 
         report.h("Retrieval")
         groups = view_groups(report, steps)
@@ -258,6 +260,8 @@ class RetrievalTask:
             if g.comparison is not None:
                 dfs = tables(g.comparison)
                 report.table(dfs["main"])
+                report.p(f"Paired tests of {PRIMARY}, raw and Holm-adjusted p: {significance_note(g.comparison)}.")
+                report.table(dfs["significance"][dfs["significance"]["metric"] == PRIMARY])
                 ranx_file = f"ranx-{g.corpus}-{g.file_part}.tex"
                 (out / ranx_file).write_text(ranx_latex(g.comparison))  # ranx's Report, for a paper
                 report.p(f"The same table as ranx's LaTeX (Report.to_latex): {ranx_file}.")
@@ -357,7 +361,7 @@ def _in_out_plot(report: Report, g: ViewGroup, out: Path, name: str) -> None:
         if not all(per_query):  # no query with a pair in this domain: no bars for it
             continue
         # compare_runs' own CI, so a bar's CI reads like the table's
-        bars[dom] = (len(per_query[0]), [(float(np.mean(v)), *run_ci(v)) for v in per_query])
+        bars[dom] = (len(per_query[0]), [(float(np.mean(v)), *run_ci(v, report.statistics)) for v in per_query])
     if not bars:
         return
     plt = plt_module()

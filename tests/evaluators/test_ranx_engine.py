@@ -28,7 +28,7 @@ from evalctl.evaluators.scoring.metrics import score
 from evalctl.evaluators.scoring.significance import paired_p
 ranking = {"q1": [("d1", 2.0), ("d2", 1.0)], "q2": [("d3", 1.0)]}
 print(score(ranking, {"q1": {"d2": 1}, "q2": {"d3": 1}}, ("ndcg@10", "recall@10")).mean)
-print(paired_p(np.array([0.1, 0.5, 0.2, 0.9]), np.array([0.3, 0.6, 0.2, 0.4]), "permutation", 42, 200))
+print(paired_p(np.array([0.1, 0.5, 0.2, 0.9]), np.array([0.3, 0.6, 0.2, 0.4]), "permutation"))
 print("seconds", time.perf_counter() - t)
 """
 

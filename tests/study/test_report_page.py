@@ -140,6 +140,49 @@ def test_headline_table_has_the_retrieval_tables_numbers(report_dir):
     assert len(bold) == len(VIEWS)  # one best per column
 
 
+def test_letters_findings_and_footnotes_agree(report_dir):
+    """Issue 40: one test behind the letters, the findings and their footnotes. Each primary-metric pair of a
+    view's table has a letter exactly when its Holm-adjusted p is below alpha; a finding comparing the two runs
+    states that pair's raw and adjusted p and its verdict, and its footnote in the report is that evidence."""
+    from evalctl.evaluators.scoring.metrics import PRIMARY
+    from evalctl.study.page import Report
+    from evalctl.study.retrieval_groups import view_groups
+    from evalctl.study.spec_loading import load_experiment
+    from evalctl.study.tasks import TASKS, recorded, spec_models, task_targets
+
+    out, corpus = report_dir
+    spec = load_experiment(str(out.parent / "spec.yaml"))
+    steps = [s for s in (recorded(spec.name, sid) for _, _, sid in task_targets(spec, spec_models(spec)))
+             if s.kind == "retrieval"]
+    report = Report("agreement", statistics=spec.statistics)
+    found = TASKS.get("retrieval").findings(report, steps, [])
+    md = (out / "report.md").read_text()
+    findings_md = md.split("## Findings")[1].split("\n## ")[0]
+    assert "Statistics: every difference called significant is tested with a two-sided paired randomisation" \
+        in findings_md
+    checked = 0
+    for g in view_groups(report, steps):
+        rep = g.comparison
+        run_of = dict(zip(rep.systems, rep.run_ids))
+        for p in rep.pairs:
+            if p.metric != PRIMARY:
+                continue
+            significant = p.tested.significant(rep.protocol.alpha)
+            winner, loser = (p.treatment, p.control) if p.delta > 0 else (p.control, p.treatment)
+            assert (rep.letters[rep.systems.index(loser)] in rep.better_than(winner, PRIMARY)) == significant
+            assert p.tested.family == 1  # two systems a view: one pair per metric
+            for f in found:
+                named = re.search(r"\(runs ([^)]*)\)$", f.evidence)
+                if named and set(named.group(1).split(", ")) == {run_of[p.control], run_of[p.treatment]}:
+                    assert f"p {p.tested.p:.4f}, Holm p {p.tested.p_holm:.4f} over the system pairs of the " \
+                           f"{corpus} {g.label} table (1)" in f.evidence
+                    assert (f"; significant, n={rep.n_queries}]" in f.evidence) == significant
+                    assert ("not significantly above" in f.claim) == (not significant)
+                    assert f.evidence in findings_md and f.claim in findings_md
+                    checked += 1
+    assert checked >= 1  # the best system and its runner in one view
+
+
 def test_per_query_page_gives_every_systems_rank(report_dir):
     from evalctl import results_store
     from evalctl.evaluators.scoring.runs import KIND, load_run
