@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from evalctl.corpus.qrels import QrelsSpec
+from evalctl.evaluators.scoring.runs import EmptyQueries
 from evalctl.indexers.runtime import Runtime
 from evalctl.names import BadName, check_name
 from evalctl.config_files import SpecError, package_folder
@@ -72,6 +73,15 @@ class Expected:
 
 
 @dataclass(frozen=True)
+class CoverageSpec:
+    """How the report treats queries with no text in their query view (searched with no body, so no hit):
+    "keep" scores them 0 inside every mean and says how many there are; "exclude" leaves them out of every
+    mean, test, finding and chart. Either way the report prints the policy and the counts per view."""
+
+    empty_queries: EmptyQueries = "keep"
+
+
+@dataclass(frozen=True)
 class ExperimentSpec:
     name: str
     corpora: tuple[CorpusEntry, ...]
@@ -83,6 +93,7 @@ class ExperimentSpec:
     # how encoding runs (device or `all`, precision, max_batch_tokens, attn_implementation); `evalctl run`
     # options override it field by field
     runtime: Runtime | None = None
+    coverage: CoverageSpec = CoverageSpec()
     source_path: str = field(default="", compare=False)
     # each registered task's section (study/tasks.TASKS), as the file gives it: {task name: its entries}
     tasks: dict[str, tuple] = field(default_factory=dict)

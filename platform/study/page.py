@@ -18,13 +18,22 @@ if TYPE_CHECKING:  # pandas is imported where tables are made: an up-to-date rep
     import pandas as pd
 
 
+class RunCache(dict):
+    """Run id -> StoredRun, loaded once per report (retrieval_groups.stored_run), each scored under the report's
+    declared empty-query policy (experiment.CoverageSpec): the one place that policy enters every number."""
+
+    def __init__(self, empty_queries: str = "keep"):
+        super().__init__()
+        self.empty_queries = empty_queries
+
+
 @dataclass
 class Report:
     title: str
     # ("h", text) ("p", text) ("table", df, strong cells, css class) ("img", file, caption, tick labels)
     # ("findings", [Finding]) ("link", page, text)
     blocks: list[tuple] = field(default_factory=list)
-    runs: dict = field(default_factory=dict)  # run id -> StoredRun, loaded once per report
+    runs: RunCache = field(default_factory=RunCache)
     comparisons: dict = field(default_factory=dict)  # run ids -> their ComparisonReport, computed once
 
     def h(self, text):
