@@ -44,15 +44,15 @@ def documents_without(corpus: str, content_hash: str, view: str) -> tuple[int, i
 
 
 def domain_classes(run: StoredRun) -> dict[str, int]:
-    """Queries with an IN citation, with an OUT one and with both, of those the run is scored on (the policy
-    applied)."""
+    """Queries with an IN citation, with an OUT one, with an UNKNOWN one and with both IN and OUT, of those the
+    run is scored on (the policy applied)."""
     from evalctl.evaluators.scoring.compare import domain_partition  # pandas, scipy
 
     basis = run_queries(run)
     split = run.manifest["split"]
     classes = domain_partition(basis.qset, split, set(basis.judged(split)))
     sizes = [(set(k.split("+")), len(qs)) for k, qs in classes.items()]
-    return {"IN": sum(n for d, n in sizes if "IN" in d), "OUT": sum(n for d, n in sizes if "OUT" in d),
+    return {**{dom: sum(n for d, n in sizes if dom in d) for dom in ("IN", "OUT", "UNKNOWN")},
             "both": sum(n for d, n in sizes if {"IN", "OUT"} <= d)}
 
 
@@ -76,8 +76,8 @@ def coverage_section(report: Report, policy: CoverageSpec, groups: list[ViewGrou
             classes = domain_classes(run)
             either = classes["IN"] + classes["OUT"] - classes["both"]
             row |= {"IN queries": classes["IN"], "OUT queries": classes["OUT"], "IN and OUT": classes["both"],
-                    "neither (UNKNOWN only)": len(judged) - either}
-            overlap.append((g.label, classes))
+                    "UNKNOWN queries": classes["UNKNOWN"], "neither IN nor OUT": len(judged) - either}
+            overlap.append((g.label, len(judged), classes))
             for r in g.main_runs:
                 cells = {d: domain_scores(r, d) for d in DOMAINS}
                 domain_rows.append({"corpus": g.corpus, "views": g.label, "system": r.system_name, **{
@@ -94,12 +94,16 @@ def coverage_section(report: Report, policy: CoverageSpec, groups: list[ViewGrou
     if overlap:
         spec = groups[0].runs[0].manifest.get("qrels_spec") or {}
         scheme = f"{str(spec.get('domain_scheme', 'ipc')).upper()} class at {spec.get('domain_chars', 3)} characters"
-        both = "; ".join(f"{label}: {c['both']} of the {c['IN'] + c['OUT'] - c['both']} IN or OUT queries"
-                         for label, c in overlap)
+        counts: dict[str, list[str]] = {}  # one sentence for the views that count alike
+        for label, n, c in overlap:
+            counts.setdefault(f"{c['IN']} IN + {c['OUT']} OUT + {c['UNKNOWN']} UNKNOWN = "
+                              f"{c['IN'] + c['OUT'] + c['UNKNOWN']} for {n} queries, {c['both']} of them in both IN "
+                              "and OUT", []).append(label)
+        both = "; ".join(f"{', '.join(labels)}: {text}" for text, labels in counts.items())
         report.p(f"IN and OUT of domain, as DAPFAM defines them: a citation is IN when the query patent and the "
                  f"cited patent share an {scheme}, OUT when they share none (UNKNOWN when either has no code). A "
                  "query counts in IN when it has an IN citation and is then scored on its IN citations only; "
-                 "likewise for OUT. A query with citations of both kinds counts in both, so the IN and OUT counts "
-                 f"add up to more than the queries ({both}); a query whose citations are all UNKNOWN is in "
-                 f"neither. Each domain's {PRIMARY} with its 95% bootstrap CI over that domain's queries:")
+                 "likewise for OUT and UNKNOWN. A query with citations of several kinds counts in each, so the "
+                 f"counts add up to more than the queries ({both}); a query whose citations are all UNKNOWN is in "
+                 f"neither IN nor OUT. Each domain's {PRIMARY} with its 95% bootstrap CI over that domain's queries:")
         report.table(pd.DataFrame(domain_rows))

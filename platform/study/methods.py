@@ -56,7 +56,7 @@ def run_method(run: StoredRun, load: Callable[[str], StoredRun]) -> RunMethod:
         run_id=run.id, label=run.label, system=run.system_name, views=view_pair(m.get("query_view"), m["view"]),
         search=_search(m["method"], index, text.get("bm25_max_terms")),
         fusion=_fusion(m) if fused else NONE,
-        model=f"{index['hf_id']} @ {(index.get('revision') or 'unpinned')[:12]}" if index.get("hf_id") and
+        model=f"{index['hf_id']} @ {index.get('revision') or 'unpinned'}" if index.get("hf_id") and
         METHODS.get(m["method"]).vector else NONE,
         prompts=_prompts(index.get("document_prompt"), dense.get("query_prompt"))
         if METHODS.get(m["method"]).vector else NONE,

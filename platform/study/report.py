@@ -108,12 +108,14 @@ def _recipe_pairs(steps: list[Recorded], model_ids: set[str], runs: dict) -> lis
     rows = []
     for s, base, lineage in _tuned_and_base(steps, model_ids):
         task = TASKS.get(s.kind)
+        counted = getattr(task, "report_scores", lambda step, _: step.scores)
+        base_scores, tuned_scores = counted(base, runs), counted(s, runs)
         for metric in s.scores:
             if metric in base.scores and metric in task.headline_metrics:
                 rows.append({"task": s.kind, "corpus": s.target.corpus, "view": s.target.view_label,
                              "what": s.target.what, "model": s.target.model, "recipe": lineage["recipe"]["id"],
                              "metric": metric, "main": metric == main_metric(task, s.scores),
-                             "base_mean": base.scores[metric], "tuned_mean": s.scores[metric],
+                             "base_mean": base_scores[metric], "tuned_mean": tuned_scores[metric],
                              "base": task.per_unit(base, metric, runs), "tuned": task.per_unit(s, metric, runs),
                              "ids": [base.ref, s.ref]})
     return rows

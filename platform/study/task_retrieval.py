@@ -208,6 +208,11 @@ class RetrievalTask:
     def per_unit(self, step: Recorded, metric: str, runs: dict) -> dict[str, float]:
         return evaluate_run(stored_run(step.ref, runs)).per_query[metric]
 
+    def report_scores(self, step: Recorded, runs: dict) -> dict[str, float]:
+        """The step's means from its run's per-query values, under the report's empty-query policy (the study
+        record keeps every query's)."""
+        return evaluate_run(stored_run(step.ref, runs)).mean
+
     def headline(self, report: Report, steps: list[Recorded]) -> None:
         headline(report, steps)
 
@@ -302,10 +307,9 @@ class RetrievalTask:
 
 
 def _row(step: Recorded, report: Report) -> dict:
-    """The step's mean from its run's per-query values, as the tables' (the report's empty-query policy applied)."""
     t = step.target
-    mean = evaluate_run(stored_run(step.ref, report.runs), metrics=(PRIMARY,)).mean[PRIMARY]
-    return {"corpus": t.corpus, "model": t.model, "view": t.view_label, "method": t.what, PRIMARY: mean}
+    return {"corpus": t.corpus, "model": t.model, "view": t.view_label, "method": t.what,
+            PRIMARY: TASK.report_scores(step, report.runs)[PRIMARY]}
 
 
 def _views_heatmap(report: Report, corpus: str, dense: pd.DataFrame, out: Path) -> None:
