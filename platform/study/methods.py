@@ -36,7 +36,7 @@ class RunMethod:
     system: str  # the run's system across views, e.g. "hybrid/client:all-minilm-l6-v2"
     views: str  # "T", or "T→TA": query view → document view
     search: str  # "BM25 (k1 1.2, b 0.75)", "ANN: HNSW (m 16, ...)", "exact kNN", or both for fusion
-    fusion: str  # "-", "native search pipeline ..." or "client-side (ranx) ..."
+    fusion: str  # "-", "native: neural-search pipeline ..." or "client-side: ranx fusion ...", with its settings
     model: str  # hf id @ revision, or "-"
     prompts: str  # document and query prompts
     command: str  # the `evalctl retrieve` line that makes this run
@@ -47,21 +47,20 @@ class RunMethod:
 def run_method(run: StoredRun, load: Callable[[str], StoredRun]) -> RunMethod:
     """The methods row of `run`; `load` reads a component run by id (client fusion's BM25 and dense runs)."""
     m = run.manifest
+    d = METHODS.get(m["method"])
+    client = d.fused and m.get("fusion_mode") == "client"
     parts = [load(i).manifest for i in m.get("components", ())]
-    fused, client = METHODS.get(m["method"]).fused, m.get("fusion_mode") == "client"
     index = m.get("index_manifest") or {}
     dense = next((p for p in parts if p["method"] != "bm25"), m)  # where the query prompt was recorded
     text = next((p for p in parts if p["method"] == "bm25"), m)  # where the BM25 query cut was recorded
     return RunMethod(
         run_id=run.id, label=run.label, system=run.system_name, views=view_pair(m.get("query_view"), m["view"]),
         search=_search(m["method"], index, text.get("bm25_max_terms")),
-        fusion=_fusion(m) if fused else NONE,
-        model=f"{index['hf_id']} @ {index.get('revision') or 'unpinned'}" if index.get("hf_id") and
-        METHODS.get(m["method"]).vector else NONE,
-        prompts=_prompts(index.get("document_prompt"), dense.get("query_prompt"))
-        if METHODS.get(m["method"]).vector else NONE,
+        fusion=_fusion(m) if d.fused else NONE,
+        model=f"{index['hf_id']} @ {index.get('revision') or 'unpinned'}" if d.vector and index.get("hf_id") else NONE,
+        prompts=_prompts(index.get("document_prompt"), dense.get("query_prompt")) if d.vector else NONE,
         command=reproduce_command(m, text.get("bm25_max_terms"), dense.get("prompt_variant")),
-        client_fusion=fused and client, native_fusion=fused and not client)
+        client_fusion=client, native_fusion=d.fused and not client)
 
 
 def _search(method: str, index: dict, max_terms: int | None) -> str:

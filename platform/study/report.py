@@ -6,8 +6,8 @@ its headline metrics), then the missing results and the findings (short claims, 
 each task's section (the retrieval task's: its methods and coverage from the stored runs, tables with
 significance markers, views, scaling, IN vs OUT, fusion gain, per-query pages), the recipe deltas per task, the
 limitations (limitations.py) and, last, the spec's own description as written (never the methods). Every table
-names the stored runs or results that produced it. Sections without data say so instead of disappearing. The pages are drawn with page.py's model,
-as the tasks draw their sections. This module names no task and no metric: it loops over the task registry.
+names the stored runs or results that produced it. Sections without data say so instead of disappearing. The
+pages are drawn with page.py's model, as the tasks draw their sections. This module names no task and no metric: it loops over the task registry.
 """
 
 from __future__ import annotations
