@@ -1,6 +1,6 @@
 """The report's limitations paragraph, generated from facts of what ran: each corpus's size and document level
-(publication or family records), the number of queries each retrieval view rests on, the fine-tuned models'
-training budget (steps x batch, from their lineage) and the devices the vectors were encoded on (the encode
+(publication or family records), the number of queries each retrieval view rests on and the views that search
+fewer documents (a field some lack), the fine-tuned models' training budget (steps x batch, from their lineage) and the devices the vectors were encoded on (the encode
 records of the embedding cache)."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from evalctl.evaluators.scoring.run_queries import run_queries
 from evalctl.indexers.embedding_cache import encode_devices
 from evalctl.models import get_model
 from evalctl.study.experiment import ExperimentSpec
+from evalctl.study.coverage import documents_without
 from evalctl.study.page import Report
 from evalctl.study.retrieval_groups import view_groups
 from evalctl.study.tasks import Recorded, spec_models
@@ -24,25 +25,35 @@ def limitations_section(report: Report, spec: ExperimentSpec, steps: list[Record
     done = {s.target.corpus for s in steps if s.scores}
     facts = [f"Corpus {c.name} has {len(load_corpus(c.name)):,} documents, {LEVEL[c.documents]}."
              for c in spec.corpora if c.name in done]
-    for corpus, sizes in _query_counts(report, steps).items():
-        facts.append(f"The retrieval results of {corpus} rest on " + ", ".join(sizes) + ": a difference inside "
-                     "the confidence intervals shown is not resolved by this many queries.")
-    facts += _tuning(spec, {s.target.model for s in steps if s.scores})
     models = {s.target.model for s in steps if s.scores}
+    facts += _retrieval_facts(report, steps) + _tuning(spec, models)
     devices = sorted({d for m in models for d in encode_devices(m)})
     if devices:
         facts.append(f"Vectors were encoded on {', '.join(devices)}.")
     report.p(" ".join(facts) if facts else "No stored results yet: nothing to qualify.")
 
 
-def _query_counts(report: Report, steps: list[Recorded]) -> dict[str, list[str]]:
-    """Per corpus: "N <split> queries (views)" for each retrieval view group, as its tables count them."""
-    out: dict[str, list[str]] = {}
+def _retrieval_facts(report: Report, steps: list[Recorded]) -> list[str]:
+    """Per corpus: the queries each retrieval view's tables rest on, and the views whose documents lack a field
+    (their runs search a smaller corpus than the others)."""
+    counts: dict[str, dict[str, list[str]]] = {}
+    smaller: dict[str, list[str]] = {}
     for g in view_groups(report, steps):
         run = g.main_runs[0]
         split = run.manifest["split"]
-        n = len(run_queries(run).judged(split))
-        out.setdefault(g.corpus, []).append(f"{n} {split or 'all'} queries ({g.label})")
+        counts.setdefault(g.corpus, {}).setdefault(f"{len(run_queries(run).judged(split))} {split or 'all'} "
+                                                   "queries", []).append(g.label)
+        missing, total = documents_without(g.corpus, run.manifest["corpus_hash"], g.view)
+        if missing:
+            smaller.setdefault(g.corpus, []).append(f"{g.label} has {total - missing:,} of the {total:,} documents")
+    out = []
+    for corpus, sizes in counts.items():
+        out.append(f"The retrieval tables of {corpus} rest on " + "; ".join(
+            f"{n} ({', '.join(labels)})" for n, labels in sizes.items()) + ": every CI and paired test is over these.")
+        if corpus in smaller:
+            out.append(f"Views whose fields some documents lack search a smaller corpus ({'; '.join(smaller[corpus])}"
+                       "; see Coverage), so a difference between views mixes a change of text with a change of "
+                       "corpus.")
     return out
 
 

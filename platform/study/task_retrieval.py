@@ -31,7 +31,7 @@ from evalctl.output_folder import write_into
 from evalctl.study.coverage import DOMAINS, coverage_section, domain_scores
 from evalctl.study.experiment import check_spec_name
 from evalctl.study.methods import methods_section
-from evalctl.study.page import Report, plt_module, save_figure
+from evalctl.study.page import Report, RunCache, plt_module, save_figure
 from evalctl.study.retrieval_groups import ViewGroup, query_page_name, stored_run, view_groups
 from evalctl.study.retrieval_headline import headline
 from evalctl.study.retrieval_queries import query_pages
@@ -208,10 +208,10 @@ class RetrievalTask:
     def per_unit(self, step: Recorded, metric: str, runs: dict) -> dict[str, float]:
         return evaluate_run(stored_run(step.ref, runs)).per_query[metric]
 
-    def report_scores(self, step: Recorded, runs: dict) -> dict[str, float]:
-        """The step's means from its run's per-query values, under the report's empty-query policy (the study
-        record keeps every query's)."""
-        return evaluate_run(stored_run(step.ref, runs)).mean
+    def report_scores(self, step: Recorded, runs: RunCache) -> dict[str, float]:
+        """The step's means under the report's empty-query policy: its study record's when every query counts (they
+        were computed so), else from its run's per-query values."""
+        return step.scores if runs.empty_queries == "keep" else evaluate_run(stored_run(step.ref, runs)).mean
 
     def headline(self, report: Report, steps: list[Recorded]) -> None:
         headline(report, steps)

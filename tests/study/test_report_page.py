@@ -296,3 +296,20 @@ def test_empty_queries_are_counted_as_the_spec_declares(report_dir, tmp_path):
     main = _md_table(md.split("view TA, qrels")[1], "run")
     assert {r["n"] for r in main} == {str(left.n_queries)}
     assert f"{left.mean[PRIMARY]:.4f}" in next(r[PRIMARY] for r in main if r["run"] == ta["run"])
+
+
+def test_limitations_state_the_facts_of_the_run(report_dir):
+    from evalctl.corpus.store import load_corpus
+    from evalctl.evaluators.scoring.run_queries import run_queries
+    from evalctl.evaluators.scoring.runs import load_run
+    from evalctl.indexers.embedding_cache import encode_devices
+
+    out, corpus = report_dir
+    md = (out / "report.md").read_text()
+    said = md.split("## Limitations")[1].split("## ")[0]
+    run = load_run(next(r["run"] for r in _md_table(md, "reproduce")))
+    n_docs, n_queries = len(load_corpus(corpus)), len(run_queries(run).judged(run.manifest["split"]))
+    assert f"{n_docs:,} documents, publication-level" in said and f"{n_queries} test queries (T, TA)" in said
+    without = _md_table(md, "no text in the query view")[1]["documents without the document view"]  # TA
+    assert f"TA has {n_docs - int(without.split(' of ')[0]):,} of the {n_docs:,} documents" in said
+    assert f"Vectors were encoded on {', '.join(sorted(encode_devices(MODEL)))}." in said
