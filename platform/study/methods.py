@@ -15,6 +15,7 @@ from evalctl.corpus.qrels import qrels_manifest
 from evalctl.corpus.store import load_corpus
 from evalctl.corpus.views import load_views
 from evalctl.evaluators.retrieval.methods import METHODS
+from evalctl.evaluators.retrieval.fusion_sweep import SWEEP_SETS
 from evalctl.evaluators.retrieval.params import RetrievalParams
 from evalctl.evaluators.scoring.runs import StoredRun, view_pair
 from evalctl.parameters import parameters
@@ -56,7 +57,7 @@ def run_method(run: StoredRun, load: Callable[[str], StoredRun]) -> RunMethod:
     return RunMethod(
         run_id=run.id, label=run.label, system=run.system_name, views=view_pair(m.get("query_view"), m["view"]),
         search=_search(m["method"], index, text.get("bm25_max_terms")),
-        fusion=_fusion(m) if d.fused else NONE,
+        fusion=_fusion(m, text.get("bm25_max_terms"), dense.get("prompt_variant")) if d.fused else NONE,
         model=f"{index['hf_id']} @ {index.get('revision') or 'unpinned'}" if d.vector and index.get("hf_id") else NONE,
         prompts=_prompts(index.get("document_prompt"), dense.get("query_prompt")) if d.vector else NONE,
         command=reproduce_command(m, text.get("bm25_max_terms"), dense.get("prompt_variant")),
@@ -81,7 +82,7 @@ def _search(method: str, index: dict, max_terms: int | None) -> str:
     return " + ".join(out)
 
 
-def _fusion(m: dict) -> str:
+def _fusion(m: dict, bm25_max_terms: int | None, prompt_variant: str | None) -> str:
     f = m["fusion"]
     where = ("client-side: ranx fusion of the stored BM25 and dense runs" if m.get("fusion_mode") == "client"
              else "native: neural-search pipeline on the node")
@@ -92,7 +93,8 @@ def _fusion(m: dict) -> str:
     if not tuned:
         return f"{how} (as given)"
     grid = ", ".join(f"{w}: {s:.4f}" for w, s in tuned["grid"].items())
-    return f"{how}, chosen on the {tuned['split']} queries by {tuned['metric']} (grid {grid})"
+    return (f"{how}, chosen on the {tuned['split']} queries by {tuned['metric']} (grid {grid}: "
+            f"{sweep_command(m, bm25_max_terms, prompt_variant)})")
 
 
 def _prompts(document: str | None, query: str | None) -> str:
@@ -103,15 +105,33 @@ def reproduce_command(m: dict, bm25_max_terms: int | None, prompt_variant: str |
     """`evalctl retrieve` with every option whose value differs from its default, from a run manifest: the
     command makes the run with that identity (or finds it stored). `bm25_max_terms` and `prompt_variant` come
     from the run, or from its component runs for client-side fusion."""
+    return _command("retrieve", _values(m, bm25_max_terms, prompt_variant))
+
+
+def sweep_command(m: dict, bm25_max_terms: int | None, prompt_variant: str | None) -> str:
+    """`evalctl fusion-sweep` that tunes the dense weight of a run made by a sweep (its manifest's `tuned_on`) over
+    the same grid on the dev queries, and makes the run again with the chosen weight."""
+    tuned = m["tuned_on"]
+    values = {k: v for k, v in _values(m, bm25_max_terms, prompt_variant).items() if k not in SWEEP_SETS}
+    return _command("fusion-sweep", values) + " " + shlex.join(
+        ["--weights", ",".join(tuned["grid"]), "--mode", tuned["mode"]])
+
+
+def _values(m: dict, bm25_max_terms: int | None, prompt_variant: str | None) -> dict:
+    """RetrievalParams' values of the run `m` describes."""
     fusion = m.get("fusion") or {}
-    values = {"view": m["view"], "method": m["method"], "model": m.get("model"),
-              "query_view": m.get("query_view") if m.get("query_view") != m["view"] else None,
-              "qrels": m["qrels"], "split": m["split"] or "all", "k": m["k"],
-              "bm25_max_terms": (bm25_max_terms or 0) if METHODS.get(m["method"]).text else None,
-              "prompt_variant": prompt_variant, "fusion_mode": m.get("fusion_mode"),
-              **{k: fusion.get(k) for k in ("normalization", "combination", "dense_weight", "rank_constant")},
-              "query_sample": (m.get("query_sample") or {}).get("n")}
-    args = ["evalctl", "retrieve", "--corpus", m["corpus"]]
+    return {"corpus": m["corpus"], "view": m["view"], "method": m["method"], "model": m.get("model"),
+            "query_view": m.get("query_view") if m.get("query_view") != m["view"] else None,
+            "qrels": m["qrels"], "split": m["split"] or "all", "k": m["k"],
+            "bm25_max_terms": (bm25_max_terms or 0) if METHODS.get(m["method"]).text else None,
+            "prompt_variant": prompt_variant, "fusion_mode": m.get("fusion_mode"),
+            **{k: fusion.get(k) for k in ("normalization", "combination", "dense_weight", "rank_constant")},
+            "query_sample": (m.get("query_sample") or {}).get("n")}
+
+
+def _command(name: str, values: dict) -> str:
+    """`evalctl NAME --corpus ...` with each RetrievalParams option in `values` that differs from its default."""
+    args = ["evalctl", name, "--corpus", values["corpus"]]
     for p in parameters(RetrievalParams):
         v = values.get(p.name)
         if p.option is not None and v is not None and (p.default is MISSING or v != p.default):

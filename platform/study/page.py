@@ -17,12 +17,14 @@ from evalctl.paths import confine_libraries
 if TYPE_CHECKING:  # pandas is imported where tables are made: an up-to-date report never pays for it
     import pandas as pd
 
+    from evalctl.evaluators.scoring.runs import EmptyQueries
+
 
 class RunCache(dict):
     """Run id -> StoredRun, loaded once per report (retrieval_groups.stored_run), each scored under the report's
     declared empty-query policy (experiment.CoverageSpec): the one place that policy enters every number."""
 
-    def __init__(self, empty_queries: str = "keep"):
+    def __init__(self, empty_queries: EmptyQueries = "keep"):
         super().__init__()
         self.empty_queries = empty_queries
 
