@@ -157,15 +157,22 @@ def methods_section(report: Report, spec: ExperimentSpec, groups: list[ViewGroup
 
 
 def _data(spec: ExperimentSpec, groups: list[ViewGroup]) -> str:
-    m = groups[0].runs[0].manifest
-    corpus = load_corpus(m["corpus"])
-    qrels, level = qrels_manifest(corpus, m["qrels"]), spec.corpus(m["corpus"]).documents
-    q = m.get("qrels_spec") or {}
-    splits = ", ".join(f"{n} {s}" for s, n in sorted(qrels.get("queries", {}).items(), key=lambda x: -x[1]))
-    how = ", ".join(f"{k} {q[k]}" for k in ("source", "direction", "level") if q.get(k))
-    return (f"Corpus {m['corpus']}: {len(corpus):,} {level}-level documents, version {m['corpus_hash']}. Qrels "
-            f"{m['qrels']} ({how}): {splits} queries; tables report the {m['split'] or 'all'} queries, and a "
-            "query's own family never counts as a hit.")
+    """The corpus version and size, and each qrels set its tables use: how it was built, its split sizes, the split
+    reported and what each ranking excludes (as the runs recorded it)."""
+    first = groups[0].runs[0].manifest
+    corpus = load_corpus(first["corpus"])
+    out = [f"Corpus {corpus.name}: {len(corpus):,} {spec.corpus(corpus.name).documents}-level documents, version "
+           f"{first['corpus_hash']}."]
+    for name in dict.fromkeys(g.runs[0].manifest["qrels"] for g in groups):
+        runs = [r.manifest for g in groups for r in g.runs if r.manifest["qrels"] == name]
+        built, sizes = runs[0].get("qrels_spec") or {}, qrels_manifest(corpus, name).get("queries", {})
+        how = ", ".join(f"{k} {built[k]}" for k in ("source", "direction", "level") if built.get(k))
+        splits = ", ".join(f"{n} {s}" for s, n in sorted(sizes.items(), key=lambda x: -x[1]))
+        excluded = next((m["exclusion"] for m in runs if m.get("exclusion")), None)
+        out.append(f"Qrels {name} ({how}): {splits} queries; its tables report the "
+                   f"{' and '.join(dict.fromkeys(m['split'] or 'all' for m in runs))} queries"
+                   + (f"; excluded from each ranking: {excluded}." if excluded else "."))
+    return " ".join(out)
 
 
 def _queries(groups: list[ViewGroup]) -> str:
