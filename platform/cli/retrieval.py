@@ -14,7 +14,7 @@ from evalctl.corpus.store import CorpusNotFound
 from evalctl.errors import UserError
 from evalctl.evaluators.fusion.client_fusion import FusionUnsupported
 from evalctl.evaluators.fusion.search_pipelines import NeuralSearchMissing
-from evalctl.evaluators.retrieval.fusion_sweep import fusion_sweep as sweep
+from evalctl.evaluators.retrieval.fusion_sweep import SWEEP_SETS, fusion_sweep as sweep
 from evalctl.evaluators.retrieval.params import RetrievalOptions, RetrievalParams
 from evalctl.evaluators.retrieval.retrieve import (RetrievalError, SearchFailed, retrieval_spec,
                                                    retrieve as run_retrieval)
@@ -130,8 +130,7 @@ def compare(runs, baseline, fmt, out, latex, markdown, force, **params) -> None:
 
 @click.command("fusion-sweep")
 @_corpus_option
-@dataclass_options(RetrievalParams, exclude=("corpus", "method", "fusion_mode", "dense_weight", "rank_constant",
-                                             "query_sample"))
+@dataclass_options(RetrievalParams, exclude=("corpus", *SWEEP_SETS))
 @dataclass_options(RetrievalOptions)
 @click.option("--weights", default="0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9", show_default=True,
               help="Dense weights to try on the dev queries.")

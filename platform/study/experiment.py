@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from evalctl.corpus.qrels import QrelsSpec
 from evalctl.evaluators.scoring.significance_params import StatsProtocol
+from evalctl.evaluators.scoring.runs import EmptyQueries
 from evalctl.indexers.runtime import Runtime
 from evalctl.names import BadName, check_name
 from evalctl.config_files import SpecError, package_folder
@@ -75,6 +76,15 @@ class Expected:
 
 
 @dataclass(frozen=True)
+class CoverageSpec:
+    """How the report treats queries with no text in their query view (searched with no body, so no hit):
+    "keep" scores them 0 inside every mean and says how many there are; "exclude" leaves them out of every
+    mean, test, finding and chart. Either way the report prints the policy and the counts per view."""
+
+    empty_queries: EmptyQueries = "keep"
+
+
+@dataclass(frozen=True)
 class ExperimentSpec:
     name: str
     corpora: tuple[CorpusEntry, ...]
@@ -88,6 +98,7 @@ class ExperimentSpec:
     runtime: Runtime | None = None
     # the one statistical protocol behind every significance letter, finding and footnote of the report
     statistics: StatsProtocol = StatsProtocol()
+    coverage: CoverageSpec = CoverageSpec()
     source_path: str = field(default="", compare=False)
     # each registered task's section (study/tasks.TASKS), as the file gives it: {task name: its entries}
     tasks: dict[str, tuple] = field(default_factory=dict)

@@ -18,6 +18,17 @@ from evalctl.paths import confine_libraries
 if TYPE_CHECKING:  # pandas is imported where tables are made: an up-to-date report never pays for it
     import pandas as pd
 
+    from evalctl.evaluators.scoring.runs import EmptyQueries
+
+
+class RunCache(dict):
+    """Run id -> StoredRun, loaded once per report (retrieval_groups.stored_run), each scored under the report's
+    declared empty-query policy (experiment.CoverageSpec): the one place that policy enters every number."""
+
+    def __init__(self, empty_queries: EmptyQueries = "keep"):
+        super().__init__()
+        self.empty_queries = empty_queries
+
 
 @dataclass
 class Report:
@@ -25,7 +36,7 @@ class Report:
     # ("h", text) ("p", text) ("table", df, strong cells, css class) ("img", file, caption, tick labels)
     # ("findings", [Finding]) ("link", page, text)
     blocks: list[tuple] = field(default_factory=list)
-    runs: dict = field(default_factory=dict)  # run id -> StoredRun, loaded once per report
+    runs: RunCache = field(default_factory=RunCache)
     comparisons: dict = field(default_factory=dict)  # run ids -> their ComparisonReport, computed once
     statistics: StatsProtocol = StatsProtocol()  # the study's protocol: every table's and finding's test
 

@@ -3,10 +3,11 @@
 It lists the spec's task steps from the spec alone (tasks.task_targets) and reads each one's study record, never
 the plan, the node or an index manifest. It opens with the headline (each task's part: its own, or a table of
 its headline metrics), then the missing results and the findings (short claims, their evidence in footnotes),
-each task's section (the retrieval task's: tables with significance markers, views, scaling, IN vs OUT, fusion
-gain, per-query pages) and the recipe deltas per task. Every table names the stored runs or results that
-produced it. Sections without data say so instead of disappearing. The pages are drawn with page.py's model,
-as the tasks draw their sections. This module names no task and no metric: it loops over the task registry.
+each task's section (the retrieval task's: its methods and coverage from the stored runs, tables with
+significance markers, views, scaling, IN vs OUT, fusion gain, per-query pages), the recipe deltas per task, the
+limitations (limitations.py) and, last, the spec's own description as written (never the methods). Every table
+names the stored runs or results that produced it. Sections without data say so instead of disappearing. The
+pages are drawn with page.py's model, as the tasks draw their sections. This module names no task and no metric: it loops over the task registry.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from evalctl.models import get_model
 from evalctl.output_folder import check_folder, claim_folder, write_into
 from evalctl.provenance import code_version
 from evalctl.study.experiment import ExperimentSpec
-from evalctl.study.page import Report
+from evalctl.study.limitations import limitations_section
+from evalctl.study.page import Report, RunCache
 from evalctl.study.tasks import (TASKS, Recorded, Task, last_outcome, main_metric, recorded, spec_models,
                                  task_targets)
 
@@ -109,12 +111,14 @@ def _recipe_pairs(steps: list[Recorded], model_ids: set[str], runs: dict) -> lis
     rows = []
     for s, base, lineage in _tuned_and_base(steps, model_ids):
         task = TASKS.get(s.kind)
+        counted = getattr(task, "report_scores", lambda step, _: step.scores)
+        base_scores, tuned_scores = counted(base, runs), counted(s, runs)
         for metric in s.scores:
             if metric in base.scores and metric in task.headline_metrics:
                 rows.append({"task": s.kind, "corpus": s.target.corpus, "view": s.target.view_label,
                              "what": s.target.what, "model": s.target.model, "recipe": lineage["recipe"]["id"],
                              "metric": metric, "main": metric == main_metric(task, s.scores),
-                             "base_mean": base.scores[metric], "tuned_mean": s.scores[metric],
+                             "base_mean": base_scores[metric], "tuned_mean": tuned_scores[metric],
                              "base": task.per_unit(base, metric, runs), "tuned": task.per_unit(s, metric, runs),
                              "ids": [base.ref, s.ref]})
     return rows
@@ -158,9 +162,9 @@ def write_report(spec: ExperimentSpec, out: Path, force: bool = False) -> tuple[
     if not force and md.exists() and page.exists() and inputs_file.exists() and inputs_file.read_text() == inputs:
         return md, page, False
     claim_folder(out, "report")
-    report = Report(f"evalctl report: {spec.name}", statistics=spec.statistics)
-    report.p(f"{spec.description.strip()} Generated {utc_now('%Y-%m-%d %H:%M UTC')} by "
-             f"evalctl {code_version()} from the results store.")
+    report = Report(f"evalctl report: {spec.name}", runs=RunCache(spec.coverage.empty_queries),
+                    statistics=spec.statistics)
+    report.p(f"Generated {utc_now('%Y-%m-%d %H:%M UTC')} by evalctl {code_version()} from the results store.")
     pairs = _recipe_pairs(steps, {m.id for m in models.models}, report.runs)
     _headline(report, steps)
     _missing(report, steps, missing)
@@ -168,6 +172,9 @@ def write_report(spec: ExperimentSpec, out: Path, force: bool = False) -> tuple[
     for name, task in TASKS.items():
         task.report(report, spec, [s for s in steps if s.kind == name], out)
     _recipes(report, pairs)
+    limitations_section(report, spec, steps)
+    report.h("Study description (as written in the spec)")
+    report.p(spec.description.strip() or "The spec has no description.")
     write_into(out, md.name, report.markdown())
     write_into(out, page.name, report.html(out))
     write_into(out, inputs_file.name, inputs)

@@ -3,14 +3,14 @@ per-query pages compare the same groups), and the name a per-query page has in a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from evalctl.evaluators.scoring.runs import load_run, view_pair
 from evalctl.study.tasks import Recorded
 
 if TYPE_CHECKING:
-    from evalctl.study.page import Report
+    from evalctl.study.page import Report, RunCache
 
 KIND = "retrieval"  # the steps grouped: the retrieval task's
 
@@ -102,6 +102,7 @@ def query_page_name(g: ViewGroup) -> str:
     return f"queries-{g.corpus}-{g.file_part}"
 
 
-def stored_run(run_id: str, runs: dict):
-    """The stored run, loaded once per report (`runs` keeps them)."""
-    return runs.get(run_id) or runs.setdefault(run_id, load_run(run_id))
+def stored_run(run_id: str, runs: RunCache):
+    """The stored run, loaded once per report (`runs` keeps them) and scored under the report's empty-query
+    policy."""
+    return runs.get(run_id) or runs.setdefault(run_id, replace(load_run(run_id), empty_queries=runs.empty_queries))

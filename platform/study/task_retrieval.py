@@ -28,13 +28,15 @@ from evalctl.indexers.index_loader import read_manifest, result_identity
 from evalctl.models import get_model
 from evalctl.opensearch.connection import make_client
 from evalctl.output_folder import write_into
+from evalctl.study.coverage import DOMAINS, coverage_section, domain_scores
 from evalctl.study.experiment import check_spec_name
-from evalctl.study.page import Report, plt_module, save_figure
+from evalctl.study.methods import methods_section
+from evalctl.study.page import Report, RunCache, plt_module, save_figure
 from evalctl.study.retrieval_groups import ViewGroup, query_page_name, stored_run, table_tests, view_groups
 from evalctl.study.retrieval_headline import headline
 from evalctl.study.retrieval_queries import query_pages
 from evalctl.study.step_ids import QrelsId, Target, TaskStepId, identity_name
-from evalctl.study.tasks import Recorded, SpecModels, Step, memo
+from evalctl.study.tasks import Recorded, SpecModels, Step, memo, spec_models
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -206,6 +208,11 @@ class RetrievalTask:
     def per_unit(self, step: Recorded, metric: str, runs: dict) -> dict[str, float]:
         return evaluate_run(stored_run(step.ref, runs)).per_query[metric]
 
+    def report_scores(self, step: Recorded, runs: RunCache) -> dict[str, float]:
+        """The step's means under the report's empty-query policy: its study record's when every query counts (they
+        were computed so), else from its run's per-query values."""
+        return step.scores if runs.empty_queries == "keep" else evaluate_run(stored_run(step.ref, runs)).mean
+
     def headline(self, report: Report, steps: list[Recorded]) -> None:
         headline(report, steps)
 
@@ -249,6 +256,10 @@ class RetrievalTask:
         if not groups:
             report.p("No retrieval results yet (run `evalctl run` first, or the spec has no retrieval).")
             return
+        models = spec_models(spec)
+        methods_section(report, spec, groups, {sid.target: e.fusion_mode for e in spec.entries(self.name)
+                                               for sid in self.targets(models, e)})
+        coverage_section(report, spec.coverage, groups)
         for g in groups:
             views = (f"queries {g.query_view}, documents {g.view}" if g.query_view != g.view else f"view {g.view}")
             report.p(f"Corpus {g.corpus}, {views}, qrels {g.runs[0].manifest.get('qrels')}: systems compared with "
@@ -270,7 +281,7 @@ class RetrievalTask:
                     report.table(dfs["domains"])
                     _in_out_plot(report, g, out, f"inout-{g.corpus}-{g.file_part}.png")
             else:
-                report.table(pd.DataFrame([_row(g.steps[i]) for i in g.main]))
+                report.table(pd.DataFrame([_row(g.steps[i], report) for i in g.main]))
             for sub in g.subsets:  # runs that searched another query set (a sample): on the queries it shares
                 report.p(f"Corpus {g.corpus}, {views}, on the queries of a narrower query set (a sample). "
                          f"{common_queries_note(sub)}The letters name this table's systems.")
@@ -279,7 +290,7 @@ class RetrievalTask:
                 page = query_page_name(g)
                 report.link(page, f"Per query ({g.corpus}, {views}): each citation's rank in every system, "
                                   "the citations no system finds")
-        frame = pd.DataFrame([_row(s) for g in groups for s in g.steps])
+        frame = pd.DataFrame([_row(s, report) for g in groups for s in g.steps])
         dense = frame[frame["method"] == "dense"]
         for corpus, group in dense.groupby("corpus", sort=False):
             _views_heatmap(report, corpus, group, out)
@@ -299,9 +310,10 @@ class RetrievalTask:
             write_into(out, f"{page_name}.html", query_page.html(out))
 
 
-def _row(step: Recorded) -> dict:
+def _row(step: Recorded, report: Report) -> dict:
     t = step.target
-    return {"corpus": t.corpus, "model": t.model, "view": t.view_label, "method": t.what, PRIMARY: step.scores[PRIMARY]}
+    return {"corpus": t.corpus, "model": t.model, "view": t.view_label, "method": t.what,
+            PRIMARY: TASK.report_scores(step, report.runs)[PRIMARY]}
 
 
 def _views_heatmap(report: Report, corpus: str, dense: pd.DataFrame, out: Path) -> None:
@@ -352,16 +364,13 @@ def _scaling_plot(report: Report, corpus: str, dense: pd.DataFrame, out: Path) -
 def _in_out_plot(report: Report, g: ViewGroup, out: Path, name: str) -> None:
     """IN and OUT bars per system with 95% bootstrap CIs over the domain's queries (the CI compare_runs gives
     the whole query set, on the IN-only and the OUT-only pairs)."""
-    from evalctl.evaluators.scoring.compare import run_ci  # pandas, scipy
-
     runs = g.main_runs  # the comparison's runs: one query set
     bars = {}
-    for dom in ("IN", "OUT"):
-        per_query = [list(evaluate_run(r, domain=dom, metrics=(PRIMARY,)).per_query[PRIMARY].values()) for r in runs]
-        if not all(per_query):  # no query with a pair in this domain: no bars for it
+    for dom in DOMAINS:
+        scored = [domain_scores(r, dom, report.statistics) for r in runs]
+        if None in scored:  # no query with a pair in this domain: no bars for it
             continue
-        # compare_runs' own CI, so a bar's CI reads like the table's
-        bars[dom] = (len(per_query[0]), [(float(np.mean(v)), *run_ci(v, report.statistics)) for v in per_query])
+        bars[dom] = (scored[0][0], [c[1:] for c in scored])
     if not bars:
         return
     plt = plt_module()
@@ -374,7 +383,7 @@ def _in_out_plot(report: Report, g: ViewGroup, out: Path, name: str) -> None:
     ax.set_xticks(list(x), [r.system_name for r in runs], rotation=20, ha="right")
     ax.set_ylabel(PRIMARY)
     ax.legend()
-    missing = "".join(f"; no {d} queries" for d in ("IN", "OUT") if d not in bars)
+    missing = "".join(f"; no {d} queries" for d in DOMAINS if d not in bars)
     save_figure(fig, report, out, name, f"{g.corpus}, view {g.label}: IN vs OUT {PRIMARY} per system, "
                                         f"95% bootstrap CI over the domain's queries{missing}")
 

@@ -224,3 +224,135 @@ def test_report_in_headless_chromium(report_dir):
     dom = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
                           (out / "report.html").as_uri()], capture_output=True, text=True, timeout=120, check=True)
     check_structure(Page(dom.stdout))
+
+
+def _md_table(md: str, column: str) -> list[dict[str, str]]:
+    """The rows of the first report.md table with a column `column`, as {header: cell}."""
+    lines = md.splitlines()
+    start = next(i for i, line in enumerate(lines)
+                 if line.startswith("|") and column in (c.strip() for c in line.split("|")))
+    header = [c.strip() for c in lines[start].strip("|").split("|")]
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append(dict(zip(header, (c.strip() for c in line.strip("|").split("|")))))
+    return rows
+
+
+def test_methods_rows_reproduce_their_runs_and_say_client_fusion(report_dir):
+    """Methods come from the stored runs: each row's reproduce command finds that very run (no new search), and the
+    fusion paragraph says client-side fusion where `fusion_mode: auto` met a node without neural-search. The client
+    run is made with `--fusion client`: the manifest the study's auto fallback writes too (retrieve._client_fused,
+    whatever the node)."""
+    import shlex
+
+    from evalctl import results_store
+    from evalctl.cli.main import cli
+    from evalctl.study.methods import fusion_used
+
+    out, corpus = report_dir
+    md = (out / "report.md").read_text()
+    assert md.index("## Retrieval") < md.index("Methods, as the stored runs record them") < md.index(
+        "## Limitations") < md.index("## Study description (as written in the spec)")
+    rows = _md_table(md, "reproduce")
+    assert {r["views (query→document)"] for r in rows} == set(VIEWS) and len(rows) == 4
+    before = len(list(results_store.iter_results("run", corpus)))
+    for row in rows:
+        args = shlex.split(row["reproduce"])
+        assert args[:2] == ["evalctl", "retrieve"] and "--split" not in args  # test: the default
+        r = CliRunner().invoke(cli, args[1:])
+        assert r.exit_code == 0, r.output
+        assert re.search(r"run (\S+)  \(", r.output).group(1) == row["run"], (row, r.output)
+    assert len(list(results_store.iter_results("run", corpus))) == before  # each command found its run
+    assert "BM25 (k1 1.2, b 0.75" in md and "ANN: HNSW (m 16, ef_construction 100, ef_search 100" in md
+
+    client = _fused_run_method(corpus, "client")
+    assert client.fusion.startswith("client-side: ranx fusion of the stored BM25 and dense runs")
+    assert "dense weight 0.3 (as given)" in client.fusion and "--fusion client" in client.command
+    fell_back = fusion_used([(client, "auto")])
+    assert "client-side fusion" in fell_back and "the node had no neural-search plugin" in fell_back
+    assert "as the spec asks" in fusion_used([(client, "client")])  # fusion_mode: client by choice
+
+
+def _fused_run_method(corpus: str, mode: str):
+    """The methods row of a TA hybrid run made by `evalctl retrieve --fusion MODE` in the report's store."""
+    from evalctl.cli.main import cli
+    from evalctl.evaluators.scoring.runs import load_run
+    from evalctl.study.methods import run_method
+
+    r = CliRunner().invoke(cli, ["retrieve", "--corpus", corpus, "--model", MODEL, "--view", "TA", "--method",
+                                 "hybrid", "--fusion", mode, "--dense-weight", "0.3"])
+    assert r.exit_code == 0, r.output
+    return run_method(load_run(re.search(r"run (\S+)  \(", r.output).group(1)), load_run)
+
+
+@pytest.mark.neural_search
+def test_methods_say_native_fusion_on_a_node_with_neural_search(report_dir):
+    from evalctl.study.methods import fusion_used
+
+    native = _fused_run_method(report_dir[1], "native")
+    assert native.fusion.startswith("native: neural-search pipeline") and "--fusion" not in native.command
+    said = fusion_used([(native, "auto")])
+    assert "ran natively" in said and "neural-search plugin was present" in said and "client" not in said
+
+
+def test_empty_queries_are_counted_as_the_spec_declares(report_dir, tmp_path):
+    """TA queries without an abstract are searched with no text: the default policy keeps them (scored 0, in n)
+    and says so; `coverage: {empty_queries: exclude}` leaves them out of the same report's every n and mean."""
+    import dataclasses
+
+    from evalctl.cli.main import cli
+    from evalctl.evaluators.scoring.metrics import PRIMARY, evaluate_run
+    from evalctl.evaluators.scoring.run_queries import run_queries
+    from evalctl.evaluators.scoring.runs import load_run
+
+    out, corpus = report_dir
+    md = (out / "report.md").read_text()
+    rows = {r["views"]: r for r in _md_table(md, "no text in the query view")}
+    ta = next(r for r in _md_table(md, "reproduce") if r["views (query→document)"] == "TA" and "bm25" in r["system"])
+    keep = load_run(ta["run"])
+    basis = run_queries(keep)
+    judged = basis.judged(keep.manifest["split"])
+    empty = basis.no_text & set(judged)
+    assert empty  # the sample has test queries without an abstract
+    assert rows["TA"]["no text in the query view"].startswith(f"{len(empty)} (") and rows["T"][
+        "no text in the query view"] == "0"
+    assert int(rows["TA"]["scored (n)"]) == int(rows["TA"]["queries"]) == len(judged)
+    exclude = dataclasses.replace(keep, empty_queries="exclude")
+    kept, left = (evaluate_run(r, metrics=(PRIMARY,)) for r in (keep, exclude))
+    assert all(kept.per_query[PRIMARY][q] == 0 for q in empty)
+    assert left.n_queries == kept.n_queries - len(empty) and not set(left.per_query[PRIMARY]) & empty
+    assert left.mean[PRIMARY] * left.n_queries == pytest.approx(kept.mean[PRIMARY] * kept.n_queries)
+
+    spec = yaml.safe_load((out.parent / "spec.yaml").read_text())
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({**spec, "coverage": {"empty_queries": "exclude"}}))
+    r = CliRunner().invoke(cli, ["report", str(path), "--out", str(tmp_path / "report")])
+    assert r.exit_code == 0, r.output
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "left out of every mean" in md and "kept in every mean" in (out / "report.md").read_text()
+    assert {r["views"]: r["scored (n)"] for r in _md_table(md, "no text in the query view")} == {
+        "T": str(len(judged)), "TA": str(left.n_queries)}
+    headline = md.split("## Headline results")[1].split("## ")[0]
+    assert f"| TA (n={left.n_queries})" in headline and f"| T (n={len(judged)})" in headline
+    main = _md_table(md.split("view TA, qrels")[1], "run")
+    assert {r["n"] for r in main} == {str(left.n_queries)}
+    assert f"{left.mean[PRIMARY]:.4f}" in next(r[PRIMARY] for r in main if r["run"] == ta["run"])
+
+
+def test_limitations_state_the_facts_of_the_run(report_dir):
+    from evalctl.corpus.store import load_corpus
+    from evalctl.evaluators.scoring.run_queries import run_queries
+    from evalctl.evaluators.scoring.runs import load_run
+    from evalctl.indexers.embedding_cache import encode_devices
+
+    out, corpus = report_dir
+    md = (out / "report.md").read_text()
+    said = md.split("## Limitations")[1].split("## ")[0]
+    run = load_run(next(r["run"] for r in _md_table(md, "reproduce")))
+    n_docs, n_queries = len(load_corpus(corpus)), len(run_queries(run).judged(run.manifest["split"]))
+    assert f"{n_docs:,} documents, publication-level" in said and f"{n_queries} test queries (T, TA)" in said
+    without = _md_table(md, "no text in the query view")[1]["documents without the document view"]  # TA
+    assert f"TA has {n_docs - int(without.split(' of ')[0]):,} of the {n_docs:,} documents" in said
+    assert f"Vectors were encoded on {', '.join(sorted(encode_devices(MODEL)))}." in said

@@ -84,6 +84,10 @@ def test_bad_spec_names_the_key(tmp_path):
     path.write_text(yaml.safe_dump(doc))
     r = CliRunner().invoke(cli, ["run", str(path), "--dry-run"])
     assert r.exit_code != 0 and "unknown key(s) viewz" in r.output
+    doc["indexes"][0] = {"corpus": "rt-x-grants", "views": ["T"]}
+    path.write_text(yaml.safe_dump({**doc, "coverage": {"empty_queries": "drop"}}))  # keep or exclude
+    r = CliRunner().invoke(cli, ["run", str(path), "--dry-run"])
+    assert r.exit_code != 0 and "empty_queries: 'drop' is not one of 'keep', 'exclude'" in r.output, r.output
 
 
 def test_missing_source_plans_in_dry_run_and_stops_a_run(tmp_path, monkeypatch):
