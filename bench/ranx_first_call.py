@@ -1,6 +1,7 @@
 """The first ranx calls of a fresh process, with a cold numba cache (empty folder) and a warm one (the
 folder the cold round filled): import, first score (ranx.evaluate, 6 metrics), first min-max and RRF fusion
-(ranx.fuse), first paired randomisation test and ranx Report, each in its own fresh process per round.
+(ranx.fuse), first paired randomisation test (numpy, the study's protocol: 10,000 flips) and ranx Report,
+each in its own fresh process per round.
 
     python bench/ranx_first_call.py [--rounds 2] [--queries 500]
 
@@ -27,7 +28,8 @@ from evalctl.evaluators.fusion.client_fusion import fuse_rankings
 from evalctl.evaluators.scoring.runs import ranked
 from evalctl.evaluators.scoring.metrics import score
 from evalctl.evaluators.fusion.settings import FusionSpec
-from evalctl.evaluators.scoring.significance import run_p_values
+from evalctl.evaluators.scoring.significance import paired_p_values
+from evalctl.evaluators.scoring.significance_params import StatsProtocol
 import numpy as np
 rng, n = random.Random(1), int(sys.argv[1])
 docs = [f"D{i}" for i in range(3000)]
@@ -37,8 +39,9 @@ t = T(); s = [score(r, qrels) for r in runs]; out["first score (2 runs, 6 metric
 t = T(); fuse_rankings(runs, FusionSpec(), 100); out["first fuse min-max"] = T() - t
 t = T(); fuse_rankings(runs, FusionSpec(technique="rrf"), 100); out["first fuse RRF"] = T() - t
 values = {i: {"m": np.array(list(s[i].per_query["ndcg@10"].values()))} for i in range(2)}
-t = T(); run_p_values(values, [(0, 1, "m")], "fisher", n_permutations=1000, seed=42); out["first Fisher test"] = T() - t
-t = T(); run_p_values(values, [(0, 1, "m")], "fisher", n_permutations=1000, seed=42); out["next Fisher test"] = T() - t
+d = values[1]["m"] - values[0]["m"]
+t = T(); paired_p_values([d], StatsProtocol()); out["first randomisation test"] = T() - t
+t = T(); paired_p_values([d], StatsProtocol()); out["next randomisation test"] = T() - t
 from ranx.data_structures import Report, FrozensetDict
 t = T()
 Report(["a", "b"], {"a": {"ndcg@10": 0.1}, "b": {"ndcg@10": 0.2}},

@@ -284,3 +284,10 @@ class EmbeddingCache:
         if found.any():
             out[found] = self.get([h for h, ok in zip(hashes, found) if ok])
         return out, found
+
+
+def encode_devices(model_id: str, root: Path | None = None) -> set[str]:
+    """The devices (cpu, cuda:0 ...) every recorded encoding of this model's cached vectors ran on (each entry's
+    runs/*.json): what a report can say the vectors were made on."""
+    base = (root or cache_root() / "embeddings") / model_id
+    return {d for p in base.glob("*/runs/*.json") if (d := json.loads(p.read_text(encoding="utf-8")).get("device"))}

@@ -278,6 +278,13 @@ class LazyEncoder:
             self._encoder = make_encoder(self._spec, **self._kwargs)
         return self._encoder
 
+    def check_dim(self) -> None:
+        """Prove the vectors' width before anything is made of them: loading checks a local model's weights
+        (model_loader), a served model is asked for one text."""
+        encoder = self.load()
+        if isinstance(encoder, ServedEncoder):
+            encoder.check_dim()
+
     def encode(self, texts: list[str], prompt: str) -> Encoded:
         return self.load().encode(texts, prompt)
 

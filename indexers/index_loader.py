@@ -476,7 +476,7 @@ def index_corpus(client, corpus, views, model=None, *, encoding: EncodeOptions =
         meta["vectors_import"] = imported.provenance
     if imported is None and encoder is not None and read_manifest(client, name) is None \
             and not _dim_proven(model, views, variant, prompt):
-        encoder.load()  # a spec whose dim disagrees with its weights fails here, before an empty index exists
+        encoder.check_dim()  # a spec whose dim disagrees with its model fails here, before an empty index exists
     by_name = {v.name: v for v in views}
 
     def render(chunk: list, names: list[str]) -> dict[str, dict[str, str]]:

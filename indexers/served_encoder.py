@@ -112,6 +112,11 @@ class ServedEncoder:
         """Tokens of a text as the server counts them: at most the spec's max_seq_length, where it cuts."""
         return min(self.spec.max_seq_length, int(len(text) / self._chars_per_token) + 2)
 
+    def check_dim(self) -> None:
+        """One short request: an unreachable server, or a spec whose dim is not the served vectors' width, fails
+        here, before an index is made for the vectors."""
+        self._request(["dimension check"], threading.Event())
+
     def encode(self, texts: list[str], prompt: str) -> Encoded:
         """Vectors of prompt + text for each text; a request that fails for good raises PartlyEncoded, holding
         the vectors of every request answered before."""

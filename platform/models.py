@@ -229,7 +229,7 @@ def models_dir() -> Path:
     return configs_dir() / "models"
 
 
-Origin = Literal["built-in", "user", "fine-tuned", "derived"]
+Origin = Literal["built-in", "user", "fine-tuned", "derived", "study"]
 
 
 def _files(directory: Path) -> tuple[tuple[Path, int, int], ...]:
@@ -280,14 +280,46 @@ def derived_dir() -> Path:
     return cache_root() / "models" / "derived"
 
 
+def study_dir() -> Path:
+    """Specs a study spec defines inline (`models: [{id: X, spec: {...}}]`), kept so that their id names them in
+    every later command, as a derived spec's does."""
+    return cache_root() / "models" / "study"
+
+
+def _cached_dirs() -> tuple[tuple[Origin, Path], ...]:
+    return ("fine-tuned", registered_dir()), ("derived", derived_dir()), ("study", study_dir())
+
+
 def origin(model_id: str) -> Origin | None:
     """Where the spec with this id comes from (None: no such id)."""
     if (path := spec_file(model_id)) is not None:
         return "built-in" if path.parent == models_dir() else "user"
-    for kind, directory in (("fine-tuned", registered_dir()), ("derived", derived_dir())):
+    for kind, directory in _cached_dirs():
         if model_id in load_models(directory):
             return kind
     return None
+
+
+def define_inline(model_id: str, fields: dict, where: str) -> ModelSpec:
+    """The model a study spec defines inline (`where`: its file and entry), kept in study_dir. The id must be new,
+    or name this same definition: an id defined elsewhere, or earlier with other fields, is refused, because the
+    vectors, indexes and runs made under an id belong to the definition that made them."""
+    if "id" in fields:
+        raise SpecError(f"{where}: spec: the id is the entry's `id`, not a field of its spec")
+    if model_id != model_id.lower():  # two ids differing in case would name one OpenSearch index
+        raise SpecError(f"{where}: model id {model_id!r}: use lowercase letters (it becomes part of index names)")
+    spec = build(ModelSpec, {"id": model_id, **fields}, f"{where}: spec")
+    path = study_dir() / f"{model_id}.yaml"
+    kind = origin(model_id)
+    if kind not in (None, "study"):
+        raise SpecError(f"{where}: model id {model_id!r} is already defined ({kind}: "
+                        f"{spec_file(model_id) or dict(_cached_dirs())[kind]}); "
+                        "give the model defined here an id of its own")
+    if kind == "study" and path.read_text("utf-8") != spec_yaml(spec):
+        raise SpecError(f"{where}: model {model_id!r} was defined with other fields before (kept in {path}); what "
+                        "was encoded, indexed and run under that id belongs to that definition: give this one a new "
+                        "id (or delete that file and the id's cached vectors, indexes and runs)")
+    return remember(spec, study_dir())
 
 
 def is_reference(ref: str) -> bool:
@@ -306,7 +338,7 @@ def get_model(model_id: str, directory: Path | None = None) -> ModelSpec:
         specs = load_models(directory)
     else:
         specs = load_models()
-        for extra in (registered_dir(), derived_dir()):
+        for _, extra in _cached_dirs():
             if model_id not in specs:
                 specs = {**load_models(extra), **specs}
         if model_id not in specs and is_reference(model_id):
@@ -363,9 +395,9 @@ def spec_yaml(spec: ModelSpec) -> str:
     return yaml.safe_dump({"models": [data]}, sort_keys=False, allow_unicode=True)
 
 
-def remember(spec: ModelSpec) -> ModelSpec:
-    """Keep a derived spec in the cache (derived_dir), so its id resolves in later commands."""
-    path = derived_dir() / f"{spec.id}.yaml"
+def remember(spec: ModelSpec, directory: Path | None = None) -> ModelSpec:
+    """Keep a derived spec in the cache (`directory`, default derived_dir), so its id resolves in later commands."""
+    path = (directory or derived_dir()) / f"{spec.id}.yaml"
     text = spec_yaml(spec)
     if not path.is_file() or path.read_text("utf-8") != text:
         write_text(path, text)

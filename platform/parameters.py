@@ -76,3 +76,20 @@ def differences(declared, reference) -> dict[str, str]:
         elif p.default != r.default:
             out[p.name] = f"default {p.default!r} (not {r.default!r})"
     return out
+
+
+def check_values(obj) -> None:
+    """Refuse a field of dataclass instance `obj` outside its option's bounds or choices (a Literal's values,
+    a tuple of names), as the command line does: a value built from a file (a spec section) meets the same
+    rules. The ValueError names the field."""
+    for p in parameters(type(obj)):
+        o, value = p.option, getattr(obj, p.name)
+        if o is None or value is None:
+            continue
+        choices = p.literal or (o.choices if isinstance(o.choices, tuple) else None)
+        if choices is not None and value not in choices:
+            raise ValueError(f"{p.name}: {value!r} is not one of {', '.join(map(str, choices))}")
+        if o.min is not None and (value <= o.min if o.min_open else value < o.min):
+            raise ValueError(f"{p.name}: {value} must be {'above' if o.min_open else 'at least'} {o.min}")
+        if o.max is not None and (value >= o.max if o.max_open else value > o.max):
+            raise ValueError(f"{p.name}: {value} must be {'below' if o.max_open else 'at most'} {o.max}")

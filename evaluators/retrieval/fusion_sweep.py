@@ -12,6 +12,11 @@ from evalctl.evaluators.fusion.search_pipelines import has_neural_search
 from evalctl.evaluators.fusion.settings import FusionSpec
 
 
+# The RetrievalParams a sweep sets itself (`evalctl fusion-sweep` offers the others): its method, the weight it
+# tunes, and the mode it takes from --mode.
+SWEEP_SETS = ("method", "fusion_mode", "dense_weight", "rank_constant", "query_sample")
+
+
 @dataclass(frozen=True)
 class SweepPoint:
     dense_weight: float

@@ -1,14 +1,15 @@
 """Comparison tables: per-system means with bootstrap 95% CIs, paired significance tests with
 Holm-Bonferroni correction, and breakdowns by IN/OUT domain and by query jurisdiction.
 
-Scores and tests are ranx's: per-query metrics by `ranx.evaluate` (scoring.py), its two paired tests
-(`fisher`: approximate randomisation, seeded and reproducible; `student`: paired t-test), both two-sided, run
-per pair (evaluators/scoring/significance.py). No correction comes with them, so Holm is applied over every comparison
-of the table (system pairs x metrics) separately for each test. A marker letter on a score means: better than
-the system with that letter, Holm-adjusted p < alpha under the chosen test. `ranx_report` hands the result
-to ranx's own `Report` (its LaTeX table and, from its cells, a Markdown one, with those letters) beside
-evalctl's pandas tables. (ranx.compare itself would run each pair's test twice, once per order, with its
-randomisation workers unseeded.)
+Scores are ranx's (`ranx.evaluate`, scoring.py); the tests are the study's protocol (significance_params.
+StatsProtocol: a paired randomisation test with 10,000 seeded sign flips, or exact for few queries, by default),
+Holm-corrected over its family: by default all system pairs of the table for one metric (`family: table`: pairs
+x metrics). A marker letter on a score means: better than the system with that letter, Holm-adjusted p < alpha;
+the paired-tests table gives each pair's raw and adjusted p. The report's findings read the same pairs
+(significance.PairTest), so a letter and a finding never disagree. `ranx_report` hands the result to ranx's own
+`Report` (its LaTeX table and, from its cells, a Markdown one, with those letters) beside evalctl's pandas
+tables. (ranx.compare itself would run each pair's test twice, once per order, with its randomisation
+workers unseeded.)
 
 Domain breakdown (as MTEB's DAPFAM tasks): the run is scored against the IN-only and the OUT-only
 pairs, dropping queries with no positive left; the relative IN->OUT drop is (IN - OUT) / IN.
@@ -37,8 +38,8 @@ from evalctl.evaluators.scoring import ranx_engine
 from evalctl.evaluators.scoring.runs import StoredRun
 from evalctl.evaluators.scoring.metrics import METRICS, PRIMARY, evaluate_run
 from evalctl.evaluators.scoring.run_queries import run_queries
-from evalctl.evaluators.scoring.significance import bootstrap_ci, holm, run_p_values
-from evalctl.evaluators.scoring.significance_params import RUN_TESTS as TESTS, CompareParams, describe_protocol
+from evalctl.evaluators.scoring.significance import PairTest, bootstrap_ci, family_tests
+from evalctl.evaluators.scoring.significance_params import TEST_NAMES, StatsProtocol, describe_protocol
 from evalctl.corpus.qrels import QrelsSet
 
 DOMAINS = ("IN", "OUT", "UNKNOWN")
@@ -57,8 +58,7 @@ class Pair:
     treatment: str
     metric: str
     delta: float  # treatment - control
-    p: dict[str, float]  # test -> raw p
-    p_holm: dict[str, float]  # test -> Holm-adjusted p
+    tested: PairTest  # the protocol's test: raw and Holm-adjusted p, the family's size
     wins: int
     ties: int
     losses: int  # treatment vs control, per query
@@ -76,27 +76,26 @@ class ComparisonReport:
     means: dict[str, dict[str, float]]
     ci: dict[str, dict[str, tuple[float, float]]]
     pairs: tuple[Pair, ...]
-    test: str
-    alpha: float
+    protocol: StatsProtocol
     domains: dict[str, dict[str, tuple[int, float]]]  # system -> domain -> (n queries, primary metric)
     domain_partition: dict[str, int]  # query classes by the domains of their pairs; sums to n_queries
     jurisdictions: dict[str, dict[str, tuple[int, float]]]  # system -> jurisdiction -> (n, primary)
-    n_permutations: int  # the randomisation test's
-
-    @property
-    def protocol(self) -> str:
-        """The test behind the letters, in words (a caption's)."""
-        return describe_protocol(self.test, self.alpha, self.n_permutations,
-                                 f"the table's {len(self.pairs)} comparisons (system pairs x metrics)")
 
     def better_than(self, system: str, metric: str) -> list[str]:
-        out, letter = [], dict(zip(self.systems, self.letters))
-        for p in self.pairs:
-            if p.metric == metric and p.p_holm[self.test] < self.alpha and system in (p.control, p.treatment):
-                winner, loser = (p.treatment, p.control) if p.delta > 0 else (p.control, p.treatment)
-                if winner == system:
-                    out.append(letter[loser])
-        return sorted(out)
+        """The letters of the systems `system` beats on `metric`: its marker letters."""
+        letter = dict(zip(self.systems, self.letters))
+        return sorted(letter[s] for s in beaten(self.pairs, system, metric, self.protocol.alpha))
+
+
+def beaten(pairs: tuple[Pair, ...] | list[Pair], system: str, metric: str, alpha: float) -> list[str]:
+    """The systems `system` is significantly better than on `metric` (Holm-adjusted p < alpha)."""
+    out = []
+    for p in pairs:
+        if p.metric == metric and p.tested.significant(alpha) and system in (p.control, p.treatment):
+            winner, loser = (p.treatment, p.control) if p.delta > 0 else (p.control, p.treatment)
+            if winner == system:
+                out.append(loser)
+    return out
 
 
 def domain_partition(qset: QrelsSet, split: str | None, queries=None) -> dict[str, set[str]]:
@@ -112,16 +111,13 @@ def domain_partition(qset: QrelsSet, split: str | None, queries=None) -> dict[st
     return dict(classes)
 
 
-def run_ci(values) -> tuple[float, float]:
-    """A 95% bootstrap CI of per-query values exactly as compare_runs computes one by default."""
-    default = CompareParams()
-    return bootstrap_ci(values, default.n_bootstrap, default.seed)
+def run_ci(values, protocol: StatsProtocol = StatsProtocol()) -> tuple[float, float]:
+    """A 95% bootstrap CI of per-query values exactly as compare_runs computes one under `protocol`."""
+    return bootstrap_ci(values, protocol.n_bootstrap, protocol.seed)
 
 
 def compare_runs(runs: list[StoredRun], baseline: StoredRun | None = None, metrics: tuple[str, ...] = METRICS,
-                 params: CompareParams = CompareParams()) -> ComparisonReport:
-    if params.test not in TESTS:
-        raise NotComparable(f"unknown test {params.test!r}; one of {', '.join(TESTS)}")
+                 protocol: StatsProtocol = StatsProtocol()) -> ComparisonReport:
     if baseline is not None and all(r.id != baseline.id for r in runs):
         runs = [baseline, *runs]
     if len(runs) < 2:
@@ -150,13 +146,7 @@ def compare_runs(runs: list[StoredRun], baseline: StoredRun | None = None, metri
     base = systems[0] if baseline is not None else None
     keys = [(a, b, m) for i, a in enumerate(systems) for b in systems[i + 1:] for m in metrics
             if base is None or a == base]
-    raw = {t: run_p_values(values, keys, t, n_permutations=params.n_permutations, seed=params.seed) for t in TESTS}
-    adjusted = {t: holm(raw[t]) for t in TESTS}
-    pairs = []
-    for j, (a, b, m) in enumerate(keys):
-        d = values[b][m] - values[a][m]
-        pairs.append(Pair(a, b, m, float(d.mean()), {t: raw[t][j] for t in TESTS},
-                          {t: adjusted[t][j] for t in TESTS}, int((d > 0).sum()), int((d == 0).sum()), int((d < 0).sum())))
+    pairs = pair_tests(values, keys, protocol)
 
     domains = {}
     for s, r, b in zip(systems, runs, bases):
@@ -177,11 +167,33 @@ def compare_runs(runs: list[StoredRun], baseline: StoredRun | None = None, metri
         systems=systems, letters=letters, labels=labels, run_ids=tuple(r.id for r in runs), metrics=tuple(metrics), n_queries=len(queries),
         searched=tuple(map(len, judged)),
         means={s: scores[s].mean for s in systems},
-        ci={s: {m: bootstrap_ci(values[s][m], params.n_bootstrap, params.seed) for m in metrics} for s in systems},
-        pairs=tuple(pairs), test=params.test, alpha=params.alpha, domains=domains,
+        ci={s: {m: run_ci(values[s][m], protocol) for m in metrics} for s in systems},
+        pairs=tuple(pairs), protocol=protocol, domains=domains,
         domain_partition={k: len(v) for k, v in domain_partition(qset, split, set(queries)).items()},
-        jurisdictions=jurisdictions, n_permutations=params.n_permutations,
+        jurisdictions=jurisdictions,
     )
+
+
+def pair_tests(values: dict[str, dict[str, np.ndarray]], keys: list[tuple[str, str, str]],
+               protocol: StatsProtocol) -> list[Pair]:
+    """The protocol's test of each (control, treatment, metric) of `keys` on per-query `values[system][metric]`
+    (one query order), Holm-corrected within the protocol's families."""
+    diffs = {key: values[key[1]][key[2]] - values[key[0]][key[2]] for key in keys}
+    tested = {}
+    for family in _families(keys, protocol):
+        tested.update(zip(family, family_tests([diffs[k] for k in family], protocol)))
+    return [Pair(a, b, m, float(d.mean()), tested[a, b, m], int((d > 0).sum()), int((d == 0).sum()),
+                 int((d < 0).sum())) for (a, b, m), d in diffs.items()]
+
+
+def _families(keys: list[tuple[str, str, str]], protocol: StatsProtocol) -> list[list[tuple[str, str, str]]]:
+    """The comparisons Holm corrects over together: one family per metric, or the whole table."""
+    if protocol.family == "table":
+        return [keys]
+    by_metric: dict[str, list] = defaultdict(list)
+    for key in keys:
+        by_metric[key[2]].append(key)
+    return list(by_metric.values())
 
 
 # --------------------------------------------------------------------------- tables
@@ -219,7 +231,7 @@ def tables(rep: ComparisonReport, fmt: str = "md", names: Sequence[str] | None =
                 row[m] = score_cell(rep.means[s][m], sorted(mark[x] for x in rep.better_than(s, m)), lo, hi, fmt)
         main.append(row)
     sig = [{"control": shown[p.control], "treatment": shown[p.treatment], "metric": p.metric, "delta": round(p.delta, 4),
-            **{f"p {t}": round(p.p[t], 4) for t in TESTS}, **{f"p Holm {t}": round(p.p_holm[t], 4) for t in TESTS},
+            "p": round(p.tested.p, 4), "p Holm": round(p.tested.p_holm, 4), "family": p.tested.family,
             "W/T/L": f"{p.wins}/{p.ties}/{p.losses}"} for p in rep.pairs]
     dom = []
     for s, row in rep.domains.items():
@@ -246,11 +258,17 @@ def common_queries_note(rep: ComparisonReport) -> str:
             f"{rep.n_queries} queries all of them searched. ")
 
 
+def significance_note(rep: ComparisonReport) -> str:
+    """What a letter means in this table, briefly: the test, alpha, the family and its size."""
+    sizes = "/".join(map(str, sorted({p.tested.family for p in rep.pairs})))
+    family = "system pairs of one metric" if rep.protocol.family == "metric" else "system pairs x metrics"
+    return f"{TEST_NAMES[rep.protocol.test]}, Holm-adjusted p < {rep.protocol.alpha} over the {sizes} {family}"
+
+
 def render(rep: ComparisonReport, fmt: str = "md") -> str:
     dfs = tables(rep, fmt)
     note = (f"{common_queries_note(rep)}{rep.n_queries} queries; mean [bootstrap 95% CI]; superscript letters: "
-            "better than that system, "
-            f"{rep.test} test, Holm-adjusted p < {rep.alpha} over {len(rep.pairs)} comparisons. "
+            f"better than that system, {significance_note(rep)}. {describe_protocol(rep.protocol)} "
             f"Query classes by pair domains: " + ", ".join(f"{k}={v}" for k, v in sorted(rep.domain_partition.items())))
     if fmt == "csv":
         out = io.StringIO()
@@ -273,7 +291,7 @@ def render(rep: ComparisonReport, fmt: str = "md") -> str:
 
 def ranx_report(rep: ComparisonReport, labels: Sequence[str] | None = None):
     """ranx's `Report` of the comparison: ranx's means, and its letters set by the Holm-adjusted p of
-    `rep.test` (< alpha), so they are evalctl's letters. win/tie/loss is filled for the tested pairs.
+    the protocol's test (< alpha), so they are evalctl's letters. win/tie/loss is filled for the tested pairs.
     `labels`: the systems' names (default: their run labels); ranx prints its own letter column."""
     ranx_engine.load()
     from ranx.data_structures import FrozensetDict, Report  # ranx: imported after load()
@@ -287,25 +305,25 @@ def ranx_report(rep: ComparisonReport, labels: Sequence[str] | None = None):
     win_tie_loss: dict[tuple[str, str], dict] = defaultdict(dict)
     for p in rep.pairs:
         a, b = name[p.control], name[p.treatment]
-        comparisons[a, b][p.metric] = {"p_value": p.p[rep.test], "p_holm": p.p_holm[rep.test],
-                                       "significant": p.p_holm[rep.test] < rep.alpha}
+        comparisons[a, b][p.metric] = {"p_value": p.tested.p, "p_holm": p.tested.p_holm,
+                                       "significant": p.tested.significant(rep.protocol.alpha)}
         win_tie_loss[a, b][p.metric] = {"W": p.losses, "T": p.ties, "L": p.wins}  # ranx: control's view
         win_tie_loss[b, a][p.metric] = {"W": p.wins, "T": p.ties, "L": p.losses}
     return Report(model_names=names, results={name[s]: dict(rep.means[s]) for s in rep.systems},
-                  comparisons=comparisons, metrics=list(rep.metrics), max_p=rep.alpha,
-                  win_tie_loss=dict(win_tie_loss), rounding_digits=4, stat_test=rep.test)
+                  comparisons=comparisons, metrics=list(rep.metrics), max_p=rep.protocol.alpha,
+                  win_tie_loss=dict(win_tie_loss), rounding_digits=4, stat_test=rep.protocol.test)
 
 
 def ranx_latex(rep: ComparisonReport, label: str = "tab:ranx", labels: Sequence[str] | None = None) -> str:
     """ranx's LaTeX table (Report.to_latex) as a document that compiles as it is (pdflatex): ranx's preamble
     notes become the preamble, its one `tab:results` label becomes `label` (unique per file of a report), its
-    caption one naming the test, correction and family (rep.protocol), and its bold (the highest mean, however
+    caption one naming the test, correction and family (significance_note), and its bold (the highest mean, however
     close the next) goes: the superscripts say which differences the test supports."""
     table = ranx_report(rep, [_latex_text(x) for x in (labels or rep.labels)]).to_latex()
     table = table[table.index("% To change"):]  # after ranx's "% Add in preamble" block
     table = re.sub(r"\\caption\{.*?\n\}", lambda _: "\\caption{" + _latex_text(
         f"{common_queries_note(rep)}Mean over {rep.n_queries} queries. A superscript letter: significantly better "
-        f"than that system of this table, lettered in row order ({rep.protocol}).") + "}",
+        f"than that system of this table, lettered in row order ({significance_note(rep)}).") + "}",
                    table, count=1, flags=re.S)
     table = re.sub(r"\\textbf\{([\d.]+)\}", r"\1", table.replace("\\label{tab:results}", f"\\label{{{label}}}"))
     return ("\\documentclass{article}\n\\usepackage{graphicx}\n\\usepackage{booktabs}\n\\begin{document}\n"

@@ -9,10 +9,6 @@ computes goes through here (scoring.py, fusion.py, significance.py, compare.py).
   variable is set first (and numba's config re-read if numba is already imported).
 - `threads(n)`: numba's thread count for a block, restored afterwards (ranx's `evaluate` sets it to 1 for
   good on fewer than 10 queries).
-- `fisher(control, treatment, n, seed)`: ranx's Fisher randomisation test, reproducible. ranx seeds the
-  calling thread, but draws the permutations in `prange` workers with their own random states, so its p
-  changed between calls. On one thread every draw comes from one worker: seeding that worker first (ranx_seed)
-  makes the same inputs and seed give the same p in every process.
 """
 
 from __future__ import annotations
@@ -54,14 +50,3 @@ def threads(n: int | None = None):
     finally:
         numba.set_num_threads(before)
 
-
-def fisher(control, treatment, n_permutations: int, seed: int) -> float:
-    """Two-sided p of ranx's Fisher randomisation test, the same for the same inputs and seed."""
-    load()
-    from ranx.statistical_tests import fisher_randomization_test  # ranx, numba: imported after load()
-    from evalctl.evaluators.scoring.ranx_seed import seed_worker
-
-    with threads(1):
-        seed_worker(seed)
-        p, _ = fisher_randomization_test(control, treatment, n_permutations, 1.0, seed)
-    return float(p)

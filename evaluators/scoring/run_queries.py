@@ -33,7 +33,8 @@ class QrelsChanged(BadInput, ValueError):
 @dataclass(frozen=True)
 class RunQueries:
     qset: QrelsSet
-    searched: frozenset[str]  # the query ids the run searched
+    searched: frozenset[str]  # the query ids the run is scored on: those it searched (with text, if the run says)
+    no_text: frozenset[str] = frozenset()  # the query ids of its query set without text in the query view
 
     def judged(self, split: str | None, domain: str | None = None, within=None) -> dict[str, dict[str, int]]:
         """The qrels of the searched queries (of `within` too, when given) that have a positive under `domain`."""
@@ -42,8 +43,8 @@ class RunQueries:
 
 
 def run_queries(run: StoredRun) -> RunQueries:
-    """The run's qrels set and searched queries, refused (CorpusChanged, QrelsChanged) unless they are what it
-    recorded."""
+    """The run's qrels set and searched queries (those with text in the query view only, when the run's
+    `empty_queries` is "exclude"), refused (CorpusChanged, QrelsChanged) unless they are what it recorded."""
     m = run.manifest
     corpus = load_corpus(m["corpus"])
     if corpus.content_hash != m["corpus_hash"]:
@@ -65,8 +66,8 @@ def run_queries(run: StoredRun) -> RunQueries:
     split, view = m["split"], m.get("query_view") or m["view"]
     what = f"{split or 'all'} queries" + (f" (a sample of {sample})" if sample else "")
     try:
-        digest, ids = _query_set(m["corpus"], corpus.content_hash, m["qrels"],
-                                 json.dumps(qset.manifest, sort_keys=True), split, view, sample)
+        digest, ids, with_text = _query_set(m["corpus"], corpus.content_hash, m["qrels"],
+                                            json.dumps(qset.manifest, sort_keys=True), split, view, sample)
     except QuerySetError as e:
         raise QrelsChanged(f"run {run.id} searched {m.get('n_queries', len(run.ranking))} {what}, query set "
                            f"{m['query_set']}; they cannot be rebuilt now: {e}. {again}") from None
@@ -74,12 +75,14 @@ def run_queries(run: StoredRun) -> RunQueries:
         raise QrelsChanged(f"run {run.id} searched {m.get('n_queries', len(run.ranking))} {what} of qrels set "
                            f"{m['qrels']!r} in view {view}, query set {m['query_set']}; the store now gives "
                            f"{len(ids)} such queries, query set {digest}. {again}")
-    return RunQueries(qset, frozenset(ids))
+    return RunQueries(qset, frozenset(with_text if run.empty_queries == "exclude" else ids),
+                      frozenset(ids) - frozenset(with_text))
 
 
 @functools.lru_cache(maxsize=64)  # a report scores each run several times; the key holds all the set depends on
 def _query_set(corpus: str, content_hash: str, qrels: str, qrels_manifest: str, split: str | None, view: str,
-               sample: int | None) -> tuple[str, tuple[str, ...]]:
+               sample: int | None) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """(digest, query ids, the ids of those with text in the view)."""
     c = load_corpus(corpus)
     queries = load_query_set(c, load_qrels(c, qrels), split, view, sample)
-    return queries.digest(), queries.ids
+    return queries.digest(), queries.ids, tuple(q for q in queries.ids if q in queries.texts)

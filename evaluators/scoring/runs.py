@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 Ranking = dict[str, list[tuple[str, float]]]  # query id -> [(doc id, score)], best first
 KIND = "run"
+# How scores count the queries that have no text in the run's query view (searched with no body, so no hit):
+# "keep" scores them 0 inside the mean, "exclude" leaves them out of it (run_queries applies it).
+EmptyQueries = Literal["keep", "exclude"]
 
 
 class RunNotFound(BadInput, LookupError):
@@ -80,6 +83,7 @@ def as_ranx(ranking: Ranking, name: str, scores: Literal["rank", "engine"] = "ra
 class StoredRun:
     result: Result
     ranking: Ranking
+    empty_queries: EmptyQueries = "keep"  # how its scores count queries without text (a report's declared policy)
 
     @property
     def id(self) -> str:

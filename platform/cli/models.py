@@ -17,7 +17,7 @@ from evalctl.indexers.encoder import parse_shard
 from evalctl.indexers.model_loader import ModelLoadError, require_weights
 from evalctl.model_files import POOLINGS
 from evalctl.models import (ROLES, derive_model, derived_dir, get_model, is_reference, load_models, origin,
-                            registered_dir, spec_file, spec_yaml)
+                            registered_dir, spec_file, spec_yaml, study_dir)
 from evalctl.paths import user_models_dir
 
 
@@ -44,34 +44,40 @@ def _weights_state(spec) -> str:
     return ""
 
 
+def _weights(spec) -> str:
+    """Where the weights come from: the offline package(s), the serving endpoint, a folder, or the hub."""
+    if spec.endpoint is not None:
+        return f"served: {spec.endpoint.model} at {spec.endpoint.url}"
+    if spec.offline is not None:
+        extra = "" if len(spec.offline.packages) == 1 else f" (+{len(spec.offline.packages) - 1})"
+        installed = "installed" if not spec.offline.missing_packages() else "not installed"
+        return f"{spec.offline.packages[0]}{extra} [{installed}]"
+    return f"folder {spec.path}" if spec.path else "hub"
+
+
 @models.command("list")
 def list_models() -> None:
-    """Every model spec with where it comes from (built-in, user), size, dimension, revision pin, prompt variants
-    and offline source, and why the unpinned ones are; then the fine-tuned models registered in this cache, with
-    their base model and recipe; then the specs derived from hf:ORG/NAME or a folder."""
+    """Every model spec with where it comes from (built-in, user, defined in a study spec), size, dimension,
+    revision pin, prompt variants and where its weights are (offline package, endpoint, folder, hub), and why the
+    unpinned ones are; then the fine-tuned models registered in this cache, with their base model and recipe; then
+    the specs derived from hf:ORG/NAME or a folder."""
     try:
-        specs = load_models()
+        specs = {**load_models(study_dir()), **load_models()}
         tuned = load_models(registered_dir())
         derived = load_models(derived_dir())
     except SpecError as e:
         raise UserError(str(e)) from None
-    rows = []
-    for s in sorted(specs.values(), key=lambda s: (origin(s.id) != "built-in", s.family, s.params_m)):
-        if s.offline is None:
-            offline = "-"
-        else:
-            offline = s.offline.packages[0] + ("" if len(s.offline.packages) == 1 else f" (+{len(s.offline.packages) - 1})")
-            offline += " [installed]" if not s.offline.missing_packages() else " [not installed]"
-        rows.append((s.id, origin(s.id), s.family, _size(s.params_m), str(s.dim), str(s.max_seq_length),
-                     s.revision[:10] if s.pinned else f"{s.revision[:10]} (unpinned)", "yes" if s.named_by_study else "",
-                     ",".join(sorted(s.prompt_variants)), offline))
-    _table(("id", "from", "family", "size", "dim", "max_len", "revision", "study", "prompt variants", "offline source"),
-           rows)
+    rows = [(s.id, origin(s.id), s.family, _size(s.params_m), str(s.dim), str(s.max_seq_length),
+             s.revision[:10] if s.pinned else f"{s.revision[:10]} (unpinned)", "yes" if s.named_by_study else "",
+             ",".join(sorted(s.prompt_variants)), _weights(s))
+            for s in sorted(specs.values(), key=lambda s: (origin(s.id) != "built-in", s.family, s.params_m))]
+    _table(("id", "from", "family", "size", "dim", "max_len", "revision", "study", "prompt variants", "weights"), rows)
     named = sum(s.named_by_study for s in specs.values())
     with_offline = sum(s.offline is not None for s in specs.values())
     users = sum(origin(s) == "user" for s in specs)
+    served = sum(s.endpoint is not None for s in specs.values())
     click.echo(f"{len(specs)} models ({named} named by the study, {with_offline} with an offline source, "
-               f"{users} of your own in {user_models_dir()})")
+               f"{served} served, {users} of your own in {user_models_dir()})")
     unpinned = [s for s in sorted(specs.values(), key=lambda s: s.id) if not s.pinned]
     if unpinned:
         click.echo(f"\n{len(specs) - len(unpinned)} pinned to a commit; unpinned, and why:")

@@ -14,13 +14,13 @@ from evalctl.corpus.store import CorpusNotFound
 from evalctl.errors import UserError
 from evalctl.evaluators.fusion.client_fusion import FusionUnsupported
 from evalctl.evaluators.fusion.search_pipelines import NeuralSearchMissing
-from evalctl.evaluators.retrieval.fusion_sweep import fusion_sweep as sweep
+from evalctl.evaluators.retrieval.fusion_sweep import SWEEP_SETS, fusion_sweep as sweep
 from evalctl.evaluators.retrieval.params import RetrievalOptions, RetrievalParams
 from evalctl.evaluators.retrieval.retrieve import (RetrievalError, SearchFailed, retrieval_spec,
                                                    retrieve as run_retrieval)
 from evalctl.evaluators.scoring.metrics import ann_loss, evaluate_and_store
 from evalctl.evaluators.scoring.runs import RunNotFound, load_run
-from evalctl.evaluators.scoring.significance_params import CompareParams
+from evalctl.evaluators.scoring.significance_params import StatsProtocol
 from evalctl.indexers.model_loader import ModelLoadError
 from evalctl.opensearch.connection import make_client
 from evalctl.output_folder import check_file, check_folder, claim_folder, write_into
@@ -98,7 +98,7 @@ def evaluate(runs, domain) -> None:
               help="Write ranx's LaTeX table (Report.to_latex) to this file.")
 @click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write ranx's table as Markdown to this file.")
-@dataclass_options(CompareParams)
+@dataclass_options(StatsProtocol)
 @click.option("--force", is_flag=True, help="Write --out into a folder holding files that are not an evalctl "
               "comparison (replacing the files of the same names).")
 def compare(runs, baseline, fmt, out, latex, markdown, force, **params) -> None:
@@ -113,7 +113,7 @@ def compare(runs, baseline, fmt, out, latex, markdown, force, **params) -> None:
         if out:
             check_folder(out, "comparison", force=force)
         rep = compare_runs([load_run(r) for r in runs], load_run(baseline) if baseline else None,
-                           params=build(CompareParams, params))
+                           protocol=build(StatsProtocol, params))
     click.echo(render(rep, fmt))
     if out:
         claim_folder(out, "comparison")
@@ -130,8 +130,7 @@ def compare(runs, baseline, fmt, out, latex, markdown, force, **params) -> None:
 
 @click.command("fusion-sweep")
 @_corpus_option
-@dataclass_options(RetrievalParams, exclude=("corpus", "method", "fusion_mode", "dense_weight", "rank_constant",
-                                             "query_sample"))
+@dataclass_options(RetrievalParams, exclude=("corpus", *SWEEP_SETS))
 @dataclass_options(RetrievalOptions)
 @click.option("--weights", default="0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9", show_default=True,
               help="Dense weights to try on the dev queries.")

@@ -2,18 +2,20 @@
 
 A spec names corpora (with their sources, qrels and label sets), models (with prompt variants), indexes,
 fine-tuning recipes, a section per registered task (retrieval, classification, clustering, transfer: each
-task module holds its entry type) and, like IR reproduction files, expected scores with tolerances. This
-module holds the spec's types; spec_loading.py reads a spec file into them and validates it against the task
-registry.
+task module holds its entry type), the statistical protocol its report tests with (`statistics:`) and, like
+IR reproduction files, expected scores with tolerances. This module holds the spec's types; spec_loading.py
+reads a spec file into them and validates it against the task registry.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from evalctl.corpus.qrels import QrelsSpec
+from evalctl.evaluators.scoring.significance_params import StatsProtocol
+from evalctl.evaluators.scoring.runs import EmptyQueries
 from evalctl.indexers.runtime import Runtime
 from evalctl.names import BadName, check_name
 from evalctl.config_files import SpecError, package_folder
@@ -33,6 +35,8 @@ class CorpusEntry:
 class ModelEntry:
     id: str
     prompt_variant: str | None = None
+    # A model defined here: the fields of a models-file entry (`evalctl models show` prints one), less `id`.
+    spec: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,15 @@ class Expected:
 
 
 @dataclass(frozen=True)
+class CoverageSpec:
+    """How the report treats queries with no text in their query view (searched with no body, so no hit):
+    "keep" scores them 0 inside every mean and says how many there are; "exclude" leaves them out of every
+    mean, test, finding and chart. Either way the report prints the policy and the counts per view."""
+
+    empty_queries: EmptyQueries = "keep"
+
+
+@dataclass(frozen=True)
 class ExperimentSpec:
     name: str
     corpora: tuple[CorpusEntry, ...]
@@ -83,6 +96,9 @@ class ExperimentSpec:
     # how encoding runs (device or `all`, precision, max_batch_tokens, attn_implementation); `evalctl run`
     # options override it field by field
     runtime: Runtime | None = None
+    # the one statistical protocol behind every significance letter, finding and footnote of the report
+    statistics: StatsProtocol = StatsProtocol()
+    coverage: CoverageSpec = CoverageSpec()
     source_path: str = field(default="", compare=False)
     # each registered task's section (study/tasks.TASKS), as the file gives it: {task name: its entries}
     tasks: dict[str, tuple] = field(default_factory=dict)

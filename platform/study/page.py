@@ -12,11 +12,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from evalctl.evaluators.scoring.significance_params import StatsProtocol
 from evalctl.output_folder import writing_into
 from evalctl.paths import confine_libraries
 
 if TYPE_CHECKING:  # pandas is imported where tables are made: an up-to-date report never pays for it
     import pandas as pd
+
+    from evalctl.evaluators.scoring.runs import EmptyQueries
+
+
+class RunCache(dict):
+    """Run id -> StoredRun, loaded once per report (retrieval_groups.stored_run), each scored under the report's
+    declared empty-query policy (experiment.CoverageSpec): the one place that policy enters every number."""
+
+    def __init__(self, empty_queries: EmptyQueries = "keep"):
+        super().__init__()
+        self.empty_queries = empty_queries
+
 
 DPI = 110  # figures are saved at this resolution and shown at their width in pixels
 PAGE_PX = 1100  # the HTML page's width: no figure is wider
@@ -30,8 +43,9 @@ class Report:
     # Layout)
     # ("findings", [Finding]) ("link", page, text) ("file", file name, text)
     blocks: list[tuple] = field(default_factory=list)
-    runs: dict = field(default_factory=dict)  # run id -> StoredRun, loaded once per report
+    runs: RunCache = field(default_factory=RunCache)
     comparisons: dict = field(default_factory=dict)  # run ids -> their ComparisonReport, computed once
+    statistics: StatsProtocol = StatsProtocol()  # the study's protocol: every table's and finding's test
 
     def h(self, text):
         self.blocks.append(("h", text))

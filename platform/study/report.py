@@ -1,12 +1,14 @@
 """`evalctl report SPEC`: one self-contained report (Markdown + HTML + PNG plots) from the results store.
 
 It lists the spec's task steps from the spec alone (tasks.task_targets) and reads each one's study record, never
-the plan, the node or an index manifest. It opens with the headline (each task's part: its own, or a table of
-its headline metrics), then the missing results and the findings (short claims, their evidence in footnotes),
-each task's section (the retrieval task's: tables with significance markers, views, scaling, IN vs OUT, fusion
-gain, per-query pages) and the recipe deltas per task. Every table names the stored runs or results that
-produced it. Sections without data say so instead of disappearing. The pages are drawn with page.py's model,
-as the tasks draw their sections. This module names no task and no metric: it loops over the task registry.
+the plan, the node or an index manifest. It opens with when and from what it was generated, then the headline
+(each task's part: its own, the retrieval task's opening with the answer, or a table of its headline metrics),
+then the missing results and the findings (short claims ranked by their relative change, their evidence in
+footnotes), each task's section (the retrieval task's: its methods and coverage from the stored runs, tables with
+significance markers, views, scaling, IN vs OUT, fusion gain, per-query pages), the recipe deltas per task, the
+limitations (limitations.py) and, last, the spec's own description as written (never the methods). Every table
+names the stored runs or results that produced it. Sections without data say so instead of disappearing. The
+pages are drawn with page.py's model, as the tasks draw their sections. This module names no task and no metric: it loops over the task registry.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from pathlib import Path
 
 from evalctl import results_store
 from evalctl.clock import utc_now
+from evalctl.evaluators.scoring.significance_params import describe_protocol
 from evalctl.models import get_model
 from evalctl.output_folder import check_folder, claim_folder, write_into
 from evalctl.provenance import code_version
 from evalctl.study.display_names import model_title, relative
 from evalctl.study.experiment import ExperimentSpec
-from evalctl.study.page import Report
+from evalctl.study.limitations import limitations_section
+from evalctl.study.page import Report, RunCache
 from evalctl.study.tasks import (TASKS, Recorded, Task, last_outcome, main_metric, recorded, spec_models,
                                  task_targets)
 
@@ -53,8 +57,8 @@ def _headline_table(report: Report, task: Task, steps: list[Recorded]) -> None:
         return
     metrics = [m for m in task.headline_metrics if any(m in s.scores for s in done)]
     report.p(f"{task.name}: {', '.join(metrics)} per target (its section below has the details).")
-    report.table(pd.DataFrame([{"corpus": s.target.corpus, "model": model_title(s.target.model), "view": s.target.view_label,
-                                "what": s.target.what,
+    report.table(pd.DataFrame([{"corpus": s.target.corpus, "model": model_title(s.target.model),
+                                "view": s.target.view_label, "what": s.target.what,
                                 **{m: round(s.scores[m], 4) if m in s.scores else "-" for m in metrics}}
                                for s in done]))
 
@@ -88,14 +92,16 @@ def _recipes(report: Report, pairs: list[dict]) -> None:
 def _findings(report: Report, steps: list[Recorded], pairs: list[dict]) -> None:
     """The findings, computed from the stored results by each task (its `findings` hook, else the recipe
     findings of its main metric): short claims, their evidence in footnotes."""
-    from evalctl.study.findings import recipe_findings  # scipy (its bootstrap): an up-to-date report never pays
+    from evalctl.study.findings import FindingTests, recipe_findings  # scipy: an up-to-date report never pays for it
 
     report.h("Findings")
+    report.p(describe_protocol(report.statistics))
     found = []
     for name, task in TASKS.items():
         mine, theirs = [s for s in steps if s.kind == name], [p for p in pairs if p["task"] == name]
         hook = getattr(task, "findings", None)
-        found += hook(report, mine, theirs) if hook else recipe_findings([p for p in theirs if p["main"]])
+        found += (hook(report, mine, theirs) if hook
+                  else recipe_findings([p for p in theirs if p["main"]], FindingTests(report.statistics)))
     if found:  # the largest effects first, whichever task found them
         report.p("Ranked by the size of the relative change each reports.")
         report.findings(sorted(found, key=lambda f: -abs(f.size)))
@@ -109,12 +115,14 @@ def _recipe_pairs(steps: list[Recorded], model_ids: set[str], runs: dict) -> lis
     rows = []
     for s, base, lineage in _tuned_and_base(steps, model_ids):
         task = TASKS.get(s.kind)
+        counted = getattr(task, "report_scores", lambda step, _: step.scores)
+        base_scores, tuned_scores = counted(base, runs), counted(s, runs)
         for metric in s.scores:
             if metric in base.scores and metric in task.headline_metrics:
                 rows.append({"task": s.kind, "corpus": s.target.corpus, "view": s.target.view_label,
                              "what": s.target.what, "model": s.target.model, "recipe": lineage["recipe"]["id"],
                              "metric": metric, "main": metric == main_metric(task, s.scores),
-                             "base_mean": base.scores[metric], "tuned_mean": s.scores[metric],
+                             "base_mean": base_scores[metric], "tuned_mean": tuned_scores[metric],
                              "base": task.per_unit(base, metric, runs), "tuned": task.per_unit(s, metric, runs),
                              "ids": [base.ref, s.ref]})
     return rows
@@ -158,17 +166,19 @@ def write_report(spec: ExperimentSpec, out: Path, force: bool = False) -> tuple[
     if not force and md.exists() and page.exists() and inputs_file.exists() and inputs_file.read_text() == inputs:
         return md, page, False
     claim_folder(out, "report")
-    report = Report(f"evalctl report: {spec.name}")
+    report = Report(f"evalctl report: {spec.name}", runs=RunCache(spec.coverage.empty_queries),
+                    statistics=spec.statistics)
+    report.p(f"Generated {utc_now('%Y-%m-%d %H:%M UTC')} by evalctl {code_version()} from the results store.")
     pairs = _recipe_pairs(steps, {m.id for m in models.models}, report.runs)
     _headline(report, steps, out)  # the answer first
     _missing(report, steps, missing)
     _findings(report, steps, pairs)
-    report.h("The study")
-    report.p(f"{spec.description.strip()} Generated {utc_now('%Y-%m-%d %H:%M UTC')} by "
-             f"evalctl {code_version()} from the results store.".strip())
     for name, task in TASKS.items():
         task.report(report, spec, [s for s in steps if s.kind == name], out)
     _recipes(report, pairs)
+    limitations_section(report, spec, steps)
+    report.h("Study description (as written in the spec)")
+    report.p(spec.description.strip() or "The spec has no description.")
     write_into(out, md.name, report.markdown())
     write_into(out, page.name, report.html(out))
     write_into(out, inputs_file.name, inputs)

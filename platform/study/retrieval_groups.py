@@ -3,14 +3,14 @@ per-query pages compare the same groups), and the name a per-query page has in a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from evalctl.evaluators.scoring.runs import load_run, view_pair
 from evalctl.study.tasks import Recorded
 
 if TYPE_CHECKING:
-    from evalctl.study.page import Report
+    from evalctl.study.page import Report, RunCache
 
 KIND = "retrieval"  # the steps grouped: the retrieval task's
 
@@ -72,19 +72,37 @@ def view_groups(report: Report, steps: list[Recorded]) -> list[ViewGroup]:
 
 
 def _compared(report: Report, runs: list):
-    """compare_runs of two runs or more (None for one), once per report."""
+    """compare_runs of two runs or more (None for one) under the study's protocol, once per report."""
     from evalctl.evaluators.scoring.compare import compare_runs  # pandas, scipy
 
     key = tuple(r.id for r in runs)
     if len(runs) >= 2 and key not in report.comparisons:
-        report.comparisons[key] = compare_runs(runs)
+        report.comparisons[key] = compare_runs(runs, protocol=report.statistics)
     return report.comparisons.get(key)
+
+
+def table_tests(groups: list[ViewGroup]) -> dict[tuple[frozenset[str], str], tuple]:
+    """{(the two run ids of a pair, metric): (its test, the family in words)} as the groups' tables tested them
+    (the findings read these, so they say what the letters say); a pair a group's main table holds is read
+    from it, not from a sample's table over fewer queries."""
+    out = {}
+    for g in groups:
+        for rep in (*g.subsets, g.comparison):
+            if rep is None:
+                continue
+            run_of = dict(zip(rep.systems, rep.run_ids))
+            family = ("the system pairs" if rep.protocol.family == "metric" else "the system pairs x metrics")
+            for p in rep.pairs:
+                out[frozenset((run_of[p.control], run_of[p.treatment])), p.metric] = (
+                    p.tested, f"{family} of the {g.corpus} {g.label} table")
+    return out
 
 
 def query_page_name(g: ViewGroup) -> str:
     return f"queries-{g.corpus}-{g.file_part}"
 
 
-def stored_run(run_id: str, runs: dict):
-    """The stored run, loaded once per report (`runs` keeps them)."""
-    return runs.get(run_id) or runs.setdefault(run_id, load_run(run_id))
+def stored_run(run_id: str, runs: RunCache):
+    """The stored run, loaded once per report (`runs` keeps them) and scored under the report's empty-query
+    policy."""
+    return runs.get(run_id) or runs.setdefault(run_id, replace(load_run(run_id), empty_queries=runs.empty_queries))

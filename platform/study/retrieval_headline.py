@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from evalctl.evaluators.scoring.metrics import PRIMARY
-from evalctl.evaluators.scoring.significance_params import describe_protocol
 from evalctl.study.charts import Bar, Series, grouped_bars
 from evalctl.study.display_names import method_legend, relative, view_legend
 from evalctl.study.page import Report, save_figure
@@ -30,7 +29,7 @@ def headline(report: Report, steps: list[Recorded], out: Path) -> None:
     letters = corpus_letters(groups)
     for corpus in dict.fromkeys(g.corpus for g in groups):
         mine = [g for g in groups if g.corpus == corpus]
-        scores = {g.label: view_scores(g) for g in mine}
+        scores = {g.label: view_scores(g, report.statistics) for g in mine}
         report.p(_answer(corpus, mine, scores))
         _tables(report, mine, scores, {n: x for (c, n), x in letters.items() if c == corpus})
         _chart(report, corpus, scores, out)
@@ -58,7 +57,7 @@ def _tables(report: Report, groups: list[ViewGroup], scores: Scores, letter: dic
     bold only for a view's best that is significantly better than every other system of that view."""
     import pandas as pd
 
-    from evalctl.evaluators.scoring.compare import score_cell  # pandas, scipy
+    from evalctl.evaluators.scoring.compare import score_cell, significance_note  # pandas, scipy
 
     names = list(dict.fromkeys(s for by in scores.values() for s in by))
     columns = {v: f"{v} (n={next(s.n for s in by.values() if s.compared)})" for v, by in scores.items()}
@@ -66,12 +65,9 @@ def _tables(report: Report, groups: list[ViewGroup], scores: Scores, letter: dic
               if (best := max((s for s in by.values() if s.compared), key=lambda s: s.mean))
               and {s.system for s in by.values() if s.compared} - {best.system} <= set(best.beats)
               and len([s for s in by.values() if s.compared]) > 1}
-    test = next((g.comparison for g in groups if g.comparison), None)
-    family = ("each view's comparisons (system pairs x metrics: "
-              + ", ".join(f"{len(g.comparison.pairs)} in {g.label}" for g in groups if g.comparison) + ")")
-    tested = (f"a letter: significantly better than that system in the same view ("
-              f"{describe_protocol(test.test, test.alpha, test.n_permutations, family)}); bold: a view's best, "
-              "significantly better than every other system of the view" if test else "one system per view, no tests")
+    tests = "; ".join(f"{g.label}: {significance_note(g.comparison)}" for g in groups if g.comparison)
+    tested = (f"a letter: significantly better than that system in the same view ({tests}); bold: a view's best, "
+              "significantly better than every other system of the view" if tests else "one system per view, no tests")
     sampled = ("; a cell with its own n: a system that searched a sample of the queries, scored on those (not "
                "in the letters or the bold)" if any(g.subsets for g in groups) else "")
     report.p(f"{PRIMARY} with its 95% bootstrap CI over the view's n queries, qrels "

@@ -16,6 +16,7 @@ from pathlib import Path
 from evalctl.corpus.store import load_corpus
 from evalctl.evaluators.scoring.metrics import PRIMARY, evaluate_run
 from evalctl.evaluators.scoring.run_queries import run_queries
+from evalctl.evaluators.scoring.significance_params import StatsProtocol
 from evalctl.study.charts import difference_plot
 from evalctl.study.page import Report, save_figure
 from evalctl.study.retrieval_groups import ViewGroup, query_page_name
@@ -30,8 +31,8 @@ def query_pages(report: Report, groups: list[ViewGroup], out: Path) -> list[tupl
     """(file name without suffix, page) for each view group of the report that has citation qrels; the pages'
     plots are saved into `out`."""
     letters = corpus_letters(groups)
-    return [(query_page_name(g), _page(g, out, {r.system_name: letters[(g.corpus, r.system_name)] for r in g.runs}))
-            for g in groups if not g.known_item]
+    return [(query_page_name(g), _page(g, out, {r.system_name: letters[(g.corpus, r.system_name)] for r in g.runs},
+                                       report.statistics)) for g in groups if not g.known_item]
 
 
 def headline_pair(scores: dict[str, Score]) -> tuple[Score, Score] | None:
@@ -44,15 +45,16 @@ def headline_pair(scores: dict[str, Score]) -> tuple[Score, Score] | None:
     return next((s for s in ranked[1:] if s.method == "bm25"), ranked[1]), best
 
 
-def _page(g: ViewGroup, out: Path, letters: dict[str, str]) -> Report:
-    """`letters`: each system's, the report's (one per system across the corpus's views)."""
+def _page(g: ViewGroup, out: Path, letters: dict[str, str], protocol: StatsProtocol) -> Report:
+    """`letters`: each system's, the report's (one per system across the corpus's views); `protocol`: the
+    study's, which the headline pair's scores are computed under."""
     import pandas as pd
 
     basis = run_queries(g.main_runs[0])
     qset, split = basis.qset, g.runs[0].manifest["split"]
     qrels = basis.judged(split)
     domain = {(p.query_id, p.doc_id): p.domain for p in qset.pairs if split is None or p.split == split}
-    scored = view_scores(g)
+    scored = view_scores(g, protocol)
     names = [letters[r.system_name] for r in g.runs]
     ranks = [{q: {doc: i for i, (doc, _) in enumerate(hits, 1)} for q, hits in r.ranking.items()} for r in g.runs]
     scores = [evaluate_run(r, metrics=(PRIMARY,)).per_query[PRIMARY] for r in g.runs]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evalctl.evaluators.scoring.metrics import PRIMARY, evaluate_run
+from evalctl.evaluators.scoring.significance_params import StatsProtocol
 from evalctl.study.display_names import system_title
 from evalctl.study.retrieval_groups import ViewGroup
 
@@ -26,8 +27,9 @@ class Score:
     compared: bool  # in the view's comparison (False: alone in its view, or it searched a sample)
 
 
-def view_scores(g: ViewGroup) -> dict[str, Score]:
-    """System name -> its Score in this view group, in the group's run order."""
+def view_scores(g: ViewGroup, protocol: StatsProtocol) -> dict[str, Score]:
+    """System name -> its Score in this view group, in the group's run order; a CI of a run alone under the
+    study's `protocol`, as its comparison's are."""
     from evalctl.evaluators.scoring.compare import run_ci  # pandas, scipy
 
     def score(run, mean, lo, hi, n, beats=(), compared=False) -> Score:
@@ -37,7 +39,7 @@ def view_scores(g: ViewGroup) -> dict[str, Score]:
     def alone(run, compared: bool) -> Score:  # its own mean and CI, as compare_runs would compute them
         scores = evaluate_run(run, metrics=(PRIMARY,))
         values = list(scores.per_query[PRIMARY].values())
-        return score(run, scores.mean[PRIMARY], *run_ci(values), len(values), compared=compared)
+        return score(run, scores.mean[PRIMARY], *run_ci(values, protocol), len(values), compared=compared)
 
     rep = g.comparison
     out = {}
@@ -51,7 +53,6 @@ def view_scores(g: ViewGroup) -> dict[str, Score]:
             beats = tuple(letter_to[x] for x in rep.better_than(s, PRIMARY))
             out[run.system_name] = score(run, rep.means[s][PRIMARY], *rep.ci[s][PRIMARY], rep.n_queries, beats, True)
     return {r.system_name: out[r.system_name] for r in g.runs}
-
 
 
 def corpus_letters(groups: list[ViewGroup]) -> dict[tuple[str, str], str]:

@@ -15,8 +15,9 @@ from evalctl.corpus.import_formats.registry import IMPORT_FORMATS
 from evalctl.corpus.label_sets import load_label_sets
 from evalctl.corpus.views import load_views
 from evalctl.evaluators.retrieval.methods import METHODS
+from evalctl.evaluators.scoring.significance_params import StatsProtocol
 from evalctl.finetune.recipes import default_model_id, get_recipe
-from evalctl.models import get_model, is_reference, resolve_model_id
+from evalctl.models import define_inline, get_model, is_reference, resolve_model_id
 from evalctl.study.experiment import Expected, ExperimentSpec, check_spec_name
 from evalctl.study.tasks import TASKS
 
@@ -54,7 +55,10 @@ def load_experiment(name_or_path: str) -> ExperimentSpec:
     # Each registered task's section is built with the entry type its module declares.
     tasks = {name: build(tuple[task.entry, ...], data.pop(name), f"{path}: {name}")
              for name, task in TASKS.items() if name in data}
-    spec = dataclasses.replace(build(ExperimentSpec, {**data, "source_path": str(path)}, str(path)), tasks=tasks)
+    # the protocol's section names its key in messages as the tasks' sections do ("spec.yaml: statistics: ...")
+    statistics = build(StatsProtocol, data.pop("statistics", {}), f"{path}: statistics")
+    spec = dataclasses.replace(build(ExperimentSpec, {**data, "source_path": str(path)}, str(path)), tasks=tasks,
+                               statistics=statistics)
     spec = _model_ids(spec)
     validate(spec)
     return spec
@@ -62,10 +66,14 @@ def load_experiment(name_or_path: str) -> ExperimentSpec:
 
 def _model_ids(spec: ExperimentSpec) -> ExperimentSpec:
     """The spec with each model named by hf:ORG/NAME[@REV] or a folder (in `models:`, and where an entry or an
-    expected score names it the same way) named by the id it stands for: steps, indexes and runs use ids."""
+    expected score names it the same way) named by the id it stands for: steps, indexes and runs use ids. A model
+    defined inline (`spec:`) is kept under its id (models.define_inline)."""
     ids = {}
     for i, m in enumerate(spec.models):
-        if is_reference(m.id):
+        if m.spec is not None:
+            check_spec_name(m.id, "id", f"{spec.source_path}: models[{i}]")
+            define_inline(m.id, m.spec, f"{spec.source_path}: models[{i}]")
+        elif is_reference(m.id):
             try:
                 ids[m.id] = resolve_model_id(m.id)
             except SpecError as e:

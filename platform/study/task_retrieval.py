@@ -28,16 +28,18 @@ from evalctl.indexers.index_loader import read_manifest, result_identity
 from evalctl.models import get_model
 from evalctl.opensearch.connection import make_client
 from evalctl.output_folder import write_into
+from evalctl.study.coverage import DOMAINS, coverage_section, domain_scores
 from evalctl.study.experiment import check_spec_name
 from evalctl.study.charts import FONT_PT, WIDTH_IN, Bar, Series, grouped_bars
 from evalctl.study.display_names import method_title, model_title, relative, system_title
-from evalctl.study.page import Report, plt_module, save_figure
-from evalctl.study.retrieval_groups import ViewGroup, query_page_name, stored_run, view_groups
+from evalctl.study.methods import methods_section
+from evalctl.study.page import Report, RunCache, plt_module, save_figure
+from evalctl.study.retrieval_groups import ViewGroup, query_page_name, stored_run, table_tests, view_groups
 from evalctl.study.retrieval_headline import headline
 from evalctl.study.retrieval_scores import corpus_letters
 from evalctl.study.retrieval_queries import query_pages
 from evalctl.study.step_ids import QrelsId, Target, TaskStepId, identity_name
-from evalctl.study.tasks import Recorded, SpecModels, Step, memo
+from evalctl.study.tasks import Recorded, SpecModels, Step, memo, spec_models
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -209,6 +211,11 @@ class RetrievalTask:
     def per_unit(self, step: Recorded, metric: str, runs: dict) -> dict[str, float]:
         return evaluate_run(stored_run(step.ref, runs)).per_query[metric]
 
+    def report_scores(self, step: Recorded, runs: RunCache) -> dict[str, float]:
+        """The step's means under the report's empty-query policy: its study record's when every query counts (they
+        were computed so), else from its run's per-query values."""
+        return step.scores if runs.empty_queries == "keep" else evaluate_run(stored_run(step.ref, runs)).mean
+
     def headline(self, report: Report, steps: list[Recorded], out: Path) -> None:
         headline(report, steps, out)
 
@@ -231,7 +238,8 @@ class RetrievalTask:
         # sample's queries; the findings rank the systems of a corpus on the queries they all searched.
         full = {r.corpus for r in results if r.run_id not in sampled}
         results = [r for r in results if r.run_id not in sampled or r.corpus not in full]
-        found = rf.retrieval_findings(results)
+        tests = rf.FindingTests(report.statistics, table_tests(view_groups(report, steps)))
+        found = rf.retrieval_findings(results, tests)
         for corpus in dict.fromkeys(r.corpus for r in results):
             best = max((r for r in results if r.corpus == corpus), key=lambda r: r.mean)
             run = report.runs[best.run_id]
@@ -239,23 +247,28 @@ class RetrievalTask:
                 domains = {d: (sc.n_queries, sc.mean[PRIMARY])
                            for d in ("IN", "OUT") for sc in [evaluate_run(run, domain=d, metrics=(PRIMARY,))]}
                 found += [f for f in [rf.in_out_finding(corpus, best.label, best.run_id, domains)] if f]
-        return found + rf.recipe_findings([p for p in pairs if p["what"] == "dense"])
+        return found + rf.recipe_findings([p for p in pairs if p["what"] == "dense"], tests)
 
     def report(self, report: Report, spec, steps: list[Recorded], out: Path) -> None:
         import pandas as pd
 
-        from evalctl.evaluators.scoring.compare import common_queries_note, ranx_latex, tables  # pandas, scipy
+        from evalctl.evaluators.scoring.compare import (common_queries_note, ranx_latex,  # pandas, scipy
+                                                        significance_note, tables)
 
         report.h("Retrieval")
         groups = view_groups(report, steps)
         if not groups:
             report.p("No retrieval results yet (run `evalctl run` first, or the spec has no retrieval).")
             return
+        models = spec_models(spec)
+        methods_section(report, spec, groups, {sid.target: e.fusion_mode for e in spec.entries(self.name)
+                                               for sid in self.targets(models, e)})
+        coverage_section(report, spec.coverage, groups)
         letters = corpus_letters(groups)
         for g in groups:
             mine = [letters[(g.corpus, r.system_name)] for r in g.main_runs]
             views = (f"queries {g.query_view}, documents {g.view}" if g.query_view != g.view else f"view {g.view}")
-            test = f": letters by {g.comparison.protocol}" if g.comparison else ""
+            test = f": letters by {significance_note(g.comparison)}" if g.comparison else ""
             report.p(f"Corpus {g.corpus}, {views}, qrels {g.runs[0].manifest.get('qrels')}{test}.")
             if g.known_item:
                 report.p("Known-item sanity task: each query is a patent's own text in the query view and its one "
@@ -265,6 +278,8 @@ class RetrievalTask:
                 titles = [system_title(r.manifest) for r in g.main_runs]
                 dfs = tables(g.comparison, names=titles, letters=mine)
                 report.table(dfs["main"])
+                report.p(f"Paired tests of {PRIMARY} (raw and Holm-adjusted p, the family's size, win/tie/loss):")
+                report.table(dfs["significance"][dfs["significance"]["metric"] == PRIMARY])
                 ranx_file = f"ranx-{g.corpus}-{g.file_part}.tex"  # ranx's Report, for a paper
                 write_into(out, ranx_file, ranx_latex(g.comparison, f"tab:ranx-{g.corpus}-{g.file_part}", titles))
                 report.file(ranx_file, f"The same table as ranx's LaTeX (Report.to_latex), a document pdflatex "
@@ -274,7 +289,7 @@ class RetrievalTask:
                     report.table(dfs["domains"])
                     _in_out_plot(report, g, out, f"inout-{g.corpus}-{g.file_part}.png")
             else:
-                report.table(pd.DataFrame([_row(g.steps[i], report.runs) for i in g.main]).drop(columns="fusion_mode"))
+                report.table(pd.DataFrame([_row(g.steps[i], report) for i in g.main]).drop(columns="fusion_mode"))
             for sub in g.subsets:  # runs that searched another query set (a sample): on the queries it shares
                 report.p(f"Corpus {g.corpus}, {views}, on the queries of a narrower query set (a sample). "
                          f"{common_queries_note(sub)}The letters name this table's systems.")
@@ -284,7 +299,7 @@ class RetrievalTask:
                 page = query_page_name(g)
                 report.link(page, f"Per query ({g.corpus}, {views}): each citation's rank in every system, "
                                   "the citations no system finds")
-        frame = pd.DataFrame([_row(s, report.runs) for g in groups for s in g.steps])
+        frame = pd.DataFrame([_row(s, report) for g in groups for s in g.steps])
         dense = frame[frame["method"] == "dense"]
         for corpus, group in dense.groupby("corpus", sort=False):
             _views_heatmap(report, corpus, group, out)
@@ -305,10 +320,12 @@ class RetrievalTask:
             write_into(out, f"{page_name}.html", query_page.html(out))
 
 
-def _row(step: Recorded, runs: dict) -> dict:
+def _row(step: Recorded, report: Report) -> dict:
+    """A step's row: its target, its mean under the report's empty-query policy, the fusion its run used."""
     t = step.target
-    return {"corpus": t.corpus, "model": t.model, "view": t.view_label, "method": t.what, PRIMARY: step.scores[PRIMARY],
-            "fusion_mode": stored_run(step.ref, runs).manifest.get("fusion_mode")}
+    return {"corpus": t.corpus, "model": t.model, "view": t.view_label, "method": t.what,
+            PRIMARY: TASK.report_scores(step, report.runs)[PRIMARY],
+            "fusion_mode": stored_run(step.ref, report.runs).manifest.get("fusion_mode")}
 
 
 def _views_heatmap(report: Report, corpus: str, dense: pd.DataFrame, out: Path) -> None:
@@ -368,15 +385,14 @@ def _scaling_plot(report: Report, corpus: str, dense: pd.DataFrame, out: Path) -
 def _in_out_plot(report: Report, g: ViewGroup, out: Path, name: str) -> None:
     """IN and OUT bars per system with 95% bootstrap CIs over the domain's queries (the CI compare_runs gives
     the whole query set, on the IN-only and the OUT-only pairs)."""
-    from evalctl.evaluators.scoring.compare import run_ci  # pandas, scipy
-
     runs = g.main_runs  # the comparison's runs: one query set
     series = []
-    for dom in ("IN", "OUT"):
-        per_query = [list(evaluate_run(r, domain=dom, metrics=(PRIMARY,)).per_query[PRIMARY].values()) for r in runs]
-        # compare_runs' own CI, so a bar's CI reads like the table's; a domain without queries: labelled blanks
-        series.append(Series(f"{dom} (n={len(per_query[0])})", tuple(
-            Bar(float(np.mean(v)), *run_ci(v)) if v else None for v in per_query)))
+    for dom in DOMAINS:
+        scored = [domain_scores(r, dom, report.statistics) for r in runs]  # the comparison's CI, as the table's
+        n = next((x[0] for x in scored if x), 0)
+        series.append(Series(f"{dom} (n={n})", tuple(Bar(*x[1:]) if x else None for x in scored)))
+    if not any(b for x in series for b in x.bars):  # no query with a pair in either domain
+        return
     fig = grouped_bars([system_title(r.manifest) for r in runs], series, f"{PRIMARY} (95% bootstrap CI)",
                        blank="no queries in this domain")
     save_figure(fig, report, out, name, f"{g.corpus}, view {g.label}: IN vs OUT {PRIMARY} per system, "

@@ -130,7 +130,9 @@ class Task(Protocol):
 
     Optional hooks, with generic ones in the report when a task has none: `headline(report, steps)` (its part
     of the headline table, else a table of its headline metrics per target) and `findings(report, steps,
-    pairs) -> list[Finding]` (else the recipe findings of its first headline metric)."""
+    pairs) -> list[Finding]` (else the recipe findings of its first headline metric) and `report_scores(step,
+    runs) -> dict` (a step's means as the report counts them, when a report setting such as the empty-query policy
+    can make them differ from its study record's; else the record's)."""
 
     name: str  # the spec section and `Expected.task`
     entry: type

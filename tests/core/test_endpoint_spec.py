@@ -74,3 +74,18 @@ def test_requests_per_minute_space_the_starts():
     for _ in range(100):
         unlimited.wait()
     assert time.monotonic() - started < 0.05
+
+
+def test_models_list_shows_where_a_served_model_is(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from evalctl.cli.main import cli
+    from evalctl.models import spec_yaml
+
+    monkeypatch.setenv("EVALCTL_MODELS_DIR", str(tmp_path))
+    (tmp_path / "served.yaml").write_text(spec_yaml(served()))
+    out = CliRunner().invoke(cli, ["models", "list"])
+    assert out.exit_code == 0, out.output
+    line = next(ln for ln in out.output.splitlines() if ln.startswith("minilm-served "))
+    assert re.search(r" user .*served: minilm at http://127\.0\.0\.1:7997/v1$", line), line
+    assert "1 served, 1 of your own in" in out.output

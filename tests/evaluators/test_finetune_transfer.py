@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from evalctl.evaluators.scoring.compare import holm
+from evalctl.evaluators.scoring.significance import holm
 from evalctl.evaluators.tasks.transfer import paired_p, per_query
 
 

@@ -8,7 +8,7 @@ import click
 from click.testing import CliRunner
 
 from evalctl.cli.dataclass_options import build, dataclass_options
-from evalctl.evaluators.scoring.significance_params import CompareParams
+from evalctl.evaluators.scoring.significance_params import StatsProtocol
 from evalctl.evaluators.tasks.transfer_params import TransferParams
 from evalctl.parameters import differences, parameters
 from evalctl.study.task_transfer import TransferEntry, _settings
@@ -54,10 +54,13 @@ def test_transfer_options_parse_into_the_params():
 
 
 def test_compare_options_keep_their_flags_and_defaults():
-    cmd, got = _command(CompareParams)
-    assert {p.opts[0] for p in cmd.params} == {"--test", "--alpha", "--permutations", "--bootstrap", "--seed"}
+    cmd, got = _command(StatsProtocol)
+    assert {p.opts[0] for p in cmd.params} == {"--test", "--alpha", "--permutations", "--exact-up-to", "--family",
+                                               "--bootstrap", "--seed"}
     assert CliRunner().invoke(cmd, []).exit_code == 0
-    assert got["value"] == CompareParams("fisher", 0.05, 1000, 1000, 42)
-    assert CliRunner().invoke(cmd, ["--permutations", "10", "--bootstrap", "20", "--test", "student"]).exit_code == 0
-    assert got["value"] == CompareParams("student", n_permutations=10, n_bootstrap=20)
-    assert CliRunner().invoke(cmd, ["--test", "wilcoxon"]).exit_code == 2
+    assert got["value"] == StatsProtocol("fisher", 10_000, 16, "metric", 0.05, 1000, 42)
+    args = ["--permutations", "2000", "--bootstrap", "200", "--test", "student", "--family", "table"]
+    assert CliRunner().invoke(cmd, args).exit_code == 0
+    assert got["value"] == StatsProtocol("student", n_permutations=2000, n_bootstrap=200, family="table")
+    for bad in (["--test", "wilcoxon"], ["--permutations", "10"], ["--family", "all"], ["--alpha", "1"]):
+        assert CliRunner().invoke(cmd, bad).exit_code == 2

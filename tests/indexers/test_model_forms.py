@@ -187,6 +187,39 @@ def test_a_study_spec_names_models_by_their_files(offline, minilm, tmp_path):
 
 
 @pytest.mark.unit
+def test_a_study_spec_defines_a_model_inline(offline, minilm, tmp_path):
+    """`models: [{id, spec}]` with the fields `models show` prints: the id names it in the plan and in every later
+    command (`models list` says it comes from a study); a redefinition under the same id, or an id defined
+    elsewhere, is refused naming the spec entry."""
+    fields = yaml.safe_load(invoke("models", "show", HF_REF).output)["models"][0]
+    del fields["id"]
+    spec_file = tmp_path / "inline.yaml"
+
+    def write(model_id, **changes):
+        spec_file.write_text(yaml.safe_dump({
+            "name": "inline", "corpora": [{"name": "c", "format": "ops", "sources": ["x.json"]}],
+            "models": [{"id": model_id, "spec": {**fields, **changes}}],
+            "retrieval": [{"corpus": "c", "views": ["T"], "methods": ["dense"]}]}))
+
+    write("my-inline")
+    spec = load_experiment(str(spec_file))
+    assert [m.id for m in spec.models] == ["my-inline"]
+    assert any("my-inline" in s.key and s.key.startswith("retrieve") for s in plan(spec))
+    assert get_model("my-inline").revision == COMMIT and origin("my-inline") == "study"
+    assert re.search(r"^my-inline +study ", invoke("models", "list").output, re.M)
+    assert load_experiment(str(spec_file)).models == spec.models  # the same definition loads again
+    write("my-inline", max_seq_length=128)
+    with pytest.raises(SpecError, match=r"inline.yaml: models\[0\]: model 'my-inline' was defined with other fields"):
+        load_experiment(str(spec_file))
+    write("all-minilm-l6-v2")
+    with pytest.raises(SpecError, match=r"models\[0\]: model id 'all-minilm-l6-v2' is already defined \(built-in"):
+        load_experiment(str(spec_file))
+    write("bad", dim=0)
+    with pytest.raises(SpecError, match=r"inline.yaml: models\[0\]: spec.*dim"):
+        load_experiment(str(spec_file))
+
+
+@pytest.mark.unit
 def test_user_specs_beside_the_built_in_ones(offline, minilm, tmp_path, monkeypatch):
     out = invoke("models", "add", HF_REF, "--id", "my-minilm")
     assert out.exit_code == 0, out.output

@@ -37,7 +37,7 @@ models:
     revision: 8b3219a92973c328a8e22fadcfa821b5dc75636a
     family: sbert-all
     params_m: 22.7
-    dim: 384
+    dim: {dim}
     max_seq_length: 256
     pooling: mean
     normalize: true
@@ -74,17 +74,11 @@ def served(tmp_path_factory, infinity_server):
     from evalctl.indexers.encode_options import EncodeOptions
     from evalctl.indexers.encoder import encode_texts
     from evalctl.models import get_model
-    from evalctl.paths import user_models_dir
 
     root = tmp_path_factory.mktemp("served")
     mp = private_cache(root)
     mp.setenv(KEY_ENV, infinity_server.api_key)
-    model_id = f"minilm-served-{uuid.uuid4().hex[:6]}"
-    folder = user_models_dir()  # a user's own models file (the suite points EVALCTL_MODELS_DIR at its own folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{model_id}.yaml").write_text(USER_SPEC.format(
-        id=model_id, prompt=PROMPT, url=infinity_server.url, served=SERVED_NAME, key_env=KEY_ENV))
-    spec = get_model(model_id)
+    spec = get_model(user_spec({"server": infinity_server}, f"minilm-served-{uuid.uuid4().hex[:6]}"))
     local = dataclasses.replace(get_model("all-minilm-l6-v2"), prompt_variants=spec.prompt_variants)
     texts = patent_texts()
     ids = [str(i) for i in range(len(texts))]
@@ -94,6 +88,17 @@ def served(tmp_path_factory, infinity_server):
     yield {"spec": spec, "local": local, "texts": texts, "ids": ids, "reference": reference, "root": root,
            "server": infinity_server, "outputs": []}
     mp.undo()
+
+
+def user_spec(served: dict, model_id: str, dim: int = 384) -> str:
+    """A user's own models file for the served model (the suite points EVALCTL_MODELS_DIR at its own folder)."""
+    from evalctl.paths import user_models_dir
+
+    folder = user_models_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{model_id}.yaml").write_text(USER_SPEC.format(
+        id=model_id, prompt=PROMPT, url=served["server"].url, served=SERVED_NAME, key_env=KEY_ENV, dim=dim))
+    return model_id
 
 
 def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -150,6 +155,10 @@ def test_retrieval_through_the_endpoint_equals_the_local_run(served, os_client):
                            name=f"served-ki-{uuid.uuid4().hex[:8]}").corpus
     runner = CliRunner()
     runs = {}
+    wrong = user_spec(served, f"{served['spec'].id}-wide", dim=768)  # the server answers 384-dim vectors
+    res = runner.invoke(cli, ["index", "--corpus", corpus.name, "--model", wrong, "--view", "A"])
+    assert res.exit_code == 2 and "answered vectors of shape (1, 384), its spec says dim 768" in res.output, res.output
+    assert not os_client.indices.exists(index=index_name(corpus.name, wrong))  # refused before any index exists
     try:
         for model in (served["spec"].id, "all-minilm-l6-v2"):
             res = runner.invoke(cli, ["index", "--corpus", corpus.name, "--model", model, "--view", "A"])

@@ -1,10 +1,12 @@
 """The findings a report opens with: short claims computed from per-query values, each with its evidence
-(CI, runs), saying plainly when a difference is not significant (paired bootstrap CI containing 0)."""
+(CI, raw and Holm-adjusted p, runs), tested under the study's protocol: a pair a comparison table holds takes
+the table's test (so a finding says what the letters say), and with few units the claim says when no
+difference can reach significance."""
 
 from __future__ import annotations
 
-from evalctl.study.findings import RetrievalResult, in_out_finding, paired_delta, recipe_findings, \
-    retrieval_findings
+from evalctl.evaluators.scoring.significance import PairTest
+from evalctl.study.findings import RetrievalResult, FindingTests, in_out_finding, recipe_findings, retrieval_findings
 
 Q = [f"q{i}" for i in range(40)]
 
@@ -13,12 +15,27 @@ def res(model, view, method, values, run):
     return RetrievalResult("pizza", model, view, method, run, f"{method}:{model}:{view}", dict(zip(Q, values)))
 
 
-def test_paired_delta_significance():
+def test_delta_significance_under_the_protocol():
     a = {q: 0.2 for q in Q}
-    assert paired_delta(a, {q: 0.5 for q in Q}).significant  # every query gains 0.3
+    gain, = FindingTests().family([(a, {q: 0.5 for q in Q})], "one pair")  # every query gains 0.3
+    assert gain.significant and gain.tested.p == 1 / 10_001 and "Holm p 0.0001 over one pair (1)" in gain.text()
     noisy = {q: 0.2 + (0.3 if i % 2 else -0.3) for i, q in enumerate(Q)}  # mean gain 0
-    d = paired_delta(a, noisy)
+    d, = FindingTests().family([(a, noisy)], "one pair")
     assert not d.significant and "not significant" in d.text() and d.n == 40
+
+
+def test_a_pair_a_table_holds_takes_the_tables_test():
+    """The letters' test and family decide the finding, even where the pair alone would be significant."""
+    base = res("minilm", "TA", "dense", [0.5] * 40, "r1")
+    hybrid = res("minilm", "TA", "hybrid", [0.52] * 40, "r3")
+    table = PairTest(p=0.004, p_holm=0.08, family=20, n=40, smallest_p=1 / 10_001)
+    family = "the system pairs of the pizza TA table"
+    tests = FindingTests(tables={(frozenset(("r1", "r3")), "ndcg@10"): (table, family)})
+    gain = next(f for f in retrieval_findings([base, hybrid], tests) if "Hybrid changes" in f.claim)
+    assert "(not significant)" in gain.claim
+    assert "p 0.0040, Holm p 0.0800 over the system pairs of the pizza TA table (20)" in gain.evidence
+    alone = next(f for f in retrieval_findings([base, hybrid]) if "Hybrid changes" in f.claim)
+    assert "(significant)" in alone.claim and "over this pair alone (1)" in alone.evidence
 
 
 def test_retrieval_findings_name_runs_and_rank():
@@ -50,3 +67,15 @@ def test_in_out_and_recipe_findings():
     (line,) = recipe_findings(rows)
     assert line.claim.startswith("Recipe R3 (m+r3) helped retrieval") and "results b1, t1" in line.evidence
     assert "ndcg@10: +33% (+0.1000))" in line.claim and f.size == -0.6
+
+
+def test_five_seeds_cannot_reach_significance_and_the_claim_says_so():
+    """An exact sign-flip test on 5 pairs cannot go below p = 2/32 = 0.0625 > 0.05: not "did not change"."""
+    splits = [f"seed{i}" for i in range(5)]
+    rows = [{"task": "classification", "corpus": "pizza", "view": "T", "what": "ipc3", "model": "m+r3",
+             "recipe": "R3", "metric": "micro_f1", "base": dict(zip(splits, [0.60, 0.61, 0.62, 0.60, 0.63])),
+             "tuned": dict(zip(splits, [0.61, 0.63, 0.63, 0.62, 0.64])), "base_mean": 0.612, "tuned_mean": 0.626,
+             "ids": ["b1", "t1"]}]
+    (line,) = recipe_findings(rows)
+    assert "cannot reach significance with n=5" in line.claim and "did not change" not in line.claim
+    assert "p 0.0625" in line.evidence and "smallest possible p 0.0625" in line.evidence

@@ -102,9 +102,11 @@ def check_structure(page: Page) -> None:
     assert headings[:2] == ["Headline results", "Findings"], headings
     first_table = next(e for e in tags if e[0] == "table")
     assert "headline" in first_table[1]["class"]  # the first table on the page is the headline table
-    assert [e[0] for e in tags[:tags.index(first_table)]] == ["h2", "p", "p", "p"], tags[:5]  # answer, caption, legend
-    answer, _, legend = (e[2] for e in tags[1:4])
-    assert answer.startswith(tags[1][2].split(":")[0] + ": the best system is ") and "[95% CI " in answer
+    # when and from what it was generated, then the answer, the table's caption and legend
+    assert [e[0] for e in tags[:tags.index(first_table)]] == ["p", "h2", "p", "p", "p"], tags[:6]
+    assert tags[0][2].startswith("Generated ") and tags[0][2].endswith(" from the results store.")
+    answer, _, legend = (e[2] for e in tags[2:5])
+    assert answer.startswith(tags[2][2].split(":")[0] + ": the best system is ") and "[95% CI " in answer
     assert " Over BM25 (" in answer or answer.split(" the best system is ")[1].startswith("BM25 ")
     assert "T = title only" in legend and "TA = title + abstract" in legend and "Dense: approximate" in legend
     paragraphs = [e[2].strip() for e in page.elements if e[0] == "p"]
@@ -152,6 +154,49 @@ def test_headline_table_has_the_retrieval_tables_numbers(report_dir):
                 if re.search(r"\d[ᵃᵇ]", c)]
     assert len(bold) == len(lettered)
     assert "bm25:" + MODEL not in head and "dense:" + MODEL not in head  # readable names, not run labels
+
+
+def test_letters_findings_and_footnotes_agree(report_dir):
+    """Issue 40: one test behind the letters, the findings and their footnotes. Each primary-metric pair of a
+    view's table has a letter exactly when its Holm-adjusted p is below alpha; a finding comparing the two runs
+    states that pair's raw and adjusted p and its verdict, and its footnote in the report is that evidence."""
+    from evalctl.evaluators.scoring.metrics import PRIMARY
+    from evalctl.study.page import Report
+    from evalctl.study.retrieval_groups import view_groups
+    from evalctl.study.spec_loading import load_experiment
+    from evalctl.study.tasks import TASKS, recorded, spec_models, task_targets
+
+    out, corpus = report_dir
+    spec = load_experiment(str(out.parent / "spec.yaml"))
+    steps = [s for s in (recorded(spec.name, sid) for _, _, sid in task_targets(spec, spec_models(spec)))
+             if s.kind == "retrieval"]
+    report = Report("agreement", statistics=spec.statistics)
+    found = TASKS.get("retrieval").findings(report, steps, [])
+    md = (out / "report.md").read_text()
+    findings_md = md.split("## Findings")[1].split("\n## ")[0]
+    assert "Statistics: every difference called significant is tested with a two-sided paired randomisation" \
+        in findings_md
+    checked = 0
+    for g in view_groups(report, steps):
+        rep = g.comparison
+        run_of = dict(zip(rep.systems, rep.run_ids))
+        for p in rep.pairs:
+            if p.metric != PRIMARY:
+                continue
+            significant = p.tested.significant(rep.protocol.alpha)
+            winner, loser = (p.treatment, p.control) if p.delta > 0 else (p.control, p.treatment)
+            assert (rep.letters[rep.systems.index(loser)] in rep.better_than(winner, PRIMARY)) == significant
+            assert p.tested.family == 1  # two systems a view: one pair per metric
+            for f in found:
+                named = re.search(r"\(runs ([^)]*)\)$", f.evidence)
+                if named and set(named.group(1).split(", ")) == {run_of[p.control], run_of[p.treatment]}:
+                    assert f"p {p.tested.p:.4f}, Holm p {p.tested.p_holm:.4f} over the system pairs of the " \
+                           f"{corpus} {g.label} table (1)" in f.evidence
+                    assert (f"; significant, n={rep.n_queries}]" in f.evidence) == significant
+                    assert ("not significant" in f.claim) == (not significant)
+                    assert f.evidence in findings_md and f.claim in findings_md
+                    checked += 1
+    assert checked >= 1  # the best system and its runner in one view
 
 
 def test_per_query_page_gives_every_systems_rank(report_dir):
@@ -272,7 +317,8 @@ def test_latex_tables_compile_with_unique_labels(report_dir, tmp_path):
     for tex in texs:
         text = tex.read_text()
         assert f"href='{tex.name}'" in html and "====" not in text and "Add in preamble" not in text
-        assert "Holm-corrected over the table's" in text and "Fisher's randomization test" in text
+        # the caption names the test, the correction and its family: the table's own (compare.significance_note)
+        assert "Fisher's paired randomisation test, Holm-adjusted p $<$ 0.05 over the 1 system pairs of one metric" in text
     if shutil.which("pdflatex") is None:
         pytest.skip("pdflatex not installed (`apt-get install texlive-latex-base texlive-latex-recommended`)")
     for tex in texs:
@@ -289,3 +335,135 @@ def test_report_in_headless_chromium(report_dir):
     dom = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
                           (out / "report.html").as_uri()], capture_output=True, text=True, timeout=120, check=True)
     check_structure(Page(dom.stdout))
+
+
+def _md_table(md: str, column: str) -> list[dict[str, str]]:
+    """The rows of the first report.md table with a column `column`, as {header: cell}."""
+    lines = md.splitlines()
+    start = next(i for i, line in enumerate(lines)
+                 if line.startswith("|") and column in (c.strip() for c in line.split("|")))
+    header = [c.strip() for c in lines[start].strip("|").split("|")]
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append(dict(zip(header, (c.strip() for c in line.strip("|").split("|")))))
+    return rows
+
+
+def test_methods_rows_reproduce_their_runs_and_say_client_fusion(report_dir):
+    """Methods come from the stored runs: each row's reproduce command finds that very run (no new search), and the
+    fusion paragraph says client-side fusion where `fusion_mode: auto` met a node without neural-search. The client
+    run is made with `--fusion client`: the manifest the study's auto fallback writes too (retrieve._client_fused,
+    whatever the node)."""
+    import shlex
+
+    from evalctl import results_store
+    from evalctl.cli.main import cli
+    from evalctl.study.methods import fusion_used
+
+    out, corpus = report_dir
+    md = (out / "report.md").read_text()
+    assert md.index("## Retrieval") < md.index("Methods, as the stored runs record them") < md.index(
+        "## Limitations") < md.index("## Study description (as written in the spec)")
+    rows = _md_table(md, "reproduce")
+    assert {r["views (query→document)"] for r in rows} == set(VIEWS) and len(rows) == 4
+    before = len(list(results_store.iter_results("run", corpus)))
+    for row in rows:
+        args = shlex.split(row["reproduce"])
+        assert args[:2] == ["evalctl", "retrieve"] and "--split" not in args  # test: the default
+        r = CliRunner().invoke(cli, args[1:])
+        assert r.exit_code == 0, r.output
+        assert re.search(r"run (\S+)  \(", r.output).group(1) == row["run"], (row, r.output)
+    assert len(list(results_store.iter_results("run", corpus))) == before  # each command found its run
+    assert "BM25 (k1 1.2, b 0.75" in md and "ANN: HNSW (m 16, ef_construction 100, ef_search 100" in md
+
+    client = _fused_run_method(corpus, "client")
+    assert client.fusion.startswith("client-side: ranx fusion of the stored BM25 and dense runs")
+    assert "dense weight 0.3 (as given)" in client.fusion and "--fusion client" in client.command
+    fell_back = fusion_used([(client, "auto")])
+    assert "client-side fusion" in fell_back and "the node had no neural-search plugin" in fell_back
+    assert "as the spec asks" in fusion_used([(client, "client")])  # fusion_mode: client by choice
+
+
+def _fused_run_method(corpus: str, mode: str):
+    """The methods row of a TA hybrid run made by `evalctl retrieve --fusion MODE` in the report's store."""
+    from evalctl.cli.main import cli
+    from evalctl.evaluators.scoring.runs import load_run
+    from evalctl.study.methods import run_method
+
+    r = CliRunner().invoke(cli, ["retrieve", "--corpus", corpus, "--model", MODEL, "--view", "TA", "--method",
+                                 "hybrid", "--fusion", mode, "--dense-weight", "0.3"])
+    assert r.exit_code == 0, r.output
+    return run_method(load_run(re.search(r"run (\S+)  \(", r.output).group(1)), load_run)
+
+
+@pytest.mark.neural_search
+def test_methods_say_native_fusion_on_a_node_with_neural_search(report_dir):
+    from evalctl.study.methods import fusion_used
+
+    native = _fused_run_method(report_dir[1], "native")
+    assert native.fusion.startswith("native: neural-search pipeline") and "--fusion" not in native.command
+    said = fusion_used([(native, "auto")])
+    assert "ran natively" in said and "neural-search plugin was present" in said and "client" not in said
+
+
+def test_empty_queries_are_counted_as_the_spec_declares(report_dir, tmp_path):
+    """TA queries without an abstract are searched with no text: the default policy keeps them (scored 0, in n)
+    and says so; `coverage: {empty_queries: exclude}` leaves them out of the same report's every n and mean."""
+    import dataclasses
+
+    from evalctl.cli.main import cli
+    from evalctl.evaluators.scoring.metrics import PRIMARY, evaluate_run
+    from evalctl.evaluators.scoring.run_queries import run_queries
+    from evalctl.evaluators.scoring.runs import load_run
+
+    out, corpus = report_dir
+    md = (out / "report.md").read_text()
+    rows = {r["views"]: r for r in _md_table(md, "no text in the query view")}
+    ta = next(r for r in _md_table(md, "reproduce") if r["views (query→document)"] == "TA" and r["system"] == "BM25")
+    keep = load_run(ta["run"])
+    basis = run_queries(keep)
+    judged = basis.judged(keep.manifest["split"])
+    empty = basis.no_text & set(judged)
+    assert empty  # the sample has test queries without an abstract
+    assert rows["TA"]["no text in the query view"].startswith(f"{len(empty)} (") and rows["T"][
+        "no text in the query view"] == "0"
+    assert int(rows["TA"]["scored (n)"]) == int(rows["TA"]["queries"]) == len(judged)
+    exclude = dataclasses.replace(keep, empty_queries="exclude")
+    kept, left = (evaluate_run(r, metrics=(PRIMARY,)) for r in (keep, exclude))
+    assert all(kept.per_query[PRIMARY][q] == 0 for q in empty)
+    assert left.n_queries == kept.n_queries - len(empty) and not set(left.per_query[PRIMARY]) & empty
+    assert left.mean[PRIMARY] * left.n_queries == pytest.approx(kept.mean[PRIMARY] * kept.n_queries)
+
+    spec = yaml.safe_load((out.parent / "spec.yaml").read_text())
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({**spec, "coverage": {"empty_queries": "exclude"}}))
+    r = CliRunner().invoke(cli, ["report", str(path), "--out", str(tmp_path / "report")])
+    assert r.exit_code == 0, r.output
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "left out of every mean" in md and "kept in every mean" in (out / "report.md").read_text()
+    assert {r["views"]: r["scored (n)"] for r in _md_table(md, "no text in the query view")} == {
+        "T": str(len(judged)), "TA": str(left.n_queries)}
+    headline = md.split("## Headline results")[1].split("## ")[0]
+    assert f"| TA (n={left.n_queries})" in headline and f"| T (n={len(judged)})" in headline
+    main = _md_table(md.split("view TA, qrels")[1], "run")
+    assert {r["n"] for r in main} == {str(left.n_queries)}
+    assert f"{left.mean[PRIMARY]:.4f}" in next(r[PRIMARY] for r in main if r["run"] == ta["run"])
+
+
+def test_limitations_state_the_facts_of_the_run(report_dir):
+    from evalctl.corpus.store import load_corpus
+    from evalctl.evaluators.scoring.run_queries import run_queries
+    from evalctl.evaluators.scoring.runs import load_run
+    from evalctl.indexers.embedding_cache import encode_devices
+
+    out, corpus = report_dir
+    md = (out / "report.md").read_text()
+    said = md.split("## Limitations")[1].split("## ")[0]
+    run = load_run(next(r["run"] for r in _md_table(md, "reproduce")))
+    n_docs, n_queries = len(load_corpus(corpus)), len(run_queries(run).judged(run.manifest["split"]))
+    assert f"{n_docs:,} documents, publication-level" in said and f"{n_queries} test queries (T, TA)" in said
+    without = _md_table(md, "no text in the query view")[1]["documents without the document view"]  # TA
+    assert f"TA has {n_docs - int(without.split(' of ')[0].replace(',', '')):,} of the {n_docs:,} documents" in said
+    assert f"Vectors were encoded on {', '.join(sorted(encode_devices(MODEL)))}." in said

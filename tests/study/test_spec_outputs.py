@@ -157,6 +157,17 @@ def test_finetune_fields_are_checked_at_load(home, change, message):
     refused(home, base_spec(finetune=[{"corpus": "hs-pizza", "recipes": ["R3"], **change}]), message)
 
 
+@pytest.mark.parametrize("change, message", [
+    ({"alpha": 2}, "statistics: alpha: 2.0 must be below 1"),
+    ({"n_permutations": 500}, "statistics: n_permutations: 500 must be at least 1000"),
+    ({"exact_up_to": 30}, "statistics: exact_up_to: 30 must be at most 20"),
+    ({"family": "all"}, "statistics.family: 'all' is not one of 'metric', 'table'"),
+    ({"permutations": 5}, "statistics: unknown key(s) permutations for StatsProtocol"),
+])
+def test_statistics_fields_are_checked_at_load(home, change, message):
+    refused(home, base_spec(statistics=change), message)
+
+
 def test_split_all_is_accepted_as_retrieve_takes_it(home):
     """`split: all` asks every query, as `evalctl retrieve --split all` does (RetrievalSpec's split None)."""
     from evalctl.study.spec_loading import load_experiment

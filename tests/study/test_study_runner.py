@@ -84,6 +84,10 @@ def test_bad_spec_names_the_key(tmp_path):
     path.write_text(yaml.safe_dump(doc))
     r = CliRunner().invoke(cli, ["run", str(path), "--dry-run"])
     assert r.exit_code != 0 and "unknown key(s) viewz" in r.output
+    doc["indexes"][0] = {"corpus": "rt-x-grants", "views": ["T"]}
+    path.write_text(yaml.safe_dump({**doc, "coverage": {"empty_queries": "drop"}}))  # keep or exclude
+    r = CliRunner().invoke(cli, ["run", str(path), "--dry-run"])
+    assert r.exit_code != 0 and "empty_queries: 'drop' is not one of 'keep', 'exclude'" in r.output, r.output
 
 
 def test_missing_source_plans_in_dry_run_and_stops_a_run(tmp_path, monkeypatch):
@@ -187,7 +191,7 @@ def test_report_has_tables_and_plots(private_spec, tmp_path):
         assert f"]({png.name})" in md
     assert not (out / f"inout-{grants}-T-TA.png").exists()  # IN/OUT does not apply to known items
     ranx_tex = (out / f"ranx-{pizza}-T.tex").read_text()  # ranx's own table of the same comparison
-    assert "Fisher's randomization test" in ranx_tex and r"Dense $\cdot$ all-mpnet-base-v2" in ranx_tex
+    assert "Fisher's paired randomisation test, Holm-adjusted p" in ranx_tex and r"Dense $\cdot$ all-mpnet-base-v2" in ranx_tex
     assert f"ranx-{pizza}-T.tex" in md
     assert "Scaling (" + grants + "): fewer than two base models" in md
     page = (out / "report.html").read_text()
@@ -371,7 +375,9 @@ def test_report_of_a_sampled_and_half_finished_study(private_spec, tmp_path, mon
     assert "every number is over the 5 queries all of them searched" in sample
     assert sample.count("|   5 |") == 3  # exact, bm25 and dense, each on the sample's 5 queries
     missing = md.split("## Missing results")[1].split("## Findings")[0]
-    assert "exact" not in md.split("## Findings")[1].split("\n## ")[0]  # ranked on the queries all searched
+    findings = md.split("## Findings")[1].split("\n## ")[0].splitlines()  # claims and footnotes, not the protocol
+    said = "\n".join(line for line in findings if line.startswith(("- ", "[^")))
+    assert said and "exact" not in said.lower()  # ranked on the queries all searched
     for method in ("dense", "exact"):
         assert f"retrieval/{pizza}/bge-small-en-v1.5/T/{method}/T | skipped" in missing
     assert "ModelLoadError" in missing
