@@ -58,6 +58,10 @@ def view_legend(views: Iterable[str]) -> str:
 
 
 def relative(value: float, base: float) -> str:
-    """A change as a reader weighs it: "+12% (+0.0141)", relative first (the absolute alone from a base of 0)."""
+    """A change as a reader weighs it: "+12% (+0.0141)", relative first (the absolute alone from a base of 0); one
+    decimal under 10% ("+0.8%"), so a small change never reads as "+0%"."""
     delta = value - base
-    return f"{delta / base:+.0%} ({delta:+.4f})" if base > 0 else f"{delta:+.4f}"
+    if base <= 0:
+        return f"{delta:+.4f}"
+    share = delta / base
+    return f"{share:+.{0 if abs(share) >= 0.1 else 1}%} ({delta:+.4f})"

@@ -79,3 +79,10 @@ def test_five_seeds_cannot_reach_significance_and_the_claim_says_so():
     (line,) = recipe_findings(rows)
     assert "cannot reach significance with n=5" in line.claim and "did not change" not in line.claim
     assert "p 0.0625" in line.evidence and "smallest possible p 0.0625" in line.evidence
+
+
+def test_a_change_reads_relative_first_and_never_as_zero_percent():
+    from evalctl.study.display_names import relative
+
+    assert relative(0.12, 0.1) == "+20% (+0.0200)" and relative(0.1006, 0.1) == "+0.6% (+0.0006)"
+    assert relative(0.0995, 0.1) == "-0.5% (-0.0005)" and relative(0.05, 0.0) == "+0.0500"
