@@ -130,7 +130,8 @@ class LabelTask:
         report.h(self.title)
         mine = [s for s in steps if s.kind == self.name]
         ids = {s.ref for s in mine if s.ref}  # this spec's results, not older ones of the same corpus
-        rows = [r for c in sorted({s.target.corpus for s in mine}) for r in task_table(self.name, c, ids=ids)]
+        rows = [r for c in sorted({s.target.corpus for s in mine})
+                for r in task_table(self.name, c, ids=ids, protocol=report.statistics)]
         if not rows:
             report.p(f"No {self.name} results yet (`evalctl run`; one by hand: `evalctl {self.command}`).")
             return

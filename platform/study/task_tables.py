@@ -20,7 +20,8 @@ from evalctl import results_store
 from evalctl.corpus.class_codes import LEVELS
 
 from evalctl.evaluators.tasks.classification import METRICS as CLASSIFY_METRICS
-from evalctl.evaluators.scoring.significance import bootstrap_ci
+from evalctl.evaluators.scoring.compare import run_ci
+from evalctl.evaluators.scoring.significance_params import StatsProtocol
 from evalctl.evaluators.tasks.clustering import METRICS as CLUSTER_METRICS
 
 TASKS = {"classification": CLASSIFY_METRICS, "clustering": CLUSTER_METRICS}
@@ -43,9 +44,11 @@ def _rows_of(result) -> list[tuple[dict, list[dict]]]:
             for level, body in metrics.items()]
 
 
-def task_table(task: str, corpus: str | None = None, root=None, ids: set[str] | None = None) -> list[dict]:
-    """Rows sorted by corpus, label set, view and model; each metric as mean, ci_low, ci_high, runs.
-    `ids`: only these stored results (a report's own), not every result kept for the corpus."""
+def task_table(task: str, corpus: str | None = None, root=None, ids: set[str] | None = None,
+               protocol: StatsProtocol = StatsProtocol()) -> list[dict]:
+    """Rows sorted by corpus, label set, view and model; each metric as mean, ci_low, ci_high (under `protocol`,
+    as every table's CI), runs. `ids`: only these stored results (a report's own), not every result kept for the
+    corpus."""
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
     rows = []
@@ -56,7 +59,7 @@ def task_table(task: str, corpus: str | None = None, root=None, ids: set[str] | 
             row = dict(keys, runs=len(runs))
             for metric in TASKS[task]:
                 values = [r[metric] for r in runs]
-                lo, hi = bootstrap_ci(values)
+                lo, hi = run_ci(values, protocol)
                 row.update({metric: float(np.mean(values)), f"{metric}_lo": lo, f"{metric}_hi": hi})
             rows.append(row)
     order = ("corpus", "label_set", "level", "probe", "view", "model")

@@ -68,6 +68,7 @@ def test_bootstrap_ci_brackets_the_mean():
 def test_tables_from_stored_results(tmp_path):
     from evalctl import results_store
     from evalctl.evaluators.scoring.significance import bootstrap_ci
+    from evalctl.evaluators.scoring.significance_params import StatsProtocol
     from evalctl.study.task_tables import task_table, to_csv, to_markdown
 
     spec = {"name": "ipc3"}
@@ -80,7 +81,12 @@ def test_tables_from_stored_results(tmp_path):
     rows = task_table("clustering", root=tmp_path)
     assert [r["model"] for r in rows] == ["model-a", "model-b"]
     assert rows[0]["v_measure"] == pytest.approx(0.51) and rows[0]["runs"] == 3 and rows[0]["k"] == 7
-    assert (rows[0]["v_measure_lo"], rows[0]["v_measure_hi"]) == bootstrap_ci([0.50, 0.51, 0.52])
+    protocol = StatsProtocol()  # the CI every table gives: the protocol's resamples and seed
+    assert (rows[0]["v_measure_lo"], rows[0]["v_measure_hi"]) == bootstrap_ci([0.50, 0.51, 0.52], protocol.n_bootstrap,
+                                                                               protocol.seed)
+    wider = StatsProtocol(n_bootstrap=5000, seed=7)
+    assert task_table("clustering", root=tmp_path, protocol=wider)[0]["v_measure_lo"] == bootstrap_ci(
+        [0.50, 0.51, 0.52], 5000, 7)[0]
     md = to_markdown(rows, "clustering")
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in md.splitlines()]
     assert ["toy", "model-a", "T", "ipc3", "class", "first", "100", "7", "3", "51.0 [50.0, 52.0]"] == cells[2][:10]
