@@ -266,6 +266,7 @@ def significance_note(rep: ComparisonReport) -> str:
 
 
 def render(rep: ComparisonReport, fmt: str = "md") -> str:
+    """The comparison as Markdown, CSV, or a LaTeX document that compiles as it is (pdflatex)."""
     dfs = tables(rep, fmt)
     note = (f"{common_queries_note(rep)}{rep.n_queries} queries; mean [bootstrap 95% CI]; superscript letters: "
             f"better than that system, {significance_note(rep)}. {describe_protocol(rep.protocol)} "
@@ -276,14 +277,32 @@ def render(rep: ComparisonReport, fmt: str = "md") -> str:
             out.write(f"# {name}\n")
             df.to_csv(out, index=False)
         return out.getvalue()
-    tablefmt = "latex_raw" if fmt == "latex" else "github"
-    parts = []
+    if fmt == "latex":
+        return _latex_document(dfs, note, set(rep.metrics))
+    parts = [f"### {_TITLES[name]}\n\n{tabulate(df, headers='keys', tablefmt='github', showindex=False)}"
+             for name, df in dfs.items()]
+    return note + "\n\n" + "\n\n".join(parts) + "\n"
+
+
+def _latex_document(dfs: dict[str, pd.DataFrame], note: str, marked: set[str]) -> str:
+    """Each table a captioned, labelled float (tab:comparison-<name>); text escaped except the main table's score
+    cells (`marked` columns), whose letters are already LaTeX. Wide tables are scaled to the text width."""
+    floats = []
     for name, df in dfs.items():
-        if fmt == "latex":  # percentages would start LaTeX comments
-            df = df.map(lambda v: v.replace("%", r"\%") if isinstance(v, str) else v)
-        title = f"% {_TITLES[name]}" if fmt == "latex" else f"### {_TITLES[name]}"
-        parts.append(f"{title}\n\n{tabulate(df, headers='keys', tablefmt=tablefmt, showindex=False)}")
-    return (f"% {note}" if fmt == "latex" else note) + "\n\n" + "\n\n".join(parts) + "\n"
+        if df.empty:
+            continue
+        df = df.copy()
+        for col in df.columns:
+            if not (name == "main" and col in marked):
+                df[col] = [_latex_text(v) if isinstance(v, str) else v for v in df[col]]
+        df.columns = [_latex_text(str(c)) for c in df.columns]
+        body = tabulate(df, headers="keys", tablefmt="latex_raw", showindex=False)
+        caption = _TITLES[name] + (f". {note}" if name == "main" else "")
+        floats.append(f"\\begin{{table}}[ht]\n\\centering\n\\caption{{{_latex_text(caption)}}}\n"
+                      f"\\label{{tab:comparison-{name}}}\n\\resizebox{{\\textwidth}}{{!}}{{%\n{body}}}\n"
+                      "\\end{table}")
+    return ("\\documentclass{article}\n\\usepackage{graphicx}\n\\begin{document}\n" + "\n\n".join(floats)
+            + "\n\\end{document}\n")
 
 
 # --------------------------------------------------------------------------- ranx's Report

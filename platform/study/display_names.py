@@ -1,5 +1,6 @@
 """The names a report shows a reader for systems, models, methods and views, built here and nowhere else: "BM25",
-"Dense · all-MiniLM-L6-v2 + R3", "Hybrid (client fusion) · all-MiniLM-L6-v2". They are for reading only: run
+"Dense · all-MiniLM-L6-v2 + R3", "Hybrid (client fusion) · all-MiniLM-L6-v2", and the numbers beside them
+("66.0 [64.8, 67.2]", "+12% (+0.0141)"). They are for reading only: run
 labels and ids (runs.run_label, runs.system_name) stay the identities that tables cite and files are named by."""
 
 from __future__ import annotations
@@ -57,11 +58,28 @@ def view_legend(views: Iterable[str]) -> str:
                      for v in names)
 
 
-def relative(value: float, base: float) -> str:
+def score_text(value: float, percent: bool) -> str:
+    """A mean as every table of the report prints it: a share in percent with one decimal ("66.0", F1 and
+    V-measure), any other score with four (nDCG@10 "0.0747")."""
+    return f"{100 * value:.1f}" if percent else f"{value:.4f}"
+
+
+def score_with_ci(value: float, lo: float, hi: float, percent: bool) -> str:
+    """"66.0 [64.8, 67.2]" or "0.0747 [0.061, 0.088]" (a retrieval table's cell without its letters)."""
+    if percent:
+        return f"{100 * value:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+    from evalctl.evaluators.scoring.compare import score_cell  # pandas, scipy
+
+    return score_cell(value, [], lo, hi)
+
+
+def relative(value: float, base: float, percent: bool = False) -> str:
     """A change as a reader weighs it: "+12% (+0.0141)", relative first (the absolute alone from a base of 0); one
-    decimal under 10% ("+0.8%"), so a small change never reads as "+0%"."""
+    decimal under 10% ("+0.8%"), so a small change never reads as "+0%". A score shown in percent changes by
+    points: "+0.6% (+0.4 pt)"."""
     delta = value - base
+    absolute = f"{100 * delta:+.1f} pt" if percent else f"{delta:+.4f}"
     if base <= 0:
-        return f"{delta:+.4f}"
+        return absolute
     share = delta / base
-    return f"{share:+.{0 if abs(share) >= 0.1 else 1}%} ({delta:+.4f})"
+    return f"{share:+.{0 if abs(share) >= 0.1 else 1}%} ({absolute})"

@@ -208,8 +208,10 @@ def in_out_finding(corpus: str, label: str, run_id: str, domains: dict[str, tupl
 
 def recipe_findings(rows: list[dict], tests: FindingTests = FindingTests()) -> list[Finding]:
     """rows: task, corpus, view, what (method or label set), model, recipe, metric, base, tuned (per-query or
-    per-split values keyed alike), base_mean, tuned_mean (the means the tables show), ids (runs or results). A
-    row whose two runs a comparison table holds takes the table's test; the others are tested as one family."""
+    per-split values keyed alike), base_mean, tuned_mean (the means the tables show), percent (the task's scores
+    are shown in percent), ids (runs or results). A
+    row whose two runs a comparison table holds takes the table's test; the others are tested as one family. Each
+    row gets its Delta as `tested`, so the recipe table shows the very test its finding states."""
     tabled = {i: tests.table(tuple(r["ids"]), r["metric"], r["base"], r["tuned"]) for i, r in enumerate(rows)}
     rest = [i for i, d in tabled.items() if d is None]
     tasks = ", ".join(dict.fromkeys(rows[i]["task"] for i in rest))
@@ -217,8 +219,9 @@ def recipe_findings(rows: list[dict], tests: FindingTests = FindingTests()) -> l
                                          f"the recipe comparisons of {tasks}")))
     out = []
     for r, d in zip(rows, tabled.values()):
+        r["tested"] = d
         where = (f"{r['task']} on {r['corpus']} ({r['view']}, {r['what']}, {r['metric']}: "
-                 f"{relative(r['tuned_mean'], r['base_mean'])})")
+                 f"{relative(r['tuned_mean'], r['base_mean'], r['percent'])})")
         if not d.reachable:
             claim = f"Recipe {r['recipe']} ({model_title(r['model'])}) changed {where}: {d.verdict}."
         else:

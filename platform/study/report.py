@@ -23,7 +23,7 @@ from evalctl.evaluators.scoring.significance_params import describe_protocol
 from evalctl.models import get_model
 from evalctl.output_folder import check_folder, claim_folder, write_into
 from evalctl.provenance import code_version
-from evalctl.study.display_names import model_title, relative
+from evalctl.study.display_names import model_title, relative, score_text, score_with_ci
 from evalctl.study.experiment import ExperimentSpec
 from evalctl.study.limitations import limitations_section
 from evalctl.study.page import Report, RunCache
@@ -56,10 +56,11 @@ def _headline_table(report: Report, task: Task, steps: list[Recorded]) -> None:
     if not done:
         return
     metrics = [m for m in task.headline_metrics if any(m in s.scores for s in done)]
-    report.p(f"{task.name}: {', '.join(metrics)} per target (its section below has the details).")
+    unit = " (%)" if task.percent else ""
+    report.p(f"{task.name}: {', '.join(metrics)}{unit} per target (its section below has the details).")
     report.table(pd.DataFrame([{"corpus": s.target.corpus, "model": model_title(s.target.model),
                                 "view": s.target.view_label, "what": s.target.what,
-                                **{m: round(s.scores[m], 4) if m in s.scores else "-" for m in metrics}}
+                                **{m: score_text(s.scores[m], task.percent) if m in s.scores else "-" for m in metrics}}
                                for s in done]))
 
 
@@ -80,13 +81,31 @@ def _missing(report: Report, steps: list[Recorded], missing: dict[str, tuple[str
 
 
 def _recipes(report: Report, pairs: list[dict]) -> None:
+    """Each fine-tuned model against its base: both means with their CIs (under the study's protocol, over the
+    units behind them), the relative change, and the test of the findings where one claims it."""
     import pandas as pd
 
+    from evalctl.evaluators.scoring.compare import run_ci  # pandas, scipy
+
     report.h("Fine-tuning recipes")
-    keys = ("task", "corpus", "view", "what", "model", "recipe", "metric", "base_mean", "tuned_mean")
-    rows = [{k: round(r[k], 4) if isinstance(r[k], float) else r[k] for k in keys}
-            | {"model": model_title(r["model"]), "delta": relative(r["tuned_mean"], r["base_mean"])} for r in pairs]
-    report.table(pd.DataFrame(rows) if rows else pd.DataFrame([{"note": "no fine-tuned models in this spec"}]))
+    if not pairs:
+        report.p("No fine-tuned models in this spec.")
+        return
+    rows = []
+    for r in pairs:
+        percent = r["percent"]
+        base, tuned = ([score_with_ci(r[f"{side}_mean"], *run_ci(list(r[side].values()), report.statistics), percent)]
+                       for side in ("base", "tuned"))
+        tested = r.get("tested")  # set by the findings that test this pair (findings.recipe_findings)
+        rows.append({"task": r["task"], "corpus": r["corpus"], "view": r["view"], "what": r["what"],
+                     "model": model_title(r["model"]), "metric": r["metric"] + (" (%)" if percent else ""),
+                     "base [95% CI]": base[0], "fine-tuned [95% CI]": tuned[0],
+                     "change": relative(r["tuned_mean"], r["base_mean"], percent),
+                     "test": f"{tested.verdict}, Holm p {tested.tested.p_holm:.4f}" if tested else "-"})
+    report.table(pd.DataFrame(rows))
+    report.p("CIs are bootstrap intervals over the units behind each mean (queries for retrieval, splits or seeds for "
+             "the label tasks). The test is the findings' (see Findings for the protocol and family); it is given for "
+             "each task's main metric (retrieval: dense), the other rows are descriptive.")
 
 
 def _findings(report: Report, steps: list[Recorded], pairs: list[dict]) -> None:
@@ -121,7 +140,7 @@ def _recipe_pairs(steps: list[Recorded], model_ids: set[str], runs: dict) -> lis
             if metric in base.scores and metric in task.headline_metrics:
                 rows.append({"task": s.kind, "corpus": s.target.corpus, "view": s.target.view_label,
                              "what": s.target.what, "model": s.target.model, "recipe": lineage["recipe"]["id"],
-                             "metric": metric, "main": metric == main_metric(task, s.scores),
+                             "metric": metric, "main": metric == main_metric(task, s.scores), "percent": task.percent,
                              "base_mean": base_scores[metric], "tuned_mean": tuned_scores[metric],
                              "base": task.per_unit(base, metric, runs), "tuned": task.per_unit(s, metric, runs),
                              "ids": [base.ref, s.ref]})

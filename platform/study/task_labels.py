@@ -19,6 +19,7 @@ from evalctl.indexers.index_contract import IndexState, vector_source
 from evalctl.indexers.index_layout import index_name
 from evalctl.indexers.index_loader import read_manifest
 from evalctl.opensearch.connection import make_client
+from evalctl.study.display_names import model_title
 from evalctl.study.step_ids import Target, TaskStepId
 from evalctl.study.tasks import Recorded, SpecModels, Step, memo
 
@@ -86,6 +87,7 @@ class LabelTask:
     settings: type  # its settings
     headline_metrics: tuple[str, ...]
     entry: type = LabelTaskEntry
+    percent: bool = True  # F1, V-measure and ARI are shown in percent, as the study gives them
 
     def validate(self, spec, entry: LabelTaskEntry, at: str) -> None:
         """Label sets are checked by the generic loop; nothing else is task-specific."""
@@ -123,9 +125,7 @@ class LabelTask:
         return {str(i): unit[name] for i, unit in enumerate(body.get("splits") or body.get("seeds"))}
 
     def report(self, report, spec, steps: list[Recorded], out: Path) -> None:
-        import pandas as pd
-
-        from evalctl.study.task_tables import task_table  # pandas, scipy
+        from evalctl.study.task_tables import percent_table, task_table  # pandas, scipy
 
         report.h(self.title)
         mine = [s for s in steps if s.kind == self.name]
@@ -135,15 +135,10 @@ class LabelTask:
         if not rows:
             report.p(f"No {self.name} results yet (`evalctl run`; one by hand: `evalctl {self.command}`).")
             return
-        df = pd.DataFrame(rows)
-        metrics = [c for c in df.columns if f"{c}_lo" in df.columns]
-        for m in metrics:
-            df[m] = [f"{100 * v:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
-                     for v, lo, hi in zip(df[m], df[f"{m}_lo"], df[f"{m}_hi"])]
-        report.table(df.drop(columns=[c for c in df.columns if c.endswith(("_lo", "_hi"))]))
+        report.table(percent_table(rows, self.name, names=model_title))
         produced = [f"{s.key} ({s.ref})" for s in mine if s.ref]
         report.p("Mean [bootstrap 95% CI over splits/seeds]. Produced by: " + "; ".join(produced))
-        if df["view"].str.endswith(" prompt)").any():
+        if any(r["view"].endswith(" prompt)") for r in rows):
             report.p(f"A view marked ({self.name} prompt) holds the vectors the model encoded with its {self.name} "
                      "prompt (MTEB's convention), the others its document vectors; each result's manifest records "
                      "the prompt (vectors.prompt).")

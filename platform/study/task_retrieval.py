@@ -160,6 +160,7 @@ class RetrievalTask:
     entry = RetrievalEntry
     command = "retrieve"
     headline_metrics = (PRIMARY,)
+    percent = False
 
     def validate(self, spec, entry: RetrievalEntry, at: str) -> None:
         check_spec_name(entry.qrels, "qrels", at)

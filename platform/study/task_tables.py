@@ -12,6 +12,7 @@ the variation between splits or k-means seeds only, not document sampling; with 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -23,6 +24,7 @@ from evalctl.evaluators.tasks.classification import METRICS as CLASSIFY_METRICS
 from evalctl.evaluators.scoring.compare import run_ci
 from evalctl.evaluators.scoring.significance_params import StatsProtocol
 from evalctl.evaluators.tasks.clustering import METRICS as CLUSTER_METRICS
+from evalctl.study.display_names import score_with_ci
 
 TASKS = {"classification": CLASSIFY_METRICS, "clustering": CLUSTER_METRICS}
 
@@ -72,12 +74,15 @@ def to_csv(rows: list[dict]) -> str:
     return pd.DataFrame(rows).to_csv(index=False, lineterminator="\n", na_rep="nan") if rows else ""
 
 
+def percent_table(rows: list[dict], task: str, names: Callable[[str], str] = str) -> pd.DataFrame:
+    """Metrics as `mean [lo, hi]` in percent; `names`: the model column as a reader knows it (a report's)."""
+    keys = [k for k in rows[0] if k not in TASKS[task] and not k.endswith(("_lo", "_hi"))]
+    return pd.DataFrame([{**{k: names(r[k]) if k == "model" else r[k] for k in keys},
+                          **{m: score_with_ci(r[m], r[m + "_lo"], r[m + "_hi"], percent=True) for m in TASKS[task]}}
+                         for r in rows])
+
+
 def to_markdown(rows: list[dict], task: str) -> str:
-    """Metrics as `mean [lo, hi]` in percent."""
     if not rows:
         return f"(no {task} results)"
-    keys = [k for k in rows[0] if k not in TASKS[task] and not k.endswith(("_lo", "_hi"))]
-    df = pd.DataFrame([{**{k: r[k] for k in keys},
-                        **{m: f"{100 * r[m]:.1f} [{100 * r[m + '_lo']:.1f}, {100 * r[m + '_hi']:.1f}]" for m in TASKS[task]}}
-                       for r in rows])
-    return df.to_markdown(index=False, disable_numparse=True)
+    return percent_table(rows, task).to_markdown(index=False, disable_numparse=True)

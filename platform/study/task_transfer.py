@@ -22,6 +22,7 @@ from evalctl.indexers.index_layout import index_name
 from evalctl.indexers.index_loader import read_manifest, result_identity
 from evalctl.opensearch.connection import make_client
 from evalctl.parameters import parameters
+from evalctl.study.display_names import model_title
 from evalctl.study.experiment import check_spec_name
 from evalctl.study.retrieval_groups import stored_run
 from evalctl.study.step_ids import QrelsId, Target, TaskStepId, identity_name
@@ -94,6 +95,7 @@ class TransferTask:
     entry = TransferEntry
     command = "transfer"
     headline_metrics = ("delta",)
+    percent = False
 
     def validate(self, spec, entry: TransferEntry, at: str) -> None:
         check_spec_name(entry.qrels, "qrels", at)
@@ -171,7 +173,7 @@ class TransferTask:
                 rep, sc = _stored_report(s), s.scores
                 alpha = rep["alpha"]
                 verdict = "n.s." if p_holm >= alpha else ("degrades" if sc["delta"] < 0 else "improves")
-                rows.append({"model": s.target.model, "base": rep["rows"][0]["base"],
+                rows.append({"model": model_title(s.target.model), "base": model_title(rep["rows"][0]["base"]),
                              "recipe": rep["rows"][0]["recipe"] or "-", f"base {rep['metric']}": round(sc["base_score"], 4),
                              f"tuned {rep['metric']}": round(sc["tuned_score"], 4), "delta": round(sc["delta"], 4),
                              "p": f"{sc['p']:.3g}", "p (Holm)": f"{p_holm:.3g}", "verdict": verdict, "result": s.ref})

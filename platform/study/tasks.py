@@ -138,6 +138,7 @@ class Task(Protocol):
     entry: type
     command: str  # the CLI command that runs one step of it by hand, and the first word of its steps' keys
     headline_metrics: tuple[str, ...]  # what the headline and recipe tables show; a target's first one is its main
+    percent: bool  # its scores are shares every table shows in percent (F1, V-measure), not as they are (nDCG)
 
     def validate(self, spec: ExperimentSpec, entry, at: str) -> None:
         """Refuse (SpecError naming `at` and the field) what the generic checks cannot know."""

@@ -63,9 +63,10 @@ def test_in_out_and_recipe_findings():
     assert in_out_finding("pizza", "x", "r1", {"IN": (10, 0.4), "OUT": (0, 0.0)}) is None
     rows = [{"task": "retrieval", "corpus": "pizza", "view": "TA", "what": "dense", "model": "m+r3",
              "recipe": "R3", "metric": "ndcg@10", "base": {q: 0.3 for q in Q}, "tuned": {q: 0.4 for q in Q},
-             "base_mean": 0.3, "tuned_mean": 0.4, "ids": ["b1", "t1"]}]
+             "base_mean": 0.3, "tuned_mean": 0.4, "percent": False, "ids": ["b1", "t1"]}]
     (line,) = recipe_findings(rows)
     assert line.claim.startswith("Recipe R3 (m+r3) helped retrieval") and "results b1, t1" in line.evidence
+    assert rows[0]["tested"].significant and rows[0]["tested"].text() in line.evidence  # the recipe table's test
     assert "ndcg@10: +33% (+0.1000))" in line.claim and f.size == -0.6
 
 
@@ -75,9 +76,10 @@ def test_five_seeds_cannot_reach_significance_and_the_claim_says_so():
     rows = [{"task": "classification", "corpus": "pizza", "view": "T", "what": "ipc3", "model": "m+r3",
              "recipe": "R3", "metric": "micro_f1", "base": dict(zip(splits, [0.60, 0.61, 0.62, 0.60, 0.63])),
              "tuned": dict(zip(splits, [0.61, 0.63, 0.63, 0.62, 0.64])), "base_mean": 0.612, "tuned_mean": 0.626,
-             "ids": ["b1", "t1"]}]
+             "percent": True, "ids": ["b1", "t1"]}]
     (line,) = recipe_findings(rows)
     assert "cannot reach significance with n=5" in line.claim and "did not change" not in line.claim
+    assert "micro_f1: +2.3% (+1.4 pt)" in line.claim  # F1 is shown in percent: the change in points
     assert "p 0.0625" in line.evidence and "smallest possible p 0.0625" in line.evidence
 
 
@@ -86,3 +88,4 @@ def test_a_change_reads_relative_first_and_never_as_zero_percent():
 
     assert relative(0.12, 0.1) == "+20% (+0.0200)" and relative(0.1006, 0.1) == "+0.6% (+0.0006)"
     assert relative(0.0995, 0.1) == "-0.5% (-0.0005)" and relative(0.05, 0.0) == "+0.0500"
+    assert relative(0.66, 0.656, percent=True) == "+0.6% (+0.4 pt)"

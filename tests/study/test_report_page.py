@@ -309,10 +309,21 @@ def test_no_legend_overlaps_a_bar(systems, views):
 
 
 def test_latex_tables_compile_with_unique_labels(report_dir, tmp_path):
-    out, _ = report_dir
+    """The report's ranx tables, and `evalctl compare --out`'s comparison.tex of the same runs (its four tables, run
+    labels with "_" and ":", IN->OUT drops in percent), compile as written."""
+    from evalctl import results_store
+    from evalctl.cli.main import cli
+
+    out, corpus = report_dir
     texs = sorted(out.glob("*.tex"))
     labels = [label for tex in texs for label in re.findall(r"\\label\{([^}]*)\}", tex.read_text())]
     assert len(texs) == len(VIEWS) and len(labels) == len(set(labels)) == len(texs)
+    runs = [r.id for r in results_store.iter_results("run", corpus) if r.manifest["view"] == "TA"]
+    r = CliRunner().invoke(cli, ["compare", *runs, "--out", str(tmp_path / "cmp")])
+    assert r.exit_code == 0, r.output
+    comparison = tmp_path / "cmp" / "comparison.tex"
+    assert re.findall(r"\\label\{([^}]*)\}", comparison.read_text()) == [
+        "tab:comparison-main", "tab:comparison-significance", "tab:comparison-domains", "tab:comparison-jurisdictions"]
     html = (out / "report.html").read_text()
     for tex in texs:
         text = tex.read_text()
@@ -321,7 +332,7 @@ def test_latex_tables_compile_with_unique_labels(report_dir, tmp_path):
         assert "Fisher's paired randomisation test, Holm-adjusted p $<$ 0.05 over the 1 system pairs of one metric" in text
     if shutil.which("pdflatex") is None:
         pytest.skip("pdflatex not installed (`apt-get install texlive-latex-base texlive-latex-recommended`)")
-    for tex in texs:
+    for tex in (*texs, comparison):
         r = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "-output-directory",
                             str(tmp_path), str(tex)], capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stdout[-2000:]

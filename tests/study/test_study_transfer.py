@@ -5,6 +5,7 @@ report; the step's numbers are those `evalctl.evaluators.tasks.transfer` gives f
 
 from __future__ import annotations
 
+import re
 import uuid
 from pathlib import Path
 
@@ -17,12 +18,12 @@ from test_study_runner import spec_file
 pytestmark = [pytest.mark.opensearch, pytest.mark.models]
 
 
-def _spec(tmp_path, tag: str, transfer: list[dict], expected: list[dict] = ()) -> Path:
-    """test_study_runner's two corpora and MiniLM, R3 on the grants, and the given transfer entries."""
+def _spec(tmp_path, tag: str, transfer: list[dict], expected: list[dict] = (), **tasks) -> Path:
+    """test_study_runner's two corpora and MiniLM, R3 on the grants, the given transfer entries and other tasks."""
     path = spec_file(tmp_path, tag)
     doc = yaml.safe_load(path.read_text())
     doc.update(finetune=[{"corpus": f"rt-{tag}-grants", "recipes": ["R3"], "match_size": 16, "max_steps": 2}],
-               transfer=transfer, expected=list(expected))
+               transfer=transfer, expected=list(expected), **tasks)
     path.write_text(yaml.safe_dump(doc))
     return path
 
@@ -58,7 +59,9 @@ def test_transfer_runs_as_a_study_task(os_client, tmp_path, monkeypatch):
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     pizza, tuned = f"rt-{tag}-pizza", f"all-minilm-l6-v2+r3-n16@rt-{tag}-grants"
-    path = _spec(tmp_path, tag, [{"corpus": pizza, "views": ["T"]}])
+    # classification on the same index: the report's recipe table compares the tuned model with its base
+    classify = {"classification": [{"corpus": pizza, "views": ["T"], "label_sets": ["ipc3"]}]}
+    path = _spec(tmp_path, tag, [{"corpus": pizza, "views": ["T"]}], **classify)
     try:
         steps = {s.key: s for s in plan(load_experiment(str(path)))}
         key = f"transfer {pizza} {tuned} T"
@@ -77,7 +80,7 @@ def test_transfer_runs_as_a_study_task(os_client, tmp_path, monkeypatch):
 
         _spec(tmp_path, tag, [{"corpus": pizza, "views": ["T"]}], expected=[
             {"task": "transfer", "corpus": pizza, "model": tuned, "view": "T", "metric": "delta",
-             "value": round(row.delta, 6), "tolerance": 1e-5}])
+             "value": round(row.delta, 6), "tolerance": 1e-5}], **classify)
         again = CliRunner().invoke(cli, ["run", str(path)])
         assert again.exit_code == 0, again.output
         assert "0 ran" in again.output and f"OK   transfer/{pizza}/{tuned}/T/exact delta" in again.output, again.output
@@ -86,6 +89,24 @@ def test_transfer_runs_as_a_study_task(os_client, tmp_path, monkeypatch):
         assert report.exit_code == 0, report.output
         md = (tmp_path / "report" / "report.md").read_text()
         section = md.split("Cross-landscape transfer", 1)[1]
-        assert tuned in section and "p (Holm)" in section and step.ref() in section
+        # models under the names a reader knows (display_names.model_title), not their ids
+        assert "all-MiniLM-L6-v2 + R3" in section and "p (Holm)" in section and step.ref() in section
+        _check_recipe_table(md)
     finally:
         os_client.indices.delete(index=f"evalctl-rt-{tag}-*", ignore_unavailable=True)
+
+
+def _check_recipe_table(md: str) -> None:
+    """The recipe table gives F1 in percent with the CIs the classification table gives its base, and for the main
+    metric (logreg) the test its finding states: 5 seeds, an exact test that cannot reach significance."""
+    recipes = md.split("## Fine-tuning recipes", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in recipes.splitlines() if line.startswith("| classification")]
+    assert len(rows) == 2 and all("micro_f1 (%)" in r and "all-MiniLM-L6-v2 + R3" in r for r in rows), recipes
+    cells = re.findall(r"\| (\d+\.\d) \[(\d+\.\d), (\d+\.\d)\] ", recipes)
+    assert len(cells) == 4 and all(float(lo) <= float(v) <= float(hi) for v, lo, hi in cells), recipes
+    (logreg,) = [r for r in rows if "logreg" in r]
+    base = re.search(r"\| (\d+\.\d \[[^]]*\]) ", logreg).group(1)
+    assert base in md.split("## Classification", 1)[1].split("\n## ", 1)[0]  # the same mean and CI as its table
+    assert "cannot reach significance with n=5, Holm p" in logreg and " pt)" in logreg
+    finding = next(line for line in md.splitlines() if line.startswith("- Recipe R3") and "logreg" in line)
+    assert "cannot reach significance with n=5" in finding
