@@ -75,6 +75,7 @@ class PairTask:
     entry = PairEntry
     command = "pairsim"  # (a real task would add its CLI command too)
     headline_metrics = ("win_rate",)
+    percent = False  # a win rate as it is (0.5), as nDCG
 
     def validate(self, spec, entry: PairEntry, at: str) -> None:
         if spec.corpus(entry.corpus).qrels is None:
