@@ -108,7 +108,8 @@ def entry_cost(runs: list[dict]) -> list[dict]:
             continue
         total["texts"] += cost["texts"]
         total["seconds"] = round(total["seconds"] + cost["seconds"], 3)
-        total["tokens"] = None if total["tokens"] is None or cost["tokens"] is None else total["tokens"] + cost["tokens"]
+        counted = total["tokens"] is not None and cost["tokens"] is not None
+        total["tokens"] = total["tokens"] + cost["tokens"] if counted else None
         total.update(runs=total["runs"] + 1, last_at=run.get("at"), max_batch_tokens=cost.get("max_batch_tokens"))
     return [{**t, **rates(t["texts"], t["tokens"], t["seconds"])} for t in by_setting.values()]
 

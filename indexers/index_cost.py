@@ -100,7 +100,7 @@ def cost_lines(cost: dict) -> list[str]:
     if cost.get("dim"):
         native = (f"{cost['native_memory_bytes']:,} B" if cost["native_memory_bytes"] is not None
                   else f"none recorded ({cost['native_memory_null_because']})")
-        lines.append(f"  {cost['vector_fields']} vector field(s) x {cost['dim']} dims: {cost['store_bytes_per_dimension']} "
-                     f"store B per dimension, {cost['vector_bytes_per_dimension']} in the vector files; HNSW graph file "
-                     f"{cost['hnsw_graph_file_bytes']} B; native memory {native}")
+        lines.append(f"  {cost['vector_fields']} vector field(s) x {cost['dim']} dims: "
+                     f"{cost['store_bytes_per_dimension']} store B per dimension, {cost['vector_bytes_per_dimension']} "
+                     f"in the vector files; HNSW graph file {cost['hnsw_graph_file_bytes']} B; native memory {native}")
     return lines

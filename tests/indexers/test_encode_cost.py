@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pytest
 from click.testing import CliRunner
 
-from conftest import USPTO, private_cache
+from conftest import private_cache
 from corpus_wrapper import CorpusWrapper
 from test_index import write_rows
 
@@ -102,7 +102,8 @@ def test_index_manifest_records_cost_and_a_load_that_adds_documents_measures_aga
         first = read_manifest(os_client, rep.index)
         cost = first["cost"]
         assert cost["documents"] == 5 and cost["store_bytes"] > 0 and cost["store_bytes_per_patent"] > 0
-        assert cost["layout"] == {"engine": "lucene", "encoder": "flat", "data_type": "float", "vectors_in_source": True}
+        assert cost["layout"] == {"engine": "lucene", "encoder": "flat", "data_type": "float",
+                                  "vectors_in_source": True}
         assert cost["vector_fields"] == 1 and cost["dim"] == model.dim and cost["warmed"] is True
         # float32 vectors: at least 4 bytes a component in the vector file
         assert cost["vector_bytes_per_dimension"] >= 4 and cost["store_bytes_per_dimension"] > 4
