@@ -29,6 +29,12 @@ def without_measurements(manifest: dict) -> dict:
     return {k: v for k, v in manifest.items() if k != "cost"}
 
 
+def _segment_bytes(stats: dict) -> int:
+    """Bytes of the live segments' files: the store after the load's merge. Not `store.size_in_bytes`, which the
+    node caches (index.store.stats_refresh_interval, 10 s): read just after a load, it can be the size before."""
+    return sum(f["size_in_bytes"] for f in stats["segments"].get("file_sizes", {}).values())
+
+
 def _warm(client, index: str) -> str | None:
     """Load the index's graphs into the k-NN plugin's cache; None, or why it could not."""
     from opensearchpy.exceptions import TransportError  # deferred: opensearchpy
@@ -64,9 +70,9 @@ def measure_index_cost(client, index: str, manifest: dict) -> dict:
     stats = client.indices.stats(index=index, metric="docs,store,segments",
                                  params={"include_segment_file_sizes": "true"})["indices"][index]
     primaries = stats["primaries"]
-    docs, store = primaries["docs"]["count"], primaries["store"]["size_in_bytes"]
+    docs, store = primaries["docs"]["count"], _segment_bytes(primaries)
     cost = {"measured_at": utc_now(), "documents": docs, "store_bytes": store,
-            "store_bytes_with_replicas": stats["total"]["store"]["size_in_bytes"],
+            "store_bytes_with_replicas": _segment_bytes(stats["total"]),
             "store_bytes_per_patent": round(store / docs, 1) if docs else None,
             "layout": {k: manifest.get(k) for k in ("engine", "encoder", "data_type", "vectors_in_source")}}
     if not dim:

@@ -200,7 +200,8 @@ def test_each_layout_records_its_index_cost(os_client, pizza, capsys):
         assert c["native_memory_bytes"] is None and "engine lucene" in c["native_memory_null_because"]
     assert cost["sq"]["layout"]["encoder"] == "sq" and cost["byte"]["layout"]["data_type"] == "byte"
     # float32 vectors take 4 bytes a component in vec; sq keeps them and adds its 1-byte copy (veq); byte takes 1
-    assert 4 <= cost["float"]["vector_bytes_per_dimension"] < 4.1
-    assert 5 <= cost["sq"]["vector_bytes_per_dimension"] < 5.2 and "veq" in cost["sq"]["vector_files_bytes"]
-    assert 1 <= cost["byte"]["vector_bytes_per_dimension"] < 1.1
+    # (a few records have no title, hence no vector, and count in the denominator: a little under)
+    assert 3.9 < cost["float"]["vector_bytes_per_dimension"] < 4.1
+    assert 4.9 < cost["sq"]["vector_bytes_per_dimension"] < 5.2 and "veq" in cost["sq"]["vector_files_bytes"]
+    assert 0.95 < cost["byte"]["vector_bytes_per_dimension"] < 1.1
     assert cost["byte"]["store_bytes"] < cost["float"]["store_bytes"]
