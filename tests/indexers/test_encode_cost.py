@@ -72,6 +72,15 @@ def test_encoding_records_its_cost_and_a_cache_hit_keeps_it_and_the_key(grants):
     assert total["runs"] == 2 and total["texts"] == sum(r["cost"]["texts"] for r in runs) == sum(
         r["n_encoded"] for r in runs)
     assert total["tokens"] == sum(r["cost"]["tokens"] for r in runs)
+    # exactly the model's own count of the view's texts, cut at its max_seq_length, padding not counted
+    from evalctl.corpus.views import load_views
+    from evalctl.indexers.encode_corpus import view_texts
+    from evalctl.indexers.encoder import shared_model
+    from evalctl.models import get_model
+
+    _, texts, _ = view_texts(grants, load_views()["TA"])
+    model = shared_model(get_model(MODEL), "cpu", "auto", "float32")  # the one the CLI loaded
+    assert total["tokens"] == int(model.tokenize(texts)["attention_mask"].sum())
     assert "cost of the cached vectors:" in rest and "over 2 runs" in rest
 
     hit = _encode("--corpus", grants.name)  # everything cached: nothing encoded, nothing recorded
