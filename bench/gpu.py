@@ -7,7 +7,9 @@ title+abstract+claims (TAC) length, tokenised by a BPE trained here on the same 
 study's 8192 tokens and batched by evalctl's own token budget (indexers.encoder.plan_batches). Printed
 per model and attention path: tokens/s (real tokens, padding not counted), model FLOP utilisation
 against the H200's dense bf16 peak (989 TFLOP/s; 2 x parameters FLOP per token, attention FLOPs not
-counted, as MFU is usually quoted), peak device memory. Paths: sdpa on padded batches, and
+counted, as MFU is usually quoted), peak device memory, and texts/s with its extrapolation to hours per
+million patents (evalctl.indexers.encode_cost.rates, as `evalctl encode` records them; forward passes only, no
+tokenisation or cache writes). Paths: sdpa on padded batches, and
 flash_attention_2 on unpadded (packed) batches when flash-attn is installed.
 
 On a machine without CUDA the same measurement runs on a small configuration of each architecture (fp32,
@@ -27,6 +29,8 @@ import time
 from pathlib import Path
 
 import torch
+
+from evalctl.indexers.encode_cost import device_name, rates
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "samples" / "uspto-grants-2019" / "patent_grants_60.csv"
@@ -89,8 +93,8 @@ def patent_lengths(max_tokens: int, vocab_size: int) -> tuple[list[list[int]], f
 
 
 def batches_of(ids: list[list[int]], budget: int, device: str, packed: bool):
-    """Model inputs per batch, planned as evalctl plans them: padded (input_ids, attention_mask) or packed
-    into one row with positions restarting per text (flash-attention's unpadded path)."""
+    """(model inputs, real tokens, texts) per batch, planned as evalctl plans them: padded (input_ids,
+    attention_mask) or packed into one row with positions restarting per text (flash-attention's unpadded path)."""
     from evalctl.indexers.encoder import plan_batches
 
     for batch in plan_batches([len(x) for x in ids], budget):
@@ -99,7 +103,7 @@ def batches_of(ids: list[list[int]], budget: int, device: str, packed: bool):
         if packed:
             flat = torch.tensor([[t for r in rows for t in r]], device=device)
             pos = torch.tensor([[p for r in rows for p in range(len(r))]], device=device)
-            yield {"input_ids": flat, "position_ids": pos}, n_real
+            yield {"input_ids": flat, "position_ids": pos}, n_real, len(rows)
         else:
             width = len(rows[0])
             inp = torch.zeros((len(rows), width), dtype=torch.long, device=device)
@@ -107,7 +111,7 @@ def batches_of(ids: list[list[int]], budget: int, device: str, packed: bool):
             for j, r in enumerate(rows):
                 inp[j, : len(r)] = torch.tensor(r, device=device)
                 mask[j, : len(r)] = 1
-            yield {"input_ids": inp, "attention_mask": mask}, n_real
+            yield {"input_ids": inp, "attention_mask": mask}, n_real, len(rows)
 
 
 def measure(model, ids, budget: int, device: str, packed: bool, seconds: float) -> dict:
@@ -116,16 +120,17 @@ def measure(model, ids, budget: int, device: str, packed: bool, seconds: float) 
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     inputs = list(batches_of(ids, budget, device, packed))
-    tokens = 0
+    tokens = texts = 0
     with torch.inference_mode():
         model(**inputs[0][0])  # warm-up: kernels chosen, memory pools grown
         sync()
         t0 = time.perf_counter()
         rounds = 0
         while time.perf_counter() - t0 < seconds or rounds == 0:
-            for x, n in inputs:
+            for x, n, n_texts in inputs:
                 model(**x)
                 tokens += n
+                texts += n_texts
                 if time.perf_counter() - t0 > seconds:
                     break
             rounds += 1
@@ -133,8 +138,8 @@ def measure(model, ids, budget: int, device: str, packed: bool, seconds: float) 
         elapsed = time.perf_counter() - t0
     peak = (torch.cuda.max_memory_allocated() if cuda
             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
-    return {"tokens_per_s": tokens / elapsed, "seconds": elapsed, "tokens": tokens, "peak_gb": peak / 1e9,
-            "batches": len(inputs)}
+    return {**rates(texts, tokens, elapsed), "seconds": elapsed, "tokens": tokens, "texts": texts,
+            "peak_gb": peak / 1e9, "batches": len(inputs)}
 
 
 def main() -> None:
@@ -155,15 +160,16 @@ def main() -> None:
         paths.append(("flash_attention_2", True))
     except ImportError:
         print("flash-attn is not installed: the unpadded flash_attention_2 path is not measured")
-    print(f"device {torch.cuda.get_device_name() if cuda else 'cpu'}; "
+    print(f"device {device} ({device_name(device)}), {torch.get_num_threads()} torch threads; "
           f"{'published configs, bf16' if not small else 'small configs of the same architectures, fp32'}; "
           f"texts cut at {max_tokens} tokens, batches of up to {budget} padded tokens; torch {torch.__version__}")
     for name in args.models:  # the published configs' sizes, counted without memory (the meta device)
         meta = build(name, False, "sdpa", device="meta")
         print(f"{name}: {sum(p.numel() for p in meta.parameters()) / 1e9:.2f}B parameters in its published config")
     print()
-    print("| model | attention | params | batches | tokens/s | MFU | MFU without embeddings | peak memory |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    print("| model | attention | params | batches | tokens/s | texts/s | h per million patents | MFU "
+          "| MFU without embeddings | peak memory |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in args.models:
         for attn, packed in paths:
             started = time.perf_counter()
@@ -175,7 +181,8 @@ def main() -> None:
             mfu = [(f"{100 * f / H200_BF16_DENSE_FLOPS:.1f}%" if cuda else f"n/a ({f / 1e9:.1f} GFLOP/s)")
                    for f in (2 * params * r["tokens_per_s"], 2 * dense * r["tokens_per_s"])]
             print(f"| {name} | {attn}{' (unpadded)' if packed else ' (padded)'} | {params / 1e9:.2f}B | "
-                  f"{r['batches']} | {r['tokens_per_s']:,.0f} | {mfu[0]} | {mfu[1]} | {r['peak_gb']:.1f} GB |",
+                  f"{r['batches']} | {r['tokens_per_s']:,.0f} | {r['texts_per_s']:,.2f} | "
+                  f"{r['hours_per_million_patents']:,.1f} | {mfu[0]} | {mfu[1]} | {r['peak_gb']:.1f} GB |",
                   flush=True)
             del model
             gc.collect()

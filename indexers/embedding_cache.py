@@ -5,7 +5,8 @@ Layout: cache_root()/embeddings/<model id>/<key digest>/
                                     role, view, dim, precision, package versions; an imported entry's
                                     corpus); checked on every open
   runs/<time>-<pid>.json            how each run encoded into it (device, precision, token budget,
-                                    out-of-memory halvings, truncated texts)
+                                    out-of-memory halvings, truncated texts) and what it cost (`cost`:
+                                    evalctl.indexers.encode_cost; never part of the key)
   <digest8>-<uid>.vectors.npy       float32 [n, dim]
   <digest8>-<uid>.<sum>.hashes.npy  uint8 [n, 32]: sha256 of each text, row-aligned with the vectors;
                                     <sum> is "r" + a digest of the hashes and then the vectors, in row
@@ -156,7 +157,7 @@ class EmbeddingCache:
         write_text(self.dir / "runs" / f"{stem}.json", json.dumps({"at": utc_now(), **run}, sort_keys=True))
 
     def runs(self) -> list[dict]:
-        return [json.loads(p.read_text(encoding="utf-8")) for p in sorted((self.dir / "runs").glob("*.json"))]
+        return read_runs(self.dir)
 
     def remove_leftovers(self) -> list[Path]:
         """Remove what writers killed on this machine left here: their temporaries (atomic.writing's hidden
@@ -284,6 +285,11 @@ class EmbeddingCache:
         if found.any():
             out[found] = self.get([h for h, ok in zip(hashes, found) if ok])
         return out, found
+
+
+def read_runs(entry_dir: Path) -> list[dict]:
+    """The run records of the cache entry in `entry_dir`, oldest first."""
+    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted((entry_dir / "runs").glob("*.json"))]
 
 
 def encode_devices(model_id: str, root: Path | None = None) -> set[str]:

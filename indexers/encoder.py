@@ -25,6 +25,7 @@ from tqdm import tqdm
 from evalctl.errors import Failure
 from evalctl.gc_tuning import thaw
 from evalctl.indexers.embedding_cache import CacheKey, EmbeddingCache, text_hash
+from evalctl.indexers.encode_cost import measured
 from evalctl.indexers.encode_options import IMPORTED, INSTALLED, Encoded, EncodeOptions, PartlyEncoded, TextEncoder
 from evalctl.indexers.endpoints import served_versions
 from evalctl.indexers.model_loader import Source, load_model
@@ -152,12 +153,12 @@ def assign_batches(batches: list[list[int]], lengths: Sequence[int], n_devices: 
 
 
 def _lengths_and_cut(features, limit: int) -> tuple[list[int], int]:
-    """Token counts per text and how many were cut, from the tokenisation itself: a fast tokenizer's encodings
-    say whether anything overflowed; otherwise (unpadded flash batches, slow tokenizers) a text that reached
-    the limit counts as cut."""
+    """Token counts per text (padding not counted) and how many were cut, from the tokenisation itself: a fast
+    tokenizer's encodings say whether anything overflowed; otherwise (unpadded flash batches, slow tokenizers) a
+    text that reached the limit counts as cut."""
     encodings = getattr(features, "encodings", None)
-    if encodings:
-        return [len(e.ids) for e in encodings], sum(bool(e.overflowing) for e in encodings)
+    if encodings:  # a padded batch's encodings are all as long as its longest: their attention masks count
+        return [sum(e.attention_mask) for e in encodings], sum(bool(e.overflowing) for e in encodings)
     if "attention_mask" in features:
         lengths = features["attention_mask"].sum(1).tolist()
     else:  # flattened: one row, positions restart at 0 where each text begins
@@ -183,6 +184,7 @@ class Encoder:
         self.max_batch_tokens = rt.max_batch_tokens or default_batch_tokens(
             self.model, self.devices[0], self.precision, rt.attn_implementation)
         self.oom_halvings = 0
+        self.tokens = 0  # tokens encoded, as the tokenizer made them (cut at max_seq_length): encode_cost counts them
         self._chars_per_token = 3.0  # conservative start (English BPE: ~4); calibrated on each batch
         self._lock = threading.Lock()
 
@@ -244,8 +246,9 @@ class Encoder:
             (a, cut_a), (b, cut_b) = (self._forward(model, device, part, prompt) for part in (batch[:half], batch[half:]))
             return np.concatenate([a, b]), cut_a + cut_b
         kept = [(len(prompt) + len(t), n) for t, n in zip(batch, lengths) if n < self.spec.max_seq_length]
-        if kept:  # texts that were not cut tell how many characters a token takes
-            with self._lock:
+        with self._lock:
+            self.tokens += sum(lengths)
+            if kept:  # texts that were not cut tell how many characters a token takes
                 self._chars_per_token = max(1.0, 0.9 * sum(c for c, _ in kept) / sum(n for _, n in kept))
         return vectors, n_cut
 
@@ -310,6 +313,7 @@ class EncodeReport:
     seconds: float
     max_batch_tokens: int | None = None  # the token budget per batch at the end (None: nothing encoded)
     oom_halvings: int = 0  # CUDA out-of-memory retries, each with half the batch
+    cost: dict | None = None  # this run's encode_cost measurement (None: nothing was encoded)
 
     @property
     def truncated_share(self) -> float:
@@ -372,15 +376,19 @@ def encode_texts(spec: ModelSpec, role: Role, view: str, ids: Sequence[str], tex
             cache.commit(hits, sibling.get(hits))
             n_reused += len(hits)
             todo = [h for h in todo if h not in cache]
-    n_truncated, budget, halvings = 0, None, 0
+    n_truncated, budget, halvings, cost = 0, None, 0, None
     if todo:
         own_encoder = o.encoder is None
         enc = o.encoder or make_encoder(spec, device=rt.device, precision=rt.precision,
                                         max_batch_tokens=rt.max_batch_tokens, attn_implementation=rt.attn_implementation,
                                         batch_size=o.batch_size, source=o.source)
         todo.sort(key=lambda h: -len(unique[h]))  # longest first: a group's batches pad little
+        if isinstance(enc, LazyEncoder):  # its model loads now, outside the encoding time measured below
+            enc.load()
         halvings = getattr(enc, "oom_halvings", 0)  # a shared encoder counts across calls
+        tokens = getattr(enc, "tokens", None)
         served = enc.usage() if hasattr(enc, "usage") else {}  # a served model's requests, retries, tokens
+        encoding_started = time.perf_counter()
         try:
             with tqdm(total=len(todo), unit="doc", desc=f"encode {spec.id}", disable=not o.progress) as bar:
                 for start in range(0, len(todo), o.commit_every):
@@ -395,21 +403,25 @@ def encode_texts(spec: ModelSpec, role: Role, view: str, ids: Sequence[str], tex
                     n_truncated += encoded.n_truncated
                     bar.update(len(chunk))
         finally:
+            encoding_seconds = time.perf_counter() - encoding_started
             budget = getattr(enc, "max_batch_tokens", None)
             halvings = getattr(enc, "oom_halvings", 0) - halvings
+            # a served model's tokens are the server's `usage` (None when it answered none)
+            tokens = getattr(enc, "tokens", 0) - tokens if tokens is not None else None
             if hasattr(enc, "usage"):
                 served = {k: v - served.get(k, 0) if isinstance(v, int) else v for k, v in enc.usage().items()}
             if own_encoder:
                 enc.close()
+        cost = measured(enc, precision, o.batch_size, len(todo), tokens or None, encoding_seconds).record()
         cache.record_run({"device": ",".join(getattr(enc, "devices", [])) or None, "precision": precision,
                           "max_batch_tokens": budget, "oom_halvings": halvings, "n_encoded": len(todo),
                           "n_truncated": n_truncated, "seconds": round(time.perf_counter() - started, 3),
-                          "versions": encoding_versions(spec), **served})
+                          "versions": encoding_versions(spec), "cost": cost, **served})
     return EncodeReport(
         vectors=cache.get(hashes), cache_dir=cache.dir, prompt=prompt, precision=precision, n_texts=len(texts),
         n_unique=len(unique), n_cached=len(unique) - len(todo), n_encoded=len(todo), n_reused=n_reused,
         n_truncated=n_truncated, seconds=time.perf_counter() - started, max_batch_tokens=budget,
-        oom_halvings=halvings,
+        oom_halvings=halvings, cost=cost,
     )
 
 

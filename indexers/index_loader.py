@@ -24,6 +24,7 @@ from evalctl.indexers.embedding_cache import EmbeddingCache
 from evalctl.indexers.encode_options import IMPORTED, INSTALLED, EncodeOptions
 from evalctl.indexers.encoder import LazyEncoder, cache_key, encoding_versions, get_or_encode
 from evalctl.indexers.endpoints import shown_url
+from evalctl.indexers.index_cost import measure_index_cost
 from evalctl.indexers.index_layout import (
     BM25_ONLY, CODE_FIELDS, FACETS, LABEL_TASKS, IndexSettings, corpus_alias, facet_manifest, field_unit, field_units,
     index_body, index_name, index_prefix, load_index_settings, record_codes, record_facets, task_units, task_vectors,
@@ -567,6 +568,8 @@ def index_corpus(client, corpus, views, model=None, *, encoding: EncodeOptions =
     if merged.get("dim") and ("simd_vectors" in merged or "segments" not in merged):
         loads = (merged.get("simd_vectors", False), simd_vectors(client))
         final["simd_vectors"] = True if True in loads else None if None in loads else False
+    if report.n_loaded or "cost" not in merged:  # a load that added nothing leaves the last measurement
+        final["cost"] = measure_index_cost(client, name, final)
     if final != merged:
         client.indices.put_mapping(index=name, body={"_meta": final})
     return report

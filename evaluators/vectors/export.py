@@ -52,6 +52,7 @@ from evalctl.errors import BadInput
 from evalctl.gc_tuning import long_lived_frozen
 from evalctl.indexers.byte_vectors import is_byte, read_back
 from evalctl.indexers.embedding_cache import EmbeddingCache, text_hash
+from evalctl.indexers.index_cost import without_measurements
 from evalctl.indexers.index_contract import IndexState, VectorChoice, VectorSource, open_index, vector_source
 from evalctl.indexers.index_layout import CODE_FIELDS, record_codes, vector_script
 from evalctl.opensearch.connection import search_cbor
@@ -283,7 +284,8 @@ def export_vectors(client, corpus, view_spec, model_id: str, *, task: str | None
         old = None if force else load_export(index, source.unit)
     except DamagedFile as e:
         refused = [f"stored export refused, exported again: {e}"]
-    if old and old.manifest["index_manifest"] == meta and old.manifest["count"] == n_index:
+    if old and without_measurements(old.manifest["index_manifest"]) == without_measurements(meta) \
+            and old.manifest["count"] == n_index:
         return ExportReport(old, reused=True, checks=old.manifest["checks"], source=source)
 
     dest = export_dir(index, source.unit)

@@ -14,6 +14,7 @@ from evalctl.corpus.store import CorpusNotFound, load_corpus
 from evalctl.corpus.views import load_views
 from evalctl.errors import UserError
 from evalctl.indexers.encode_options import EncodeOptions
+from evalctl.indexers.index_cost import cost_lines
 from evalctl.indexers.index_layout import (BM25_ONLY, MAX_SHARDS, index_prefix, load_index_settings, owned_by_prefix,
                                            vector_field)
 from evalctl.indexers.index_loader import index_corpus, read_manifest
@@ -122,6 +123,8 @@ def status(as_json) -> None:
                    f"engine={r.get('engine')}  code={r.get('code_version')}")
         click.echo(f"  shards={r['shards']} replicas={r['replicas']} health={r['health']}: " + ", ".join(
             f"{c['shard']}{c['copy'][0]} {c['node'] or c['state']}" for c in r["shard_copies"]))
+        for line in cost_lines(r.get("cost")):
+            click.echo(f"  {line}")
 
 
 @index.command()

@@ -11,7 +11,9 @@ from evalctl.cli.runtime_options import runtime_options
 from evalctl.atomic import write_text
 from evalctl.config_files import SpecError
 from evalctl.errors import UserError
+from evalctl.indexers.embedding_cache import read_runs
 from evalctl.indexers.encode_corpus import encode_corpus
+from evalctl.indexers.encode_cost import cost_line, entry_cost
 from evalctl.indexers.encode_options import EncodeOptions
 from evalctl.indexers.encoder import parse_shard
 from evalctl.indexers.model_loader import ModelLoadError, require_weights
@@ -162,4 +164,8 @@ def encode(corpus, model_id, view, role, shard, **params) -> None:
                f"({100 * r.truncated_share:.1f}%)")
     click.echo(f"precision {r.precision}, batches of up to {r.max_batch_tokens} tokens, "
                f"{r.oom_halvings} out-of-memory halving(s)")
+    if r.cost:
+        click.echo(f"cost of this run: {cost_line(r.cost)}")
+    for cost in entry_cost(read_runs(r.cache_dir)):  # what every run that encoded into the entry took
+        click.echo(f"cost of the cached vectors: {cost_line(cost)}")
     click.echo(f"cache: {r.cache_dir}")

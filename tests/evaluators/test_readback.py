@@ -76,6 +76,15 @@ def test_export_is_reused_until_the_index_changes(os_client, env):
     first = export_vectors(os_client, corpus, view, model.id, progress=False)
     again = export_vectors(os_client, corpus, view, model.id, progress=False)
     assert again.reused and again.export.ids == first.export.ids
+    # the index's cost measured again (as a load that adds documents does) changes nothing an export holds
+    from evalctl.indexers.index_cost import measure_index_cost
+    from evalctl.indexers.index_loader import read_manifest
+
+    name = first.export.manifest["index"]
+    meta = read_manifest(os_client, name)
+    remeasured = {**meta, "cost": {**measure_index_cost(os_client, name, meta), "measured_at": "later"}}
+    os_client.indices.put_mapping(index=name, body={"_meta": remeasured})
+    assert export_vectors(os_client, corpus, view, model.id, progress=False).reused
     forced = export_vectors(os_client, corpus, view, model.id, force=True, progress=False)
     assert not forced.reused and np.array_equal(np.asarray(forced.export.vectors), np.asarray(first.export.vectors))
 

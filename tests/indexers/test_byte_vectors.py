@@ -180,3 +180,28 @@ def test_byte_native_fusion_against_float(os_client, pizza, capsys):
     with capsys.disabled():
         print("\n" + "; ".join(f"{key} {m} nDCG@10 {v:.4f}" for (key, m), v in ndcg.items()))
     assert all(abs(ndcg["byte", m] - ndcg["float", m]) < 0.01 for m in ("hybrid", "rrf"))
+
+
+def test_each_layout_records_its_index_cost(os_client, pizza, capsys):
+    """The manifest's cost section of the float, sq and byte indexes: what each layout takes on disk and in memory."""
+    from evalctl.indexers.index_loader import read_manifest
+
+    n = len(pizza["corpus"])
+    cost = {key: read_manifest(os_client, on_variant(pizza, key))["cost"] for key in ("float", "sq", "byte")}
+    with capsys.disabled():
+        print(f"\n{n} documents x 384 dims: " + "; ".join(
+            f"{key} {c['store_bytes_per_patent']:.0f} B per patent, {c['vector_bytes_per_dimension']} vector B per "
+            f"dimension, graph file {c['hnsw_graph_file_bytes']} B, native memory {c['native_memory_bytes']}"
+            for key, c in cost.items()))
+    for key, c in cost.items():
+        assert c["documents"] == n and c["store_bytes"] > 0 and c["store_bytes_per_patent"] > 0
+        assert c["layout"]["engine"] == "lucene" and c["warmed"] is True
+        # Lucene-engine graphs are no native memory on OpenSearch 3.5: null with the reason, never a made-up number
+        assert c["native_memory_bytes"] is None and "engine lucene" in c["native_memory_null_because"]
+    assert cost["sq"]["layout"]["encoder"] == "sq" and cost["byte"]["layout"]["data_type"] == "byte"
+    # float32 vectors take 4 bytes a component in vec; sq keeps them and adds its 1-byte copy (veq); byte takes 1
+    # (a few records have no title, hence no vector, and count in the denominator: a little under)
+    assert 3.9 < cost["float"]["vector_bytes_per_dimension"] < 4.1
+    assert 4.9 < cost["sq"]["vector_bytes_per_dimension"] < 5.2 and "veq" in cost["sq"]["vector_files_bytes"]
+    assert 0.95 < cost["byte"]["vector_bytes_per_dimension"] < 1.1
+    assert cost["byte"]["store_bytes"] < cost["float"]["store_bytes"]

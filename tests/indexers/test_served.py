@@ -137,6 +137,10 @@ def test_served_vectors_equal_local_encoding(served, tmp_path, capsys):
     assert run["endpoint"] == served["server"].url and run["served_model"] == SERVED_NAME
     assert run["requests"] >= len(texts) / spec.endpoint.max_texts and run["retries"] == 0
     assert run["tokens"] > 256 * 40  # tokens, not characters (the server counts with the tokenizer)
+    # the run's cost counts the server's tokens, and says where they were encoded
+    assert run["cost"]["tokens"] == run["tokens"] and run["cost"]["texts"] == len(texts)
+    assert (run["cost"]["device"], run["cost"]["device_name"], run["cost"]["torch_threads"]) == (
+        "served", served["server"].url, None)
     again = encode_texts(spec, "query", "TA", ids, texts, EncodeOptions(variant="claims", cache_root=tmp_path))
     assert again.n_encoded == 0 and np.array_equal(again.vectors, report.vectors)
     served["outputs"].append(capsys.readouterr())

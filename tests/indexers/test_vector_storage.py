@@ -40,13 +40,19 @@ def test_source_leaves_out_the_vectors_and_loads_keep_to_the_setting(os_client, 
     from evalctl.indexers.index_loader import IndexMismatch, index_corpus, read_manifest
     from evalctl.models import get_model
 
-    docs = {}
+    docs, cost = {}, {}
     for key in ("in", "out"):
         name = on_variant(pizza, key)
-        assert read_manifest(os_client, name)["vectors_in_source"] is (key == "in")
+        meta = read_manifest(os_client, name)
+        assert meta["vectors_in_source"] is (key == "in")
+        cost[key] = meta["cost"]
+        assert cost[key]["layout"]["vectors_in_source"] is (key == "in")
         docs[key] = os_client.search(index=name, body={"size": 5, "sort": ["doc_id"]})["hits"]["hits"]
     assert all(vector_field("T") in d["_source"] for d in docs["in"])
     assert not any(vector_field("T") in d["_source"] for d in docs["out"])
+    # the index cost (manifest) sees the JSON copy go: fewer store bytes a patent, the same vector files
+    assert cost["out"]["store_bytes_per_patent"] < cost["in"]["store_bytes_per_patent"]
+    assert cost["out"]["vector_files_bytes"]["vec"] == pytest.approx(cost["in"]["vector_files_bytes"]["vec"], rel=0.01)
     # the rest of each document is unchanged
     assert [{k: v for k, v in d["_source"].items() if k != vector_field("T")} for d in docs["in"]] == \
         [d["_source"] for d in docs["out"]]
