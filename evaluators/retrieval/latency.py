@@ -17,8 +17,8 @@ the client, not one request; native hybrid/rrf (one request through the neural-s
 
 The result is stored (results store, kind "latency") with the conditions it ran under (serving_conditions)
 and the per-query figures in queries.csv, so a report can recompute any percentile. Every measurement is its
-own result (its time is part of its identity): a latency is an observation, and a second one is kept beside
-the first, never in its place.
+own result (its time and a random id are part of its identity): a latency is an observation, and a second one
+is kept beside the first, never in its place.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import dataclasses
 import io
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode
@@ -243,7 +244,9 @@ def _require_one_request(client, spec: RetrievalSpec) -> None:
 
 
 def measure_latency(client, spec: RetrievalSpec, params: LatencyParams, progress: bool = False) -> Latency:
-    """Measure `spec`'s serving latency on its stored index (see the module docstring) and store the result."""
+    """Measure `spec`'s serving latency on its stored index (see the module docstring) and store the result.
+    `client` should keep at least max(params.concurrency) connections (connection.make_client's pool_size, as
+    `evalctl latency` asks): past its pool, each request in flight opens and drops a connection of its own."""
     load_before = load_average()  # before this command's own work (encoding, passes) adds to it
     _require_one_request(client, spec)
     corpus = load_corpus(spec.corpus)
@@ -276,7 +279,7 @@ def measure_latency(client, spec: RetrievalSpec, params: LatencyParams, progress
     host = client_host()
     run = find_run(corpus.name, it.identity)
     identity = {"name": it.identity["name"], "retrieval": it.identity, **dataclasses.asdict(params),
-                "measured_at": utc_now()}
+                "measured_at": utc_now(), "measurement": uuid.uuid4().hex[:12]}  # two in one second stay two
     extra = {
         "index": it.index, "method": spec.method, "model": spec.model, "view": spec.view, "split": spec.split,
         "run": run.id if run else None, "index_manifest": it.manifest, "search_type": st or "query_then_fetch",
