@@ -70,14 +70,16 @@ class LatencyParams:
     time_limit_s: float = param(60.0, min=0, min_open=True, flag="--time-limit",
                                 help="Seconds per pass at most: no query is sent after them.")
 
-    def __post_init__(self):
+    def __post_init__(self):  # the command's options are checked by click first: these name the fields
         if not self.concurrency or min(self.concurrency) < 1:
-            raise LatencyError(f"--concurrency {','.join(map(str, self.concurrency)) or '(none)'}: each level must "
-                               "be 1 or more requests in flight")
-        if self.warmup < 0 or self.max_queries < 1:
-            raise LatencyError(f"--warmup {self.warmup} / --max-queries {self.max_queries}: must be >= 0 / >= 1")
+            raise LatencyError(f"concurrency {','.join(map(str, self.concurrency)) or '(none)'}: each level must be 1 "
+                               "or more requests in flight")
+        if self.warmup < 0:
+            raise LatencyError(f"warmup {self.warmup}: must be 0 or more queries")
+        if self.max_queries < 1:
+            raise LatencyError(f"max_queries {self.max_queries}: must be 1 or more queries")
         if not self.time_limit_s > 0:
-            raise LatencyError(f"--time-limit {self.time_limit_s}: must be more than 0 seconds")
+            raise LatencyError(f"time_limit_s {self.time_limit_s}: must be more than 0 seconds")
 
 
 @dataclass(frozen=True)
