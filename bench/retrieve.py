@@ -55,7 +55,7 @@ def main() -> None:
     from evalctl.opensearch.connection import load_settings, make_client, resolve_url
     from evalctl.corpus.importer import import_corpus
     from evalctl.evaluators.retrieval.retrieve import (
-        RetrievalOptions, RetrievalSpec, _bodies, resolve_index, retrieve, search_all,
+        RetrievalOptions, RetrievalSpec, search_bodies, resolve_index, retrieve, search_all,
     )
     from evalctl.evaluators.scoring.runs import ranked
     from evalctl.corpus.query_set import load_query_set
@@ -92,7 +92,7 @@ def main() -> None:
         qrels = qset.qrels(split=split)
         index, manifest = resolve_index(client, corpus, spec)
         opts = RetrievalOptions(progress=False, batch_size=args.batch_size, concurrency=1, reuse=False)
-        bodies, _ = _bodies(client, spec, queries, manifest, model, opts)  # warms the query-vector cache
+        bodies, _ = search_bodies(client, spec, queries, manifest, model, opts)  # warms the query-vector cache
         docs = [(r.id, t) for r in corpus.records() if (t := view.render(r))]
         doc_ids = [d for d, _ in docs]
         dvec = get_or_encode(model, "document", view.name, doc_ids, [t for _, t in docs], progress=False)

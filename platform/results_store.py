@@ -37,7 +37,8 @@ DIGESTS = "digests"  # manifest key: {file name: digest}; absent in entries writ
 _MADE_BY = {"run": "`evalctl retrieve` with the same settings (or `evalctl run SPEC`)",
             "metrics": "`evalctl evaluate` of its run", "classification": "`evalctl classify` (or `evalctl run SPEC`)",
             "clustering": "`evalctl cluster` (or `evalctl run SPEC`)", "transfer": "`evalctl transfer` (or `evalctl run SPEC`)",
-            "study-step": "`evalctl run SPEC`", "study-record": "`evalctl run SPEC`"}
+            "study-step": "`evalctl run SPEC`", "study-record": "`evalctl run SPEC`",
+            "latency": "`evalctl latency` (a new measurement)"}
 
 
 def results_root() -> Path:

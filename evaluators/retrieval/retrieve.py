@@ -227,7 +227,7 @@ def run_identity(spec: RetrievalSpec, corpus: Corpus, qset: QrelsSet, queries: Q
 
 
 @dataclass(frozen=True)
-class _Identified:
+class Identified:
     """What a native run is made from, and its identity."""
 
     queries: QuerySet
@@ -237,13 +237,13 @@ class _Identified:
     identity: dict
 
 
-def _identify(client, spec: RetrievalSpec, corpus: Corpus) -> _Identified:
+def identify(client, spec: RetrievalSpec, corpus: Corpus) -> Identified:
     qset = load_qrels(corpus, spec.qrels)
     queries = load_query_set(corpus, qset, spec.split, spec.qview, spec.query_sample)
     model = get_model(spec.model) if spec.model else None
     prompt = model.prompt_for("query", task_type="retrieval", variant=spec.prompt_variant) if model else None
     index, manifest = resolve_index(client, corpus, spec)
-    return _Identified(queries, model, index, manifest,
+    return Identified(queries, model, index, manifest,
                        run_identity(spec, corpus, qset, queries, index, manifest, prompt))
 
 
@@ -254,7 +254,7 @@ def find_stored(client, spec: RetrievalSpec) -> StoredRun | None:
     if spec.definition.fused and spec.fusion_mode == "client":
         parts = [find_stored(client, part) for part in _client_parts(spec)]
         return None if None in parts else find_run(corpus.name, _client_identity(spec, corpus, parts))
-    return find_run(corpus.name, _identify(client, spec, corpus).identity)
+    return find_run(corpus.name, identify(client, spec, corpus).identity)
 
 
 @long_lived_frozen()  # full collections skip the long-lived heap (evalctl.gc_tuning)
@@ -264,13 +264,13 @@ def retrieve(client, spec: RetrievalSpec, options: RetrievalOptions | None = Non
     corpus = load_corpus(spec.corpus)
     if spec.definition.fused and spec.fusion_mode == "client":
         return _client_fused(client, spec, opts, corpus)
-    it = _identify(client, spec, corpus)
+    it = identify(client, spec, corpus)
     if opts.reuse and (done := find_run(corpus.name, it.identity)):
         return done
     require_available(client, it.index)
     if spec.definition.pipeline:
         require_neural_search(client, f"--method {spec.method}")
-    bodies, counts = _bodies(client, spec, it.queries, it.manifest, it.model, opts)
+    bodies, counts = search_bodies(client, spec, it.queries, it.manifest, it.model, opts)
     hits, stats = search_all(client, it.index, bodies, batch_size=opts.batch_size, concurrency=opts.concurrency,
                              progress=opts.progress, desc=f"{spec.method} {it.index}",
                              search_type=search_type(spec, it.manifest))
@@ -284,7 +284,7 @@ def retrieve(client, spec: RetrievalSpec, options: RetrievalOptions | None = Non
     return save_run(corpus.name, it.identity, ranking, extra)
 
 
-def _bodies(client, spec: RetrievalSpec, queries: QuerySet, manifest: dict, model, opts: RetrievalOptions
+def search_bodies(client, spec: RetrievalSpec, queries: QuerySet, manifest: dict, model, opts: RetrievalOptions
             ) -> tuple[list[dict | None], dict]:
     """One body per query id (None for queries without text), and counts for the manifest."""
     m = spec.definition

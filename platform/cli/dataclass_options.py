@@ -10,7 +10,7 @@ from typing import get_args, get_origin
 import click
 
 from evalctl.cli.choices import RegistryChoice
-from evalctl.cli.params import CommaChoices, FiniteFloatRange
+from evalctl.cli.params import CommaChoices, CommaList, FiniteFloatRange
 from evalctl.parameters import Parameter, parameters
 from evalctl.registry import Registry
 
@@ -21,7 +21,11 @@ def _click_type(p: Parameter):
         return RegistryChoice(o.choices)
     if o.choices is not None or p.literal:
         return click.Choice(list(o.choices or p.literal))
-    t = p.base_type
+    return _bounded(p.base_type, o)
+
+
+def _bounded(t, o):
+    """int and float types within the option's bounds; any other type as it is."""
     bounded = o.min is not None or o.max is not None
     if t is int:
         return click.IntRange(o.min, o.max, min_open=o.min_open, max_open=o.max_open) if bounded else int
@@ -38,7 +42,7 @@ def _offered(cls, only, exclude) -> list[Parameter]:
 def dataclass_options(cls, *, only: tuple[str, ...] | None = None, exclude: tuple[str, ...] = ()):
     """A decorator adding an option per offered field of `cls` (`only` these, less `exclude`), in field order;
     a field without a default is a required option, a bool one a flag, a tuple one a repeatable option (or one
-    comma-separated value)."""
+    comma-separated value, its items within the field's bounds)."""
 
     def decorate(f):
         for p in reversed(_offered(cls, only, exclude)):
@@ -48,7 +52,11 @@ def dataclass_options(cls, *, only: tuple[str, ...] | None = None, exclude: tupl
             if get_origin(p.base_type) is tuple:
                 o = p.option
                 item = click.Choice(list(o.choices)) if o.choices is not None else get_args(p.base_type)[0]
-                kind = {"type": CommaChoices(tuple(o.choices))} if o.comma else {"type": item, "multiple": True}
+                if o.comma:
+                    kind = {"type": CommaChoices(tuple(o.choices)) if o.choices is not None
+                            else CommaList(_bounded(item, o))}
+                else:
+                    kind = {"type": item, "multiple": True}
                 f = click.option(p.flag, p.name, default=p.default, help=o.help or None, **kind)(f)
                 continue
             given = {"required": True} if p.default is MISSING else {"default": p.default, "show_default": True}

@@ -203,10 +203,10 @@ from evalctl.cli.finetune import finetune, pairs, recipes, transfer  # noqa: E40
 from evalctl.cli.index import index  # noqa: E402
 from evalctl.cli.models import encode, models  # noqa: E402
 from evalctl.cli.referee import referee  # noqa: E402
-from evalctl.cli.retrieval import compare, evaluate, fusion_sweep, retrieve  # noqa: E402
+from evalctl.cli.retrieval import compare, evaluate, fusion_sweep, latency, retrieve  # noqa: E402
 from evalctl.cli.run import report, run  # noqa: E402
 from evalctl.cli.tasks import classify, cluster_cmd, tables, vectors  # noqa: E402
 
 for _command in (corpus, models, encode, index, run, report, dashboards, vectors, classify, cluster_cmd, tables,
-                 finetune, recipes, pairs, transfer, retrieve, evaluate, compare, fusion_sweep, referee):
+                 finetune, recipes, pairs, transfer, retrieve, evaluate, compare, fusion_sweep, latency, referee):
     cli.add_command(_command)

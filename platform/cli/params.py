@@ -1,6 +1,6 @@
 """click option types beyond click's own: a float range that refuses NaN and infinity (click.FloatRange lets
-NaN through, every comparison with it being false), and a comma-separated list of choices. A bad value is a
-usage error naming the option (exit 2) before anything runs."""
+NaN through, every comparison with it being false), and comma-separated lists (of choices, or of values of
+one type). A bad value is a usage error naming the option (exit 2) before anything runs."""
 
 from __future__ import annotations
 
@@ -37,3 +37,23 @@ class CommaChoices(click.ParamType):
         if unknown := [v for v in items if v not in self.choices]:
             self.fail(f"{', '.join(map(repr, unknown))}: not among {', '.join(self.choices)}.", param, ctx)
         return items
+
+
+class CommaList(click.ParamType):
+    """A comma-separated list, each item converted by `item` (e.g. click.IntRange(1)); a tuple."""
+
+    name = "list"
+
+    def __init__(self, item):
+        self.item = click.types.convert_type(item)
+
+    def get_metavar(self, param, ctx=None) -> str:
+        return f"{self.item.name.split()[0].upper()},..."
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        items = [v.strip() for v in str(value).split(",") if v.strip()]
+        if not items:
+            self.fail(f"{value!r}: expected one or more comma-separated values.", param, ctx)
+        return tuple(self.item.convert(v, param, ctx) for v in items)

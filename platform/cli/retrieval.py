@@ -1,4 +1,5 @@
-"""`evalctl retrieve | evaluate | compare | fusion-sweep`: citation retrieval runs, metrics and tables."""
+"""`evalctl retrieve | evaluate | compare | fusion-sweep | latency`: citation retrieval runs, metrics, tables and
+serving latency."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from evalctl.errors import UserError
 from evalctl.evaluators.fusion.client_fusion import FusionUnsupported
 from evalctl.evaluators.fusion.search_pipelines import NeuralSearchMissing
 from evalctl.evaluators.retrieval.fusion_sweep import SWEEP_SETS, fusion_sweep as sweep
+from evalctl.evaluators.retrieval.latency import LatencyError, LatencyParams, measure_latency
 from evalctl.evaluators.retrieval.params import RetrievalOptions, RetrievalParams
 from evalctl.evaluators.retrieval.retrieve import (RetrievalError, SearchFailed, retrieval_spec,
                                                    retrieve as run_retrieval)
@@ -36,7 +38,7 @@ def _user_errors():
     try:
         yield
     except (CorpusNotFound, FileNotFoundError, RetrievalError, SearchFailed, RunNotFound, NotComparable,
-            NeuralSearchMissing, FusionUnsupported, SpecError, ModelLoadError) as e:
+            NeuralSearchMissing, FusionUnsupported, SpecError, ModelLoadError, LatencyError) as e:
         raise UserError(str(e)) from None
 
 
@@ -153,3 +155,38 @@ def fusion_sweep(weights, mode, **params) -> None:
         click.echo(f"  dense weight {p.dense_weight:.2f}: {p.dev_score:.4f}" + ("  <- chosen" if p.dense_weight == res.best.dense_weight else ""))
     click.echo(f"{spec.split} queries, dense weight {res.best.dense_weight:.2f}: {res.metric}={res.test_score:.4f}  "
                f"run {res.test_run.id}")
+
+
+def _ms(spread, attr: str) -> str:
+    return "-" if spread is None else f"{getattr(spread, attr):.1f}"
+
+
+@click.command()
+@_corpus_option
+@dataclass_options(RetrievalParams, exclude=("corpus",))
+@dataclass_options(LatencyParams)
+def latency(**params) -> None:
+    """Serving latency of one retrieval system: each query one `_search` request, after a warm-up, at each
+    --concurrency; client latency and the engine's took (p50/p95/p99), QPS and errors, stored with the host's
+    and the node's settings. Query encoding happens before timing and is not counted."""
+    spec = _spec(params)
+    with _user_errors():
+        how = build(LatencyParams, params)
+        lat = measure_latency(make_client(pool_size=max(how.concurrency)), spec, how)
+    m = lat.result.manifest
+    click.echo(f"latency of {spec.method} on {m['index']} ({spec.split or 'all'} queries; {m['warmup_sent']} warm-up "
+               f"queries not measured; query encoding not counted)")
+    click.echo(f"{'concurrency':>11} {'n':>5} {'errors':>6} {'client p50/p95/p99 ms':>22} {'took p50/p95/p99 ms':>20} "
+               f"{'QPS':>8}")
+    for p in lat.passes:
+        c, t = p.client_ms, p.took_ms
+        click.echo(f"{p.concurrency:>11} {p.sent:>5} {p.errors:>6} "
+                   f"{'/'.join(_ms(c, a) for a in ('p50', 'p95', 'p99')):>22} "
+                   f"{'/'.join(_ms(t, a) for a in ('p50', 'p95', 'p99')):>20} {p.qps:>8.1f}"
+                   + ("  (time limit)" if p.stopped_by == "time limit" else ""))
+        if p.first_error:
+            click.echo(f"  first error: {p.first_error}")
+    load = m["load_average"]
+    click.echo(f"load average {load['before'][0]:.2f} -> {load['after'][0]:.2f} on {m['client_host']['cpus']} CPUs"
+               + ("  (busy: other work held the machine)" if m["busy"] else ""))
+    click.echo(f"result {lat.result.id}  ({lat.result.path})")

@@ -327,9 +327,11 @@ def _deserializer(transport, url: str):
     return Answers(transport.deserializer.serializers)
 
 
-def make_client(settings: ConnectionSettings | None = None):
+def make_client(settings: ConnectionSettings | None = None, pool_size: int | None = None):
     """An opensearch-py client whose requests are retried with back-off (evalctl.opensearch.retries) and
-    time out after settings.timeout (sized for vector payloads)."""
+    time out after settings.timeout (sized for vector payloads). `pool_size`: connections kept open per host
+    (opensearch-py's default 10), for callers with more requests in flight, each of which would otherwise
+    open and drop a connection of its own."""
     from opensearchpy import OpenSearch  # deferred: opensearchpy
 
     s = settings or load_settings()
@@ -347,6 +349,8 @@ def make_client(settings: ConnectionSettings | None = None):
         # gzip pays off over a network; on loopback it only burns client CPU on every bulk body.
         http_compress=any(urlparse(u).hostname not in ("127.0.0.1", "localhost", "::1") for u in urls),
     )
+    if pool_size:
+        kwargs["pool_maxsize"] = pool_size
     if s.username:
         kwargs["http_auth"] = (s.username, s.password or "")
     if s.url and s.url.startswith("https"):

@@ -1,5 +1,5 @@
 """The task registry: what a study can ask of a corpus x model x view (retrieval, classification, clustering,
-cross-landscape transfer).
+cross-landscape transfer, serving latency).
 
 A task is one module with a `Task` and one line in `TASKS` (docs/extending.md): it owns its spec entry and
 its validation, the targets and steps it plans, its metrics and headline metrics, its findings and its report
@@ -182,6 +182,7 @@ TASKS: Registry[Task] = Registry("task", {
     "classification": "evalctl.study.task_labels:CLASSIFICATION",
     "clustering": "evalctl.study.task_labels:CLUSTERING",
     "transfer": "evalctl.study.task_transfer:TASK",
+    "latency": "evalctl.study.task_latency:TASK",
 })
 
 

@@ -39,7 +39,7 @@ def test_task_registry_holds_the_study_tasks():
     from evalctl.study.experiment import ExperimentSpec
     from evalctl.study.tasks import TASKS
 
-    assert TASKS.names() == ("retrieval", "classification", "clustering", "transfer")
+    assert TASKS.names() == ("retrieval", "classification", "clustering", "transfer", "latency")
     for name, task in TASKS.items():  # each task's entries are a spec section of its name, and its step has a command
         assert task.name == name and task.command in cli.commands, task.command
         # its entry type lives in its own module, as a plug-in's does, and it declares its headline metrics

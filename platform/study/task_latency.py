@@ -1,0 +1,205 @@
+"""The latency task: how fast each retrieval system of a study answers when served, beside how well it
+retrieves (issue 42). One step per corpus x model x view x method: `evalctl latency` (evaluators/retrieval/
+latency.py: one `_search` per query after a warm-up, at each concurrency level) on the study's index, its
+stored result named by a study-step record.
+
+A latency is an observation of one machine at one moment, not a reproducible score: the task makes no findings
+and takes no expected scores, and its section shows each measurement with the machine's busy flag. A stored
+measurement stays the step's until the index or the settings change; `evalctl latency` by hand takes another.
+Fine-tuned models join only when asked (`include_tuned: true`): a tuned model serves at its base's cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from evalctl import results_store
+from evalctl.config_files import SpecError
+from evalctl.corpus.qrels import SPLITS
+from evalctl.corpus.store import load_corpus
+from evalctl.errors import BadInput
+from evalctl.evaluators.retrieval.latency import LatencyError, LatencyParams, measure_latency, read_timings
+from evalctl.evaluators.retrieval.methods import MAX_K, METHODS
+from evalctl.evaluators.retrieval.params import RetrievalParams
+from evalctl.evaluators.retrieval.retrieve import retrieval_spec
+from evalctl.indexers.index_layout import index_name
+from evalctl.indexers.index_loader import read_manifest, result_identity
+from evalctl.opensearch.connection import make_client
+from evalctl.study.display_names import system_title
+from evalctl.study.experiment import check_spec_name
+from evalctl.study.step_ids import QrelsId, Target, TaskStepId, identity_name
+from evalctl.study.tasks import Recorded, SpecModels, Step, memo
+
+KIND = "latency"
+SCORES = ("p50_ms", "p95_ms", "qps")  # client latency and throughput of the first concurrency level
+
+
+@dataclass(frozen=True)
+class LatencyEntry:
+    corpus: str
+    views: tuple[str, ...] = ("TAC",)
+    models: tuple[str, ...] = ()  # default: every model of the spec
+    include_tuned: bool = False  # a tuned model serves at its base's cost: measured only when asked
+    methods: tuple[str, ...] = ("bm25", "dense")  # hybrid/rrf: native (one request through the pipeline)
+    qrels: str = "citations"
+    split: str = "test"
+    k: int = 100
+    # LatencyParams' fields, same names and defaults (tests/study/test_task_latency.py checks them)
+    warmup: int = 20
+    concurrency: tuple[int, ...] = (1, 4)
+    max_queries: int = 200
+    time_limit_s: float = 60.0
+
+
+def _params(entry: LatencyEntry) -> LatencyParams:
+    return LatencyParams(entry.warmup, tuple(entry.concurrency), entry.max_queries, entry.time_limit_s)
+
+
+def _scores(passes) -> dict:
+    """The first level's client p50/p95 and QPS, each level's under `@<concurrency>`, and the errors."""
+    scores = {"errors": float(sum(p.errors for p in passes))}
+    for i, p in enumerate(passes):
+        if p.client_ms is None:
+            continue  # no answered query: no figure (the errors say why)
+        figures = {"p50_ms": p.client_ms.p50, "p95_ms": p.client_ms.p95, "qps": p.qps}
+        scores.update({f"{k}@{p.concurrency}": v for k, v in figures.items()})
+        if i == 0:
+            scores.update(figures)
+    return scores
+
+
+def latency_step(entry: LatencyEntry, sid: TaskStepId, deps: tuple) -> Step:
+    """Done when a study-step record for the same corpus version, index identity and settings names a stored
+    latency."""
+    t = sid.target
+    model_id = None if t.model == "bm25" else t.model
+    params = _params(entry)
+
+    def spec():
+        return retrieval_spec(RetrievalParams(entry.corpus, t.view, t.what, model_id, qrels=entry.qrels,
+                                              split=entry.split, k=entry.k))
+
+    def identity() -> dict:
+        client, corpus = make_client(), load_corpus(entry.corpus)
+        meta = read_manifest(client, index_name(entry.corpus, model_id)) or {}
+        return {"name": identity_name(sid), "corpus_hash": corpus.content_hash, "index": result_identity(meta),
+                "retrieval": asdict(spec()), "settings": asdict(params)}
+
+    @memo
+    def record():
+        try:
+            res = results_store.find("study-step", entry.corpus, identity())
+        except BadInput:  # no corpus or index yet
+            return None
+        return res if res and results_store.intact(entry.corpus, res.manifest["result"]) else None
+
+    def stored() -> dict:
+        res = record()
+        return res.manifest["scores"] if res else {}
+
+    def run() -> str:
+        lat = measure_latency(make_client(pool_size=max(params.concurrency)), spec(), params)
+        results_store.write("study-step", entry.corpus, identity(), {},
+                            extra={"scores": _scores(lat.passes), "result": lat.result.id})
+        record.forget()
+        busy = " (machine busy)" if lat.result.manifest["busy"] else ""
+        return "; ".join(f"concurrency {p.concurrency}: p50 {p.client_ms.p50 if p.client_ms else '-'} ms, "
+                         f"{p.qps} QPS, {p.errors} errors" for p in lat.passes) + busy
+
+    return Step(sid, run, lambda: bool(stored()), deps=deps, scores=stored,
+                ref=lambda: (r := record()) and r.manifest["result"])
+
+
+def _stored(step: Recorded) -> results_store.Result | None:
+    return results_store.get(step.target.corpus, step.ref) if step.ref else None
+
+
+class LatencyTask:
+    name = KIND
+    entry = LatencyEntry
+    command = "latency"
+    headline_metrics = SCORES
+    percent = False
+
+    def validate(self, spec, entry: LatencyEntry, at: str) -> None:
+        check_spec_name(entry.qrels, "qrels", at)
+        if entry.split not in SPLITS:
+            raise SpecError(f"{at}: unknown split {entry.split!r} (one of {', '.join(SPLITS)})")
+        if not 1 <= entry.k <= MAX_K:
+            raise SpecError(f"{at}: k {entry.k} is outside the allowed range 1-{MAX_K}")
+        try:
+            _params(entry)
+        except LatencyError as e:
+            raise SpecError(f"{at}: {e}") from None
+
+    def targets(self, models: SpecModels, entry: LatencyEntry):
+        ids = [m.id for m in models.of(entry)]
+        for view in entry.views:
+            for method in entry.methods:
+                text_only = not METHODS.get(method).vector
+                # a text-only method is measured once: on the first model's index (its text), as retrieval runs it
+                for model_id in [None] if text_only and not ids else ([ids[0]] if text_only else ids):
+                    yield TaskStepId(self.command, Target(KIND, entry.corpus, model_id or "bm25", view, method))
+
+    def step(self, ctx, entry: LatencyEntry, sid: TaskStepId) -> Step:
+        model_id = None if sid.target.model == "bm25" else sid.target.model
+        deps = (*ctx.planned(QrelsId(entry.corpus, entry.qrels)), ctx.index_ids[(entry.corpus, model_id)])
+        return latency_step(entry, sid, deps)
+
+    def expected_target(self, e) -> Target:
+        return Target(KIND, e.corpus, e.model, e.view, e.method)
+
+    def metrics(self, e, at: str) -> tuple[str, ...]:
+        raise SpecError(f"{at}: a latency is a timing of one machine at one moment, not a reproducible score: "
+                        "expected scores cannot name it")
+
+    def check_stored(self, spec, entry: LatencyEntry) -> None:
+        """Its section reads the stored latencies its records name; a missing one is a missing result."""
+
+    def headline(self, report, steps: list[Recorded], out: Path) -> None:
+        """No part in the headline: timings sit in their own section, with the machine they were taken on."""
+
+    def findings(self, report, steps: list[Recorded], pairs: list[dict]) -> list:
+        """None: a timing of one busy or quiet machine supports no ranked claim."""
+        return []
+
+    def per_unit(self, step: Recorded, metric: str, runs: dict) -> dict[str, float]:
+        """Per query: the client latency at the first concurrency level (`qps` is one value per pass)."""
+        if metric not in ("p50_ms", "p95_ms"):
+            raise ValueError(f"{metric} is one value per pass, not per query")
+        rows = read_timings(_stored(step))
+        first = rows[0].concurrency if rows else None
+        return {r.query_id: r.client_ms for r in rows if r.concurrency == first and r.error is None}
+
+    def report(self, report, spec, steps: list[Recorded], out: Path) -> None:
+        import pandas as pd
+
+        if not spec.entries(KIND):
+            return  # a section only for a spec that asks for latency
+        report.h("Serving latency")
+        done = [(s, res) for s in steps if s.kind == KIND and s.scores and (res := _stored(s))]
+        if not done:
+            report.p("No latency measured yet (`evalctl run`; one by hand: `evalctl latency`).")
+            return
+        for corpus in dict.fromkeys(s.target.corpus for s, _ in done):
+            rows = []
+            for s, res in (d for d in done if d[0].target.corpus == corpus):
+                m = res.manifest
+                system = system_title({"method": m["method"], "model": m["model"],
+                                       "fusion_mode": m["retrieval"].get("fusion_mode")})
+                for p in m["passes"]:
+                    client = p["client_ms"]  # None: no query of the pass was answered
+                    rows.append({"system": system, "view": s.target.view, "concurrency": p["concurrency"],
+                                 "queries": p["sent"], **{f"{q} ms": f"{client[q]:.1f}" if client else "-"
+                                                          for q in ("p50", "p95")},
+                                 "QPS": f"{p['qps']:.1f}", "errors": p["errors"], "busy": "yes" if m["busy"] else "no",
+                                 "result": res.id})
+            first = done[0][1].manifest
+            report.p(f"Corpus {corpus}: client latency per query (one `_search` each, after a warm-up of "
+                     f"{first['warmup']} queries; query encoding not counted), throughput and errors per concurrency "
+                     f"level. Busy: {first['busy_rule']}.")
+            report.table(pd.DataFrame(rows))
+
+
+TASK = LatencyTask()

@@ -1,0 +1,134 @@
+"""`evalctl latency` on the real node: a known-item corpus of 30 real USPTO grants indexed once with the offline
+MiniLM model; BM25 and dense measured one `_search` per query at concurrency 1 and 2, the per-query figures
+read back from the store, the conditions in the manifest, and bad input refused by name."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import private_cache
+from retrieval_data import write_known_item_beir
+
+pytestmark = [pytest.mark.opensearch, pytest.mark.models]
+MODEL = "all-minilm-l6-v2"
+SENT = 6  # queries per pass (the test split has 20)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, os_client):
+    from evalctl.corpus.importer import import_corpus
+    from evalctl.corpus.views import load_views
+    from evalctl.indexers.index_layout import corpus_alias
+    from evalctl.indexers.index_loader import index_corpus
+    from evalctl.models import get_model
+
+    root = tmp_path_factory.mktemp("latency")
+    mp = private_cache(root)
+    c = import_corpus("beir", [write_known_item_beir(root / "beir", 30)], name=f"lat-{uuid.uuid4().hex[:8]}").corpus
+    index_corpus(os_client, c, [load_views()["A"]], get_model(MODEL), progress=False)
+    yield c.name
+    os_client.indices.delete(index=f"{corpus_alias(c.name)}--*", ignore_unavailable=True)
+    mp.undo()
+
+
+def _latency(corpus: str, *args: str, view: str = "A"):
+    from evalctl.cli.main import cli
+
+    return CliRunner().invoke(cli, ["latency", "--corpus", corpus, "--model", MODEL, "--view", view, "--qrels", "given",
+                                    "--split", "test", *args])
+
+
+def _stored(output: str) -> str:
+    """The result id the command printed."""
+    return re.search(r"^result (\S+)  \(", output, re.M).group(1)
+
+
+def test_latency_per_query_figures_and_conditions(os_client, corpus):
+    from evalctl import results_store
+    from evalctl.corpus.qrels import load_qrels
+    from evalctl.corpus.query_set import load_query_set
+    from evalctl.corpus.store import load_corpus
+    from evalctl.evaluators.retrieval.latency import read_timings
+
+    c = load_corpus(corpus)
+    test_ids = load_query_set(c, load_qrels(c, "given"), "test", "A").ids
+    ids = []
+    for method in ("bm25", "dense"):
+        res = _latency(corpus, "--method", method, "--warmup", "3", "--concurrency", "1,2",
+                       "--max-queries", str(SENT), "--time-limit", "60")
+        assert res.exit_code == 0, res.output
+        for c in (1, 2):  # the table's row: concurrency, queries, errors
+            assert re.search(rf"^\s+{c}\s+{SENT}\s+0\s", res.output, re.M), res.output
+        ids.append(rid := _stored(res.output))
+        result = results_store.get(corpus, rid)
+        m = result.manifest
+        timings = read_timings(result)
+        for p in m["passes"]:
+            mine = [t for t in timings if t.concurrency == p["concurrency"]]
+            assert len(mine) == p["sent"] == SENT and p["errors"] == 0 and p["stopped_by"] == "queries"
+            assert sorted(t.query_id for t in mine) == sorted(test_ids[:SENT])  # the split's first queries, each once
+            if p["concurrency"] == 1:
+                assert [t.query_id for t in mine] == list(test_ids[:SENT])  # in order
+            assert all(t.error is None and t.took_ms is not None and t.client_ms > 0 for t in mine)
+            for figures in (p["client_ms"], p["took_ms"]):
+                assert figures["min"] <= figures["p50"] <= figures["p95"] <= figures["p99"] <= figures["max"]
+            assert p["client_ms"]["max"] == max(t.client_ms for t in mine)  # recomputable from the stored figures
+            assert p["qps"] > 0
+        assert [p["concurrency"] for p in m["passes"]] == [1, 2] and m["warmup"] == 3 and m["warmup_sent"] == 3
+        assert m["method"] == method and m["retrieval"]["method"] == method and m["index_manifest"]["corpus"] == corpus
+        node = m["node"]
+        assert node["shards"] >= 1 and node["replicas"] >= 0 and node["version"]
+        for n in node["nodes"].values():
+            assert n["heap_max_bytes"] > 0 and n["ram_bytes"] > 0 and n["processors"] >= 1
+        assert all(n["search_active"] >= 0 for n in m["node_load"]["before"].values())
+        assert node["simd_vectors"] in (True, False)
+        assert all(len(m["load_average"][k]) == 3 for k in ("before", "after"))
+        assert m["busy"] == (m["load_average"]["before"][0] > m["client_host"]["cpus"] / 2)
+        assert m["client_host"]["cpus"] >= 1 and m["client_host"]["ram_bytes"] > 0 and m["code_version"]
+    assert len(set(ids)) == 2
+
+    # more requests in flight than opensearch-py's default pool of 10 connections (the command sizes its pool)
+    res = _latency(corpus, "--method", "dense", "--warmup", "0", "--concurrency", "12", "--max-queries", "12")
+    assert res.exit_code == 0, res.output
+    again = _stored(res.output)
+    assert again not in ids and results_store.get(corpus, ids[1]) is not None  # another result, the first kept
+    timings = read_timings(results_store.get(corpus, again))
+    assert len(timings) == 12 and {t.concurrency for t in timings} == {12} and not any(t.error for t in timings)
+
+
+def test_time_limit_stops_a_pass(os_client, corpus):
+    from evalctl.evaluators.retrieval.latency import LatencyParams, measure_latency
+    from evalctl.evaluators.retrieval.retrieve import RetrievalSpec
+
+    spec = RetrievalSpec(corpus=corpus, view="A", method="bm25", model=MODEL, qrels="given")
+    lat = measure_latency(os_client, spec, LatencyParams(warmup=0, concurrency=(1,), max_queries=20,
+                                                         time_limit_s=0.001))
+    (p,) = lat.passes
+    assert p.stopped_by == "time limit" and p.sent < 20 and len(lat.timings) == p.sent
+
+
+def test_bad_input_is_refused_by_name(os_client, corpus):
+    for args, named in ((["--method", "dense", "--concurrency", "1,0"], "--concurrency"),
+                        (["--method", "sparse"], "--method"),
+                        (["--method", "dense", "--max-queries", "0"], "--max-queries"),
+                        (["--method", "hybrid", "--fusion", "client"], "--fusion client")):
+        res = _latency(corpus, *args)
+        assert res.exit_code == 2 and named in res.output, (args, res.output)
+    res = _latency(corpus, "--method", "dense", view="TA")  # the index holds view A only
+    assert res.exit_code == 2 and "TA" in res.output, res.output
+
+
+@pytest.mark.neural_search
+def test_native_hybrid_is_one_request_per_query(os_client, corpus):
+    from evalctl.evaluators.retrieval.latency import LatencyParams, measure_latency
+    from evalctl.evaluators.retrieval.retrieve import RetrievalSpec
+
+    spec = RetrievalSpec(corpus=corpus, view="A", method="hybrid", model=MODEL, qrels="given")
+    lat = measure_latency(os_client, spec, LatencyParams(warmup=1, concurrency=(1,), max_queries=3))
+    (p,) = lat.passes
+    assert p.sent == 3 and p.errors == 0 and p.client_ms.min <= p.client_ms.p50 <= p.client_ms.max
+    assert lat.result.manifest["retrieval"]["pipeline"]  # through the stored neural-search pipeline
