@@ -12,25 +12,14 @@ from __future__ import annotations
 
 import platform
 from dataclasses import asdict, dataclass
-from functools import lru_cache
+
+from evalctl.host import cpu_name
 
 # What is summed across runs; the rest of a measurement says how it ran, and runs of the same setting add up.
 _SUMMED = ("texts", "tokens", "seconds")
 _SETTING = ("device", "device_name", "precision", "torch_threads", "batch_size")
 EXTRAPOLATION = ("hours_per_million_patents: seconds / texts x 1e6 / 3600, extrapolated from the measured runs for "
                  "this model, view and prompt on this device; one text per patent; model loading not counted")
-
-
-@lru_cache(maxsize=None)
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def device_name(device: str) -> str:
@@ -41,7 +30,7 @@ def device_name(device: str) -> str:
         return torch.cuda.get_device_name(torch.device(device))
     if device.startswith("mps"):
         return f"Apple MPS ({platform.machine()})"
-    return _cpu_name()
+    return cpu_name()
 
 
 def rates(texts: int, tokens: int | None, seconds: float) -> dict:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import platform
 
+from evalctl.host import cpu_name
 from evalctl.opensearch.cluster_info import simd_vectors
 
 # The machine is marked busy when its 1-minute load average exceeded this share of its CPUs as the measurement
@@ -23,24 +24,13 @@ def is_busy(load_1m: float, cpus: int) -> bool:
     return load_1m > cpus * BUSY_SHARE
 
 
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def client_host() -> dict:
     """The client machine: CPU count and model, RAM, OS and Python."""
     try:
         ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # not every OS names them
         ram = None
-    return {"cpus": os.cpu_count(), "cpu_model": _cpu_model(), "ram_bytes": ram, "platform": platform.platform(),
+    return {"cpus": os.cpu_count(), "cpu_model": cpu_name(), "ram_bytes": ram, "platform": platform.platform(),
             "python": platform.python_version()}
 
 
