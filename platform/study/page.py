@@ -84,8 +84,13 @@ class Report:
             elif b[0] == "p":
                 out.append(_md(b[1]))
             elif b[0] == "table":
+                from pandas.api.types import is_numeric_dtype  # a table's block holds a DataFrame: pandas is loaded
+
                 table = _cells(b[1], b[2], _md, lambda v: f"**{v}**", b[4], lambda v, to: f"[{v}](#{to})")
-                out.append(table.rename(columns=lambda c: _md(str(c))).to_markdown(index=False, floatfmt=FLOAT))
+                # a text column shows its cells as written ("66.5" stays 66.5), a number column in the report's format
+                written = [i for i, c in enumerate(table.columns) if not is_numeric_dtype(table[c])]
+                out.append(table.rename(columns=lambda c: _md(str(c))).to_markdown(
+                    index=False, floatfmt=FLOAT, disable_numparse=written))
             elif b[0] == "findings":
                 out.append("\n".join(f"- {_md(f.claim)}[^{i}]" for i, f in enumerate(b[1], 1)))
                 out.append("\n".join(f"[^{i}]: {_md(f.evidence)}" for i, f in enumerate(b[1], 1)))
@@ -128,7 +133,8 @@ class Report:
                             f'width="{layout.width_px}" data-font-px="{layout.font_px:.1f}" data-labels="{labels}">'
                             f'<figcaption>{html.escape(b[2])}</figcaption></figure>')
         style = (f"body{{font-family:sans-serif;max-width:{PAGE_PX}px;margin:2em auto;color:#222}}"
-                 "table.t{border-collapse:collapse;margin:1em 0;font-size:13px}"
+                 # a table wider than the text column scrolls inside it rather than running past the page
+                 "table.t{border-collapse:collapse;margin:1em 0;font-size:13px;display:block;overflow-x:auto}"
                  "table.t td,table.t th{border:1px solid #ccc;padding:3px 8px;text-align:left}"
                  "table.t th{white-space:nowrap}"
                  "ol.evidence{font-size:12px;color:#555}"
