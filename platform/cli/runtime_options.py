@@ -21,7 +21,7 @@ def runtime_options(f):
 
     wrapper = click.option("--backend", type=click.Choice(BACKENDS), default=None,
                            help="Inference backend: torch (default), or onnx / openvino on the CPU (an exported copy of "
-                           "the model, cached; needs evalctl[cpu-backends]). Part of the vectors' identity.")(wrapper)
+                           "the model, cached; needs optimum-onnx / optimum-intel). Part of the vectors' identity.")(wrapper)
     wrapper = click.option("--attn-implementation", default=None,
                            help="eager, sdpa or flash_attention_2 (unpadded batches; needs flash-attn or kernels).")(wrapper)
     wrapper = click.option("--max-batch-tokens", type=click.IntRange(min=1), default=None,
