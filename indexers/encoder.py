@@ -109,8 +109,10 @@ def encoding_precision(spec: ModelSpec, runtime: Runtime) -> str:
         return spec.dtype
     try:
         device = runtime_devices(runtime)[0]
-    except ValueError as e:  # a backend with a device or precision it cannot run
-        raise BackendUnavailable(f"model {spec.id}: {e}") from None
+    except ValueError as e:
+        if backend_of(runtime) == "torch":
+            raise
+        raise BackendUnavailable(f"model {spec.id}: {e}") from None  # a device or precision the backend cannot run
     return resolve_precision(spec.dtype, device, runtime.precision)
 
 
