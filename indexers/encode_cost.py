@@ -17,7 +17,7 @@ from evalctl.host import cpu_name
 
 # What is summed across runs; the rest of a measurement says how it ran, and runs of the same setting add up.
 _SUMMED = ("texts", "tokens", "seconds")
-_SETTING = ("device", "device_name", "precision", "torch_threads", "batch_size")
+_SETTING = ("device", "device_name", "precision", "backend", "torch_threads", "batch_size")
 EXTRAPOLATION = ("hours_per_million_patents: seconds / texts x 1e6 / 3600, extrapolated from the measured runs for "
                  "this model, view and prompt on this device; one text per patent; model loading not counted")
 
@@ -52,6 +52,7 @@ class EncodeCost:
     device: str  # cpu, cuda:0 (several: a comma list), or "served" for a model behind an endpoint
     device_name: str | None
     precision: str
+    backend: str  # torch, onnx or openvino (runtime.backend): the same model costs differently on each
     torch_threads: int | None  # torch's intra-op threads (a CPU's parallelism); None for a served model
     batch_size: int | None  # at most this many texts per batch; None: the token budget alone decides
     max_batch_tokens: int | None  # the token budget per batch at the end of the run
@@ -60,7 +61,7 @@ class EncodeCost:
         return {**asdict(self), "seconds": round(self.seconds, 3), **rates(self.texts, self.tokens, self.seconds)}
 
 
-def measured(encoder, precision: str, batch_size: int | None, texts: int, tokens: int | None,
+def measured(encoder, precision: str, backend: str, batch_size: int | None, texts: int, tokens: int | None,
              seconds: float) -> EncodeCost:
     """The measurement of a run of `encoder` (an Encoder, ServedEncoder or a loaded LazyEncoder)."""
     devices = list(getattr(encoder, "devices", None) or [])
@@ -75,7 +76,7 @@ def measured(encoder, precision: str, batch_size: int | None, texts: int, tokens
     else:  # an encoder that says nothing of where it runs (a test's stand-in)
         device, name, threads = "unknown", None, None
     return EncodeCost(texts=texts, tokens=tokens, seconds=seconds, device=device, device_name=name,
-                      precision=precision, torch_threads=threads, batch_size=batch_size,
+                      precision=precision, backend=backend, torch_threads=threads, batch_size=batch_size,
                       max_batch_tokens=getattr(encoder, "max_batch_tokens", None))
 
 
@@ -110,5 +111,5 @@ def cost_line(cost: dict) -> str:
     runs = f" over {cost['runs']} runs" if cost.get("runs", 1) > 1 else ""
     threads = f", {cost['torch_threads']} threads" if cost.get("torch_threads") is not None else ""
     return (f"{cost['texts']} texts, {tokens} in {cost['seconds']:.1f}s{runs} ({cost['texts_per_s'] or 0:.1f} texts/s"
-            f"{per_s}) on {cost['device']} ({cost['device_name']}), {cost['precision']}{threads}: "
+            f"{per_s}) on {cost['device']} ({cost['device_name']}), {cost['precision']} {cost.get('backend', 'torch')}{threads}: "
             f"{cost['hours_per_million_patents']:.1f} h per million patents (extrapolated)")

@@ -65,7 +65,7 @@ class IndexState:
         return cache_key(model or get_model(m["model"]), "document", view, m["prompt_variant"],
                          m["document_prompt"] if prompt is None else prompt,
                          m.get("precision", "float32"), m.get("encoding_versions"),  # absent: a format-1 entry
-                         m.get("corpus"))
+                         m.get("corpus"), m.get("backend", "torch"))
 
 
 @dataclass(frozen=True)

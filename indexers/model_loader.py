@@ -20,6 +20,7 @@ from evalctl.atomic import publish_dir, staging_dir
 from evalctl.config_files import SpecError
 from evalctl.errors import BadInput
 from evalctl.hf_cache import HubRef, cached_snapshot, hub_cache_dir, hub_offline
+from evalctl.indexers.backends import load_exported, require_backend
 from evalctl.indexers.endpoints import api_key, shown_url
 from evalctl.indexers.runtime import resolve_devices, resolve_precision
 from evalctl.model_files import FOLDER_REVISION_PREFIX, folder_revision
@@ -209,16 +210,17 @@ def choose_source(spec: ModelSpec, source: Source = "auto") -> Literal["offline"
 
 
 def load_model(spec: ModelSpec, device: str | None = None, source: Source = "auto", precision: str | None = None,
-               attn_implementation: str | None = None) -> SentenceTransformer:
+               attn_implementation: str | None = None, backend: str = "torch") -> SentenceTransformer:
     """A SentenceTransformer for `spec` at the precision asked for (evalctl.indexers.runtime.resolve_precision),
     with the spec's length limit, checked against its dimension. Every route (the spec's folder, the offline
-    package, the hub) passes the same trust_remote_code, model_kwargs and tokenizer_kwargs."""
+    package, the hub) passes the same trust_remote_code, model_kwargs and tokenizer_kwargs. backend onnx or
+    openvino: the route's model exported for it, from its cached export after the first time (backends)."""
     import torch  # deferred: torch, sentence_transformers
-    from sentence_transformers import SentenceTransformer
 
     if spec.endpoint is not None:
         raise ModelLoadError(f"model {spec.id} is served at {shown_url(spec)}: it has no weights to load here "
                              "(it encodes through its endpoint; fine-tune or referee its local counterpart)")
+    require_backend(backend)
     require_weights(spec, source)
     device = device or resolve_devices(None)[0]
     dtype = getattr(torch, resolve_precision(spec.dtype, device, precision))
@@ -227,39 +229,50 @@ def load_model(spec: ModelSpec, device: str | None = None, source: Source = "aut
         model_kwargs["attn_implementation"] = attn_implementation
     common = dict(device=device, trust_remote_code=spec.trust_remote_code, model_kwargs=model_kwargs,
                   processor_kwargs=dict(spec.tokenizer_kwargs) or None)
-    if spec.path is not None:  # a fine-tuned model or weights placed by hand: its own folder, never the hub
-        _check_remote_code(spec, Path(spec.path))
-        model = _from_folder(spec, Path(spec.path), common)
-    elif choose_source(spec, source) == "offline":
-        _check_remote_code(spec, offline_model_dir(spec))
-        model = SentenceTransformer(str(offline_model_dir(spec)), local_files_only=True, **common)
-    elif (cached := _cached_commit(spec)) and not (cached / "modules.json").is_file():
-        _check_remote_code(spec, cached)  # a plain transformers repository, with the pooling its spec states
-        model = _from_folder(spec, cached, common)
-    else:
-        model = None
-        if cached:  # a commit's snapshot never changes: read it without asking the hub about optional files
-            _check_remote_code(spec, cached)
-            with contextlib.suppress(OSError):  # an incomplete snapshot: the hub completes it
-                model = SentenceTransformer(str(cached), local_files_only=True, **common)
-        try:
-            model = model or SentenceTransformer(spec.hf_id, revision=spec.revision, cache_folder=str(hub_cache_dir()),
-                                                 **common)
-        except OSError as e:  # hub unreachable or files missing from the local HF cache
-            hint = f" or install its offline source: {spec.offline.install_hint()}" if spec.offline else ""
-            raise ModelLoadError(
-                f"model {spec.id}: cannot load {spec.hf_id}@{spec.revision} from the Hugging Face hub ({e}); "
-                f"connect to the hub{hint}"
-            ) from None
-    # model_kwargs set the transformer's dtype; this also casts the modules after it (Dense, remote code),
-    # whatever dtype their checkpoint was saved in.
-    model.to(dtype)
+    if backend == "torch":
+        model = _load_route(spec, source, common)
+        # model_kwargs set the transformer's dtype; this also casts the modules after it (Dense, remote code),
+        # whatever dtype their checkpoint was saved in.
+        model.to(dtype)
+    else:  # the exported graph runs in its own (float32) precision: no torch dtype or attention to pass
+        common = {**common, "model_kwargs": dict(spec.model_kwargs)}
+        model = load_exported(spec, backend, lambda: _load_route(spec, source, {**common, "backend": backend}), common)
     model.max_seq_length = spec.max_seq_length
     actual = model.get_embedding_dimension()
     if actual != spec.dim:
         raise ModelLoadError(f"model {spec.id}: loaded weights give {actual}-dim vectors, the spec says {spec.dim}")
     check_pooling(spec, model)
     return model
+
+
+def _load_route(spec: ModelSpec, source: Source, common: dict) -> SentenceTransformer:
+    """The model from the spec's folder, its offline package or the hub, loaded with SentenceTransformer's
+    keywords `common`."""
+    from sentence_transformers import SentenceTransformer  # deferred: torch, sentence_transformers
+
+    if spec.path is not None:  # a fine-tuned model or weights placed by hand: its own folder, never the hub
+        _check_remote_code(spec, Path(spec.path))
+        return _from_folder(spec, Path(spec.path), common)
+    if choose_source(spec, source) == "offline":
+        _check_remote_code(spec, offline_model_dir(spec))
+        return SentenceTransformer(str(offline_model_dir(spec)), local_files_only=True, **common)
+    if (cached := _cached_commit(spec)) and not (cached / "modules.json").is_file():
+        _check_remote_code(spec, cached)  # a plain transformers repository, with the pooling its spec states
+        return _from_folder(spec, cached, common)
+    model = None
+    if cached:  # a commit's snapshot never changes: read it without asking the hub about optional files
+        _check_remote_code(spec, cached)
+        with contextlib.suppress(OSError):  # an incomplete snapshot: the hub completes it
+            model = SentenceTransformer(str(cached), local_files_only=True, **common)
+    try:
+        return model or SentenceTransformer(spec.hf_id, revision=spec.revision, cache_folder=str(hub_cache_dir()),
+                                            **common)
+    except OSError as e:  # hub unreachable or files missing from the local HF cache
+        hint = f" or install its offline source: {spec.offline.install_hint()}" if spec.offline else ""
+        raise ModelLoadError(
+            f"model {spec.id}: cannot load {spec.hf_id}@{spec.revision} from the Hugging Face hub ({e}); "
+            f"connect to the hub{hint}"
+        ) from None
 
 
 def _cached_commit(spec: ModelSpec) -> Path | None:
@@ -279,7 +292,8 @@ def _from_folder(spec: ModelSpec, folder: Path, common: dict) -> SentenceTransfo
     remote = {"trust_remote_code": spec.trust_remote_code}
     transformer = Transformer(str(folder), model_kwargs={**common["model_kwargs"], **remote},
                               processor_kwargs={**(common["processor_kwargs"] or {}), **remote},
-                              config_kwargs=remote, max_seq_length=spec.max_seq_length)
+                              config_kwargs=remote, max_seq_length=spec.max_seq_length,
+                              backend=common.get("backend", "torch"))
     pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode=_POOLING_MODES[spec.pooling])
     return SentenceTransformer(modules=[transformer, pooling], device=common["device"])
 
