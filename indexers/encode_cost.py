@@ -58,7 +58,9 @@ class EncodeCost:
     max_batch_tokens: int | None  # the token budget per batch at the end of the run
 
     def record(self) -> dict:
-        return {**asdict(self), "seconds": round(self.seconds, 3), **rates(self.texts, self.tokens, self.seconds)}
+        """The measurement as stored: its rates from the seconds it states, so the record agrees with itself."""
+        seconds = round(self.seconds, 3)
+        return {**asdict(self), "seconds": seconds, **rates(self.texts, self.tokens, seconds)}
 
 
 def measured(encoder, precision: str, backend: str, batch_size: int | None, texts: int, tokens: int | None,
