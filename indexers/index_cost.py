@@ -6,6 +6,9 @@ The k-NN plugin's native memory cache holds the graphs of the native engines (fa
 `_plugins/_knn/warmup/<index>` before the stats are read. Lucene-engine graphs are read from the index's own files
 through the operating system's page cache, and the stats list no native memory for them: recorded as null with that
 reason, beside the graph file's bytes on disk (`vex`), which is what the page cache holds of the graph.
+
+The loader adds `encode`: per view, what its document vectors cost to encode (encode_cost.entry_cost of their
+embedding cache entry), so a report reads an index's whole cost from its manifest.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from evalctl.clock import utc_now
+from evalctl.indexers.encode_cost import cost_line
 from evalctl.indexers.index_layout import field_units
 
 # Lucene 10's vector files by extension: vec the vectors (float32 or int8), veq sq's quantised copy, vex the HNSW
@@ -109,4 +113,6 @@ def cost_lines(cost: dict) -> list[str]:
         lines.append(f"  {cost['vector_fields']} vector field(s) x {cost['dim']} dims: "
                      f"{cost['store_bytes_per_dimension']} store B per dimension, {cost['vector_bytes_per_dimension']} "
                      f"in the vector files; HNSW graph file {cost['hnsw_graph_file_bytes']} B; native memory {native}")
+    for view, settings in cost.get("encode", {}).items():
+        lines += [f"  encode {view}: {cost_line(c)}" for c in settings] or [f"  encode {view}: no measurement"]
     return lines

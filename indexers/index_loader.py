@@ -21,6 +21,7 @@ from evalctl.errors import BadInput
 from evalctl.gc_tuning import long_lived_frozen
 from evalctl.indexers.byte_vectors import is_byte, max_abs, quantisation, stored
 from evalctl.indexers.embedding_cache import EmbeddingCache
+from evalctl.indexers.encode_cost import entry_cost
 from evalctl.indexers.encode_options import IMPORTED, INSTALLED, EncodeOptions
 from evalctl.indexers.encoder import LazyEncoder, cache_key, encoding_versions, get_or_encode
 from evalctl.indexers.endpoints import shown_url
@@ -576,6 +577,10 @@ def index_corpus(client, corpus, views, model=None, *, encoding: EncodeOptions =
         final["simd_vectors"] = True if True in loads else None if None in loads else False
     if report.n_loaded or "cost" not in merged:  # a load that added nothing leaves the last measurement
         final["cost"] = measure_index_cost(client, name, final)
+        if encoder is not None:  # what the vectors cost to encode, per view: their cache entries' run records
+            final["cost"]["encode"] = {v: entry_cost(EmbeddingCache(cache_key(
+                model, "document", v, variant, prompt, encoder.precision, IMPORTED if imported else INSTALLED,
+                corpus.name, encoder.backend)).runs()) for v in all_views}
     if final != merged:
         client.indices.put_mapping(index=name, body={"_meta": final})
     return report

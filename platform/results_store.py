@@ -98,9 +98,14 @@ def _skip(e: DamagedFile) -> None:
     click.echo(f"skipped a damaged stored result: {e}", err=True)
 
 
-def _folder(kind: str, corpus: str, identity: dict, root: Path | None) -> Path:
+def result_id(identity: dict, kind: str) -> str:
+    """The id a result of this identity has (its folder's name): its name, then its identity's hash."""
     label = safe_component(str(identity.get("name", kind)))  # the hash keeps a shortened label unique
-    return (root or results_root()) / check_name(corpus, "corpus") / kind / f"{label}-{identity_hash(identity)}"
+    return f"{label}-{identity_hash(identity)}"
+
+
+def _folder(kind: str, corpus: str, identity: dict, root: Path | None) -> Path:
+    return (root or results_root()) / check_name(corpus, "corpus") / kind / result_id(identity, kind)
 
 
 def write(kind: str, corpus: str, identity: dict, files: dict[str, str | bytes], *,

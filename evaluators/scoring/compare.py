@@ -213,10 +213,11 @@ def _marked(value: float, letters: list[str], fmt: str) -> str:
 
 
 def tables(rep: ComparisonReport, fmt: str = "md", names: Sequence[str] | None = None,
-           letters: Sequence[str] | None = None) -> dict[str, pd.DataFrame]:
-    """The report as DataFrames: main (means, CIs, markers), significance, domains, jurisdictions. `names`:
-    the systems as a reader knows them (default: their run labels); `letters`: theirs in a wider page (a
-    report's, one per system across views; default: the comparison's a, b, ...)."""
+           letters: Sequence[str] | None = None, costs: Sequence[dict] | None = None) -> dict[str, pd.DataFrame]:
+    """The report as DataFrames: main (means, CIs, markers), significance, domains, jurisdictions, and cost when
+    `costs` gives each system's cost columns (`evalctl compare --cost`). `names`: the systems as a reader knows
+    them (default: their run labels); `letters`: theirs in a wider page (a report's, one per system across views;
+    default: the comparison's a, b, ...)."""
     mark = dict(zip(rep.letters, letters or rep.letters))
     shown = {s: f"{mark[x]} {n}" for s, x, n in zip(rep.systems, rep.letters, names or rep.labels)}
     main = []
@@ -241,12 +242,15 @@ def tables(rep: ComparisonReport, fmt: str = "md", names: Sequence[str] | None =
                     "IN->OUT drop": f"{drop:.1%}" if drop == drop else "-"})
     jur = [{"system": shown[s], **{f"{j} (n={n})": round(v, 4) for j, (n, v) in row.items()}}
            for s, row in rep.jurisdictions.items()]
-    return {"main": pd.DataFrame(main), "significance": pd.DataFrame(sig), "domains": pd.DataFrame(dom),
-            "jurisdictions": pd.DataFrame(jur)}
+    out = {"main": pd.DataFrame(main), "significance": pd.DataFrame(sig), "domains": pd.DataFrame(dom),
+           "jurisdictions": pd.DataFrame(jur)}
+    if costs is not None:
+        out["cost"] = pd.DataFrame([{"system": shown[s], **c} for s, c in zip(rep.systems, costs)])
+    return out
 
 
 _TITLES = {"main": "Systems", "significance": "Paired tests", "domains": "By IN/OUT domain",
-           "jurisdictions": "By query jurisdiction"}
+           "jurisdictions": "By query jurisdiction", "cost": "Serving cost"}
 
 
 def common_queries_note(rep: ComparisonReport) -> str:
@@ -265,12 +269,14 @@ def significance_note(rep: ComparisonReport) -> str:
     return f"{TEST_NAMES[rep.protocol.test]}, Holm-adjusted p < {rep.protocol.alpha} over the {sizes} {family}"
 
 
-def render(rep: ComparisonReport, fmt: str = "md") -> str:
-    """The comparison as Markdown, CSV, or a LaTeX document that compiles as it is (pdflatex)."""
-    dfs = tables(rep, fmt)
+def render(rep: ComparisonReport, fmt: str = "md", costs: Sequence[dict] | None = None, cost_note: str = "") -> str:
+    """The comparison as Markdown, CSV, or a LaTeX document that compiles as it is (pdflatex); with `costs` (each
+    system's cost columns, in the report's order) a serving-cost table, which `cost_note` explains."""
+    dfs = tables(rep, fmt, costs=costs)
     note = (f"{common_queries_note(rep)}{rep.n_queries} queries; mean [bootstrap 95% CI]; superscript letters: "
             f"better than that system, {significance_note(rep)}. {describe_protocol(rep.protocol)} "
-            f"Query classes by pair domains: " + ", ".join(f"{k}={v}" for k, v in sorted(rep.domain_partition.items())))
+            f"Query classes by pair domains: " + ", ".join(f"{k}={v}" for k, v in sorted(rep.domain_partition.items()))
+            + (f". Serving cost: {cost_note}." if costs is not None else ""))
     if fmt == "csv":
         out = io.StringIO()
         for name, df in dfs.items():

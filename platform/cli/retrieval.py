@@ -20,6 +20,7 @@ from evalctl.evaluators.retrieval.latency import LatencyError, LatencyParams, me
 from evalctl.evaluators.retrieval.params import RetrievalOptions, RetrievalParams
 from evalctl.evaluators.retrieval.retrieve import (RetrievalError, SearchFailed, retrieval_spec,
                                                    retrieve as run_retrieval)
+from evalctl.evaluators.retrieval.serving_cost import RULES as COST_RULES, cost_cells, latest_latency, serving_cost
 from evalctl.evaluators.scoring.metrics import ann_loss, evaluate_and_store
 from evalctl.evaluators.scoring.runs import RunNotFound, load_run
 from evalctl.evaluators.scoring.significance_params import StatsProtocol
@@ -101,9 +102,11 @@ def evaluate(runs, domain) -> None:
 @click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write ranx's table as Markdown to this file.")
 @dataclass_options(StatsProtocol)
+@click.option("--cost", is_flag=True, help="Add each run's serving cost: latency and QPS of its newest `evalctl "
+              "latency`, index size and HNSW memory, document-encoding time.")
 @click.option("--force", is_flag=True, help="Write --out into a folder holding files that are not an evalctl "
               "comparison (replacing the files of the same names).")
-def compare(runs, baseline, fmt, out, latex, markdown, force, **params) -> None:
+def compare(runs, baseline, fmt, out, latex, markdown, cost, force, **params) -> None:
     """Comparison table of runs: means with 95% CIs, paired tests with Holm correction, IN/OUT and
     jurisdiction breakdowns; ranx's Report tables with --latex / --markdown."""
     from evalctl.evaluators.scoring.compare import compare_runs, ranx_latex, ranx_markdown, render  # pandas, scipy
@@ -114,13 +117,20 @@ def compare(runs, baseline, fmt, out, latex, markdown, force, **params) -> None:
                 check_file(path)
         if out:
             check_folder(out, "comparison", force=force)
-        rep = compare_runs([load_run(r) for r in runs], load_run(baseline) if baseline else None,
-                           protocol=build(StatsProtocol, params))
-    click.echo(render(rep, fmt))
+        loaded = [load_run(r) for r in runs]
+        rep = compare_runs(loaded, load_run(baseline) if baseline else None, protocol=build(StatsProtocol, params))
+        corpus = loaded[0].manifest["corpus"]  # one for all: compare_runs refuses runs of two corpora
+        measured = [serving_cost(m) if (m := latest_latency(corpus, i)) else None for i in rep.run_ids] if cost else []
+
+    def shown(f: str) -> str:
+        costs = [cost_cells(c, text=f != "csv") for c in measured] if cost else None
+        return render(rep, f, costs, COST_RULES)
+
+    click.echo(shown(fmt))
     if out:
         claim_folder(out, "comparison")
         for f, ext in FORMATS.items():
-            write_into(out, f"comparison.{ext}", render(rep, f))
+            write_into(out, f"comparison.{ext}", shown(f))
         write_into(out, "ranx.tex", ranx_latex(rep))
         write_into(out, "ranx.md", ranx_markdown(rep))
         click.echo(f"written to {out}/comparison.{{md,tex,csv}} and {out}/ranx.{{tex,md}}")

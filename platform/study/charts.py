@@ -74,3 +74,44 @@ def difference_plot(differences: Sequence[float], ylabel: str, title: str):
     ax.tick_params(labelsize=FONT_PT)
     ax.set_title(title, fontsize=FONT_PT + 1)
     return fig
+
+
+@dataclass(frozen=True)
+class Point:
+    """One system in a quality-against-cost chart: its cost, its score with the score's 95% CI."""
+
+    label: str
+    cost: float
+    score: float
+    lo: float
+    hi: float
+    optimal: bool  # on the Pareto front: no other system is as cheap or cheaper and scores more
+
+
+def pareto_chart(points: Sequence[Point], xlabel: str, ylabel: str):
+    """Score against cost, one labelled point per system with its CI; the Pareto-optimal ones filled and joined
+    by the front's steps, the others hollow. A cost axis spanning over 20x is logarithmic. Returns the figure."""
+    plt = plt_module()
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 5.0), layout="constrained")
+    for optimal, style in ((False, {"mfc": "white", "color": "#777", "marker": "o"}),
+                           (True, {"mfc": "C3", "color": "C3", "marker": "D"})):
+        mine = [p for p in points if p.optimal == optimal]
+        if mine:
+            ax.errorbar([p.cost for p in mine], [p.score for p in mine],
+                        yerr=[[p.score - p.lo for p in mine], [p.hi - p.score for p in mine]], linestyle="none",
+                        capsize=3, markersize=7, elinewidth=1,
+                        label="Pareto-optimal" if optimal else "dominated (another is cheaper and better)", **style)
+    front = sorted((p for p in points if p.optimal), key=lambda p: p.cost)
+    if len(front) > 1:
+        ax.step([p.cost for p in front], [p.score for p in front], where="post", color="C3", alpha=0.5, linewidth=1)
+    for p in points:
+        ax.annotate(p.label, (p.cost, p.score), xytext=(6, 4), textcoords="offset points", fontsize=FONT_PT)
+    costs = [p.cost for p in points if p.cost > 0]
+    if costs and max(costs) / min(costs) > 20:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel, fontsize=FONT_PT + 1)
+    ax.set_ylabel(ylabel, fontsize=FONT_PT + 1)
+    ax.tick_params(labelsize=FONT_PT)
+    ax.grid(alpha=0.3)
+    fig.legend(loc="outside upper left", ncols=2, fontsize=FONT_PT + 1, frameon=False)
+    return fig

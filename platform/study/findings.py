@@ -22,8 +22,8 @@ import numpy as np
 from evalctl.evaluators.scoring.significance import PairTest, bootstrap_ci, family_tests
 from evalctl.evaluators.scoring.significance_params import StatsProtocol
 from evalctl.evaluators.retrieval.methods import fused_methods
-from evalctl.evaluators.scoring.metrics import PRIMARY
-from evalctl.study.display_names import method_title, model_title, relative
+from evalctl.evaluators.scoring.metrics import PRIMARY, evaluate_run
+from evalctl.study.display_names import method_title, model_title, relative, system_title
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,13 @@ class RetrievalResult:
     @property
     def mean(self) -> float:
         return float(np.mean(list(self.per_query.values()))) if self.per_query else float("nan")
+
+
+def retrieval_result(target, run) -> RetrievalResult:
+    """A retrieval task step's target and its stored run (scored under the report's empty-query policy) as the
+    findings weigh it."""
+    return RetrievalResult(target.corpus, model_title(target.model), target.view_label, target.what, run.id,
+                           f"{system_title(run.manifest)} on {target.view_label}", evaluate_run(run).per_query[PRIMARY])
 
 
 @dataclass(frozen=True)
@@ -137,7 +144,7 @@ def retrieval_findings(results: list[RetrievalResult], tests: FindingTests = Fin
         if runner:
             d = tests.between(runner, best)
             out.append(Finding(f"{claim}, {relative(best.mean, runner.mean)} over {runner.label} ({runner.mean:.4f}), "
-                               f"{d.verdict}.", _evidence(runner, best, d), _size(best.mean, runner.mean)))
+                               f"{d.verdict}.", _evidence(runner, best, d), relative_size(best.mean, runner.mean)))
         else:
             out.append(Finding(claim + ".", _fmt_runs(best)))
         out += _best_view(corpus, rs, tests) + _fusion_gains(corpus, rs, tests) + _models_ranked(corpus, rs, tests)
@@ -160,7 +167,7 @@ def _best_view(corpus: str, rs: list[RetrievalResult], tests: FindingTests) -> l
         out.append(Finding(f"{corpus}, dense {model}: view {ranked[0].view} is best ({ranked[0].mean:.4f}), "
                            f"{relative(ranked[0].mean, ranked[1].mean)} over {ranked[1].view}, {d.verdict}.",
                            f"other views {others}; {_evidence(ranked[1], ranked[0], d)}",
-                           _size(ranked[0].mean, ranked[1].mean)))
+                           relative_size(ranked[0].mean, ranked[1].mean)))
     return out
 
 
@@ -178,7 +185,7 @@ def _fusion_gains(corpus: str, rs: list[RetrievalResult], tests: FindingTests) -
                 d = tests.between(by["dense"], by[fused])
                 out.append(Finding(f"{corpus}, {model}, view {view}: {method_title(fused)} changes {PRIMARY} by "
                                    f"{relative(by[fused].mean, by['dense'].mean)} over dense ({d.verdict}).",
-                                   _evidence(by["dense"], by[fused], d), _size(by[fused].mean, by["dense"].mean)))
+                                   _evidence(by["dense"], by[fused], d), relative_size(by[fused].mean, by["dense"].mean)))
     return out
 
 
@@ -194,7 +201,7 @@ def _models_ranked(corpus: str, rs: list[RetrievalResult], tests: FindingTests) 
             steps.append(f"{hi.model} {'>' if d.significant else '≈'} {lo.model}")
             deltas.append(f"{hi.model} {hi.mean:.4f} - {lo.model} {lo.mean:.4f}: {d.text()}")
         out.append(Finding(f"{corpus}, dense, view {view}: {'; '.join(steps)} ('>' significant, '≈' not).",
-                           "; ".join(deltas) + f" ({_fmt_runs(*ranked)})", _size(ranked[0].mean, ranked[-1].mean)))
+                           "; ".join(deltas) + f" ({_fmt_runs(*ranked)})", relative_size(ranked[0].mean, ranked[-1].mean)))
     return out
 
 
@@ -203,7 +210,7 @@ def in_out_finding(corpus: str, label: str, run_id: str, domains: dict[str, tupl
     if not n_in or not n_out or v_in <= 0:
         return None
     return Finding(f"{corpus}, {label}: {(v_in - v_out) / v_in:.0%} lower on OUT-of-domain queries than on IN.",
-                   f"IN {v_in:.4f} (n={n_in}), OUT {v_out:.4f} (n={n_out}) (run {run_id})", _size(v_out, v_in))
+                   f"IN {v_in:.4f} (n={n_in}), OUT {v_out:.4f} (n={n_out}) (run {run_id})", relative_size(v_out, v_in))
 
 
 def recipe_findings(rows: list[dict], tests: FindingTests = FindingTests()) -> list[Finding]:
@@ -227,11 +234,11 @@ def recipe_findings(rows: list[dict], tests: FindingTests = FindingTests()) -> l
         else:
             verb = ("helped" if d.value > 0 else "hurt") if d.significant else "did not change significantly"
             claim = f"Recipe {r['recipe']} ({model_title(r['model'])}) {verb} {where}."
-        out.append(Finding(claim, f"{d.text()} (results {', '.join(r['ids'])})", _size(r["tuned_mean"], r["base_mean"])))
+        out.append(Finding(claim, f"{d.text()} (results {', '.join(r['ids'])})", relative_size(r["tuned_mean"], r["base_mean"])))
     return out
 
 
-def _size(value: float, base: float) -> float:
+def relative_size(value: float, base: float) -> float:
     """A finding's relative change, 0 from a base of 0 (nothing to weigh it against)."""
     return (value - base) / base if base > 0 else 0.0
 

@@ -108,7 +108,12 @@ def _recipes(report: Report, pairs: list[dict]) -> None:
              "each task's main metric (retrieval: dense), the other rows are descriptive.")
 
 
-def _findings(report: Report, steps: list[Recorded], pairs: list[dict]) -> None:
+def _read_by(name: str, task: Task, steps: list[Recorded]) -> list[Recorded]:
+    """The steps a task's findings and section read: its own, and those of the tasks it names in `reads`."""
+    return [s for s in steps if s.kind == name or s.kind in getattr(task, "reads", ())]
+
+
+def _findings(report: Report, spec: ExperimentSpec, steps: list[Recorded], pairs: list[dict]) -> None:
     """The findings, computed from the stored results by each task (its `findings` hook, else the recipe
     findings of its main metric): short claims, their evidence in footnotes."""
     from evalctl.study.findings import FindingTests, recipe_findings  # scipy: an up-to-date report never pays for it
@@ -117,9 +122,9 @@ def _findings(report: Report, steps: list[Recorded], pairs: list[dict]) -> None:
     report.p(describe_protocol(report.statistics))
     found = []
     for name, task in TASKS.items():
-        mine, theirs = [s for s in steps if s.kind == name], [p for p in pairs if p["task"] == name]
+        mine, theirs = _read_by(name, task, steps), [p for p in pairs if p["task"] == name]
         hook = getattr(task, "findings", None)
-        found += (hook(report, mine, theirs) if hook
+        found += (hook(report, spec, mine, theirs) if hook
                   else recipe_findings([p for p in theirs if p["main"]], FindingTests(report.statistics)))
     if found:  # the largest effects first, whichever task found them
         report.p("Ranked by the size of the relative change each reports.")
@@ -191,9 +196,9 @@ def write_report(spec: ExperimentSpec, out: Path, force: bool = False) -> tuple[
     pairs = _recipe_pairs(steps, {m.id for m in models.models}, report.runs)
     _headline(report, steps, out)  # the answer first
     _missing(report, steps, missing)
-    _findings(report, steps, pairs)
+    _findings(report, spec, steps, pairs)
     for name, task in TASKS.items():
-        task.report(report, spec, [s for s in steps if s.kind == name], out)
+        task.report(report, spec, _read_by(name, task, steps), out)
     _recipes(report, pairs)
     limitations_section(report, spec, steps)
     report.h("Study description (as written in the spec)")

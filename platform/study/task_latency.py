@@ -3,8 +3,10 @@ retrieves (issue 42). One step per corpus x model x view x method: `evalctl late
 latency.py: one `_search` per query after a warm-up, at each concurrency level) on the study's index, its
 stored result named by a study-step record.
 
-A latency is an observation of one machine at one moment, not a reproducible score: the task makes no findings
-and takes no expected scores, and its section shows each measurement with the machine's busy flag. A stored
+A latency is an observation of one machine at one moment, not a reproducible score: the task takes no expected
+scores, and its section shows each measurement with the machine's busy flag. Its report part also sets each timed
+system's cost beside its retrieval score (quality_cost: the quality-and-cost table, two Pareto charts, and the one
+finding, on scores, of the best system within the spec's `budget`). A stored
 measurement stays the step's until the index or the settings change; `evalctl latency` by hand takes another.
 Fine-tuned models join only when asked (`include_tuned: true`): a tuned model serves at its base's cost.
 """
@@ -27,7 +29,9 @@ from evalctl.indexers.index_layout import index_name
 from evalctl.indexers.index_loader import read_manifest, result_identity
 from evalctl.opensearch.connection import make_client
 from evalctl.study.display_names import system_title
+from evalctl.study import quality_cost
 from evalctl.study.experiment import check_spec_name
+from evalctl.study.quality_cost import Budget
 from evalctl.study.step_ids import QrelsId, Target, TaskStepId, identity_name
 from evalctl.study.tasks import Recorded, SpecModels, Step, memo
 
@@ -50,6 +54,7 @@ class LatencyEntry:
     concurrency: tuple[int, ...] = (1, 4)
     max_queries: int = 200
     time_limit_s: float = 60.0
+    budget: Budget = Budget()  # the report's finding names the best system within it (quality_cost)
 
 
 def _params(entry: LatencyEntry) -> LatencyParams:
@@ -121,6 +126,7 @@ class LatencyTask:
     command = "latency"
     headline_metrics = SCORES
     percent = False
+    reads = ("retrieval",)  # its findings and section set each system's cost beside its retrieval score
 
     def validate(self, spec, entry: LatencyEntry, at: str) -> None:
         check_spec_name(entry.qrels, "qrels", at)
@@ -132,6 +138,9 @@ class LatencyTask:
             _params(entry)
         except LatencyError as e:
             raise SpecError(f"{at}: {e}") from None
+        for key in ("p95_ms", "index_mb_per_10k"):
+            if (limit := getattr(entry.budget, key)) is not None and not limit > 0:
+                raise SpecError(f"{at}: budget.{key} {limit}: must be more than 0 (or left out: no bound)")
 
     def targets(self, models: SpecModels, entry: LatencyEntry):
         ids = [m.id for m in models.of(entry)]
@@ -160,9 +169,11 @@ class LatencyTask:
     def headline(self, report, steps: list[Recorded], out: Path) -> None:
         """No part in the headline: timings sit in their own section, with the machine they were taken on."""
 
-    def findings(self, report, steps: list[Recorded], pairs: list[dict]) -> list:
-        """None: a timing of one busy or quiet machine supports no ranked claim."""
-        return []
+    def findings(self, report, spec, steps: list[Recorded], pairs: list[dict]) -> list:
+        """The best system within each corpus's stated budget (quality_cost): timings alone support no ranked claim,
+        the claim is on the scores of the systems a budget admits."""
+        systems, _ = quality_cost.joined(report, steps)
+        return quality_cost.budget_findings(systems, _budgets(spec), quality_cost.tests_for(report, steps))
 
     def per_unit(self, step: Recorded, metric: str, runs: dict) -> dict[str, float]:
         """Per query: the client latency at the first concurrency level (`qps` is one value per pass)."""
@@ -177,6 +188,7 @@ class LatencyTask:
 
         if not spec.entries(KIND):
             return  # a section only for a spec that asks for latency
+        quality_cost.section(report, *quality_cost.joined(report, steps), _budgets(spec), out)
         report.h("Serving latency")
         done = [(s, res) for s in steps if s.kind == KIND and s.scores and (res := _stored(s))]
         if not done:
@@ -200,6 +212,15 @@ class LatencyTask:
                      f"{first['warmup']} queries; query encoding not counted), throughput and errors per concurrency "
                      f"level. Busy: {first['busy_rule']}.")
             report.table(pd.DataFrame(rows))
+
+
+def _budgets(spec) -> dict[str, quality_cost.Budget]:
+    """Each corpus's budget: its first latency entry that states one."""
+    out: dict[str, quality_cost.Budget] = {}
+    for e in spec.entries(KIND):
+        if e.budget.stated:
+            out.setdefault(e.corpus, e.budget)
+    return out
 
 
 TASK = LatencyTask()

@@ -220,7 +220,7 @@ class RetrievalTask:
     def headline(self, report: Report, steps: list[Recorded], out: Path) -> None:
         headline(report, steps, out)
 
-    def findings(self, report: Report, steps: list[Recorded], pairs: list[dict]) -> list[Finding]:
+    def findings(self, report: Report, spec, steps: list[Recorded], pairs: list[dict]) -> list[Finding]:
         """The best system, view, fusion gain and models ranked per corpus, the IN->OUT drop of its best system,
         and each recipe's effect on dense retrieval."""
         from evalctl.study import findings as rf  # scipy (its bootstrap): an up-to-date report never pays for it
@@ -229,10 +229,7 @@ class RetrievalTask:
         for s in steps:
             if s.kind == self.name and s.scores and s.ref:
                 run = stored_run(s.ref, report.runs)
-                t = s.target
-                results.append(rf.RetrievalResult(t.corpus, model_title(t.model), t.view_label, t.what, run.id,
-                                                  f"{system_title(run.manifest)} on {t.view_label}",
-                                                  evaluate_run(run).per_query[PRIMARY]))
+                results.append(rf.retrieval_result(s.target, run))
                 if run.manifest.get("query_sample"):
                     sampled.add(run.id)
         # A system that searched a sample (exact_queries) is ranked against the others in its own table, on the

@@ -132,3 +132,30 @@ def test_native_hybrid_is_one_request_per_query(os_client, corpus):
     (p,) = lat.passes
     assert p.sent == 3 and p.errors == 0 and p.client_ms.min <= p.client_ms.p50 <= p.client_ms.max
     assert lat.result.manifest["retrieval"]["pipeline"]  # through the stored neural-search pipeline
+
+
+def test_compare_adds_each_runs_serving_cost(corpus):
+    """`evalctl compare --cost`: a run's cost row comes from the latency of the very system it ran (same index,
+    method, queries, depth); a run no latency timed says so."""
+    from evalctl import results_store
+    from evalctl.cli.main import cli
+    from evalctl.evaluators.retrieval.serving_cost import serving_cost
+
+    def retrieve(method: str, k: str) -> str:
+        res = CliRunner().invoke(cli, ["retrieve", "--corpus", corpus, "--model", MODEL, "--view", "A", "--qrels",
+                                       "given", "--split", "test", "--method", method, "--k", k])
+        assert res.exit_code == 0, res.output
+        return re.search(r"run (\S+)  \(", res.output).group(1)
+
+    timed = _stored(_latency(corpus, "--method", "bm25", "--warmup", "0", "--concurrency", "1", "--max-queries", "3").output)
+    runs = [retrieve("bm25", "100"), retrieve("dense", "50")]  # dense at depth 50: a system no latency timed
+    res = CliRunner().invoke(cli, ["compare", *runs, "--cost"])
+    assert res.exit_code == 0, res.output
+    rows = {r[1]: r for r in (line.split("|") for line in res.output.split("### Serving cost")[1].splitlines()
+                              if line.startswith("| ") and "system" not in line)}
+    bm25 = next(r for name, r in rows.items() if "bm25" in name.lower())
+    cost = serving_cost(results_store.get(corpus, timed))
+    assert bm25[-2].strip() == timed and bm25[3].strip() == f"{cost.p95_ms:,.1f}" and float(bm25[4]) > 0
+    dense = next(r for name, r in rows.items() if "dense" in name.lower())
+    assert "not measured" in dense[-2] and dense[2].strip() == "-"
+    assert "Serving cost: index MB per 10,000 patents" in res.output

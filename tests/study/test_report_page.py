@@ -171,7 +171,7 @@ def test_letters_findings_and_footnotes_agree(report_dir):
     steps = [s for s in (recorded(spec.name, sid) for _, _, sid in task_targets(spec, spec_models(spec)))
              if s.kind == "retrieval"]
     report = Report("agreement", statistics=spec.statistics)
-    found = TASKS.get("retrieval").findings(report, steps, [])
+    found = TASKS.get("retrieval").findings(report, None, steps, [])
     md = (out / "report.md").read_text()
     findings_md = md.split("## Findings")[1].split("\n## ")[0]
     assert "Statistics: every difference called significant is tested with a two-sided paired randomisation" \

@@ -67,7 +67,9 @@ def test_latency_task_runs_is_kept_and_reported(os_client, tmp_path, monkeypatch
     monkeypatch.setenv("EVALCTL_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     corpus = f"lt-{uuid.uuid4().hex[:6]}"
-    path = _write(tmp_path, _doc(corpus, methods=["bm25", "dense"]))
+    doc = _doc(corpus, methods=["bm25", "dense"], budget={"p95_ms": 60000, "index_mb_per_10k": 1})
+    doc["retrieval"] = [{"corpus": corpus, "views": ["T"], "methods": ["bm25", "dense"]}]  # the scores it joins
+    path = _write(tmp_path, doc)
     try:
         steps = {s.key: s for s in plan(load_experiment(str(path)))}
         keys = [f"latency {corpus} {MODEL} T {m}" for m in ("bm25", "dense")]
@@ -85,9 +87,18 @@ def test_latency_task_runs_is_kept_and_reported(os_client, tmp_path, monkeypatch
             assert scores["p50_ms"] == res.manifest["passes"][0]["client_ms"]["p50"] and scores["qps@2"] > 0
         r = CliRunner().invoke(cli, ["run", str(path)])
         assert r.exit_code == 0 and all(f"{k}: done" in r.output for k in keys), r.output  # kept, not measured again
+        monkeypatch.setenv("EVALCTL_OPENSEARCH_URL", "http://127.0.0.1:9")  # the report reads the store alone
         r = CliRunner().invoke(cli, ["report", str(path), "--out", str(tmp_path / "report")])
         assert r.exit_code == 0, r.output
         md = (tmp_path / "report" / "report.md").read_text()
+        bm25_size = _check_quality_and_cost(md, tmp_path / "report", corpus, {k: steps[k] for k in keys})
+        doc["latency"][0]["budget"] = {"index_mb_per_10k": bm25_size}  # BM25 fits, dense does not
+        path.write_text(yaml.safe_dump(doc))
+        r = CliRunner().invoke(cli, ["report", str(path), "--out", str(tmp_path / "report")])
+        findings = (tmp_path / "report" / "report.md").read_text().split("## Findings")[1].split("\n## ")[0]
+        claim = next(line for line in findings.splitlines() if f"{corpus}, within index ≤ {bm25_size:g} MB" in line)
+        assert ": the best system is BM25 on T (ndcg@10 " in claim, claim
+        assert ("also the best measured" in claim) != ("the best measured, Dense · all-MiniLM-L6-v2 on T" in claim)
         section = md.split("## Serving latency")[1].split("\n## ")[0]
         rows = [[c.strip() for c in line.strip("|").split("|")] for line in section.splitlines()
                 if steps[keys[1]].ref() in line]
@@ -97,3 +108,34 @@ def test_latency_task_runs_is_kept_and_reported(os_client, tmp_path, monkeypatch
         assert "Serving latency" not in md.split("## Headline results")[1].split("\n## ")[0]  # no headline claim
     finally:
         os_client.indices.delete(index=f"evalctl-{corpus}-*", ignore_unavailable=True)
+
+
+def _check_quality_and_cost(md: str, out, corpus: str, latency_steps: dict) -> None:
+    """The quality-and-cost table joins each timed system to its score, with the costs its latency result
+    recorded; both Pareto charts are drawn; the budget finding names the best system that fits."""
+    from evalctl import results_store
+    from evalctl.evaluators.retrieval.serving_cost import serving_cost
+    from evalctl.study.quality_cost import pareto_optimal
+
+    section = md.split("## Quality and cost")[1].split("\n## ")[0]
+    header, *rows = [[c.strip() for c in line.strip("|").split("|")] for line in section.splitlines()
+                     if line.startswith("|") and not line.startswith(("|--", "|:"))]
+    table = [dict(zip(header, row)) for row in rows]
+    assert [row["system"] for row in table] == ["BM25 on T", "Dense · all-MiniLM-L6-v2 on T"]
+    for row, step in zip(table, latency_steps.values()):
+        cost = serving_cost(results_store.get(corpus, step.ref()))
+        assert row["latency"] == step.ref() and row["p95 ms"] == f"{cost.p95_ms:,.1f}"
+        assert float(row["index MB / 10k"]) > 0 and row["ndcg@10 [95% CI]"].count("[") == 1
+    bm25, dense = table
+    assert bm25["HNSW MB"] == "-" and bm25["encode s / 1k"] == "-"  # no vectors searched, none encoded
+    assert float(dense["HNSW MB"]) > 0 and float(dense["encode s / 1k"]) > 0
+    assert float(dense["index MB / 10k"]) > float(bm25["index MB / 10k"])  # its vectors on top of the text
+    for axis, column, name in (("p95_ms", "p95 ms", "latency"), ("index_mb_per_10k", "index MB / 10k", "size")):
+        points = [(float(row[column]), float(row[header[1]].split()[0])) for row in table]
+        assert [name in row["Pareto-optimal on"] for row in table] == pareto_optimal(points)
+    for axis in ("p95_ms", "index_mb_per_10k"):
+        assert (out / f"pareto-{corpus}-{axis}.png").stat().st_size > 10_000
+    findings = md.split("## Findings")[1].split("\n## ")[0]
+    # 1 MB per 10,000 patents admits neither system: the finding says so and lists what each costs
+    assert f"{corpus}, within p95 ≤ 60000 ms and index ≤ 1 MB per 10,000 patents: no system measured fits." in findings
+    return float(bm25["index MB / 10k"])
