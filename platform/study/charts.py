@@ -112,6 +112,7 @@ def pareto_chart(points: Sequence[Point], xlabel: str, ylabel: str):
     ax.set_xlabel(xlabel, fontsize=FONT_PT + 1)
     ax.set_ylabel(ylabel, fontsize=FONT_PT + 1)
     ax.tick_params(labelsize=FONT_PT)
+    ax.margins(x=0.15)  # room for the labels right of the last points
     ax.grid(alpha=0.3)
     fig.legend(loc="outside upper left", ncols=2, fontsize=FONT_PT + 1, frameon=False)
     return fig
