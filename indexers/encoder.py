@@ -29,6 +29,7 @@ from evalctl.indexers.encode_cost import measured
 from evalctl.indexers.encode_options import IMPORTED, INSTALLED, Encoded, EncodeOptions, PartlyEncoded, TextEncoder
 from evalctl.indexers.endpoints import served_versions, shown_url
 from evalctl.indexers.model_loader import Source, load_model
+from evalctl.indexers.passages import PassageError
 from evalctl.indexers.backends import BackendUnavailable, backend_versions
 from evalctl.indexers.runtime import (CPU_BATCH_TOKENS, MAX_CUDA_BATCH_TOKENS, Runtime, backend_of,
                                       current as current_runtime, resolve_precision, runtime_devices)
@@ -312,6 +313,15 @@ class LazyEncoder:
 
     def encode(self, texts: list[str], prompt: str) -> Encoded:
         return self.load().encode(texts, prompt)
+
+    def tokenizer(self):
+        """The tokenizer that encodes the model's texts (passages are cut in its tokens); a served model's is the
+        server's, not here."""
+        encoder = self.load()
+        if isinstance(encoder, ServedEncoder):
+            raise PassageError(f"model {self._spec.id} is served: its tokenizer is the server's, and passages are cut "
+                                "in the tokens of the tokenizer that encodes them; index passages with a local model")
+        return encoder.model.tokenizer
 
     def close(self) -> None:
         if self._encoder is not None:

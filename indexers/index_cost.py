@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from evalctl.clock import utc_now
 from evalctl.indexers.encode_cost import cost_line
-from evalctl.indexers.index_layout import field_units
+from evalctl.indexers.index_layout import vector_units
 
 # Lucene 10's vector files by extension: vec the vectors (float32 or int8), veq sq's quantised copy, vex the HNSW
 # graph; vem, vemf, vemq their metadata.
@@ -83,7 +83,7 @@ def measure_index_cost(client, index: str, manifest: dict) -> dict:
         return cost
     files = primaries["segments"].get("file_sizes", {})
     vector_files = {ext: files[ext]["size_in_bytes"] for ext in VECTOR_FILES if ext in files}
-    fields = len(field_units(manifest))
+    fields = len(vector_units(manifest))  # top-level fields; passage vectors (nested) are in the files too
     components = docs * fields * dim
     native, why = _native_memory(client, index, manifest.get("engine"), warm_problem)
     cost.update({

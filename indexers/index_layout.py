@@ -16,6 +16,7 @@ from typing import Literal
 
 from evalctl.config_files import build, load_yaml
 from evalctl.corpus.label_sets import LabelSetSpec
+from evalctl.indexers.passages import PassageSpec, passage_path, passage_unit
 from evalctl.opensearch.connection import DEFAULT_INDEX_PREFIX, load_settings
 
 BM25_ONLY = "bm25"
@@ -205,8 +206,19 @@ def task_units(meta: dict) -> list[tuple[str, str]]:
     return [(v, t) for t, tv in sorted(meta.get("task_vectors", {}).items()) for v in tv["views"]]
 
 
+def passage_settings(meta: dict) -> list[tuple[str, PassageSpec]]:
+    """(view, passage setting) of every passage field an index manifest lists."""
+    return [(v, PassageSpec.parse(name)) for v, names in sorted(meta.get("passages", {}).items()) for name in names]
+
+
 def field_units(meta: dict) -> list[str]:
-    """Every unit a complete document of this index carries: its views and its task fields."""
+    """Every unit a complete document of this index carries: its views, its task fields and its passage fields."""
+    return [*meta["views"], *(field_unit(v, t) for v, t in task_units(meta)),
+            *(passage_unit(v, p) for v, p in passage_settings(meta))]
+
+
+def vector_units(meta: dict) -> list[str]:
+    """The units that are top-level knn_vector fields (views and task fields; passages are nested)."""
     return [*meta["views"], *(field_unit(v, t) for v, t in task_units(meta))]
 
 
@@ -241,6 +253,20 @@ def vector_properties(units: list[str], dim: int, similarity: str, settings: Ind
             for u in units}
 
 
+VECTOR_PATHS = [vector_field("*"), "psg_*.vec"]  # every vector field: top-level, and nested in passages (passage_path)
+
+
+def passage_properties(fields: list[tuple[str, PassageSpec]], dim: int, similarity: str,
+                       settings: IndexSettings) -> dict:
+    """A nested field per view x passage setting: each passage's order, character offsets, text (BM25) and vector.
+    OpenSearch's own bounds apply: index.mapping.nested_fields.limit (50 nested fields an index) and
+    index.mapping.nested_objects.limit (10,000 passages a document)."""
+    return {passage_path(v, p): {"type": "nested", "properties": {
+        "ord": {"type": "integer"}, "start": {"type": "integer"}, "end": {"type": "integer"},
+        "text": {"type": "text", "analyzer": "english", "similarity": "patent_bm25"},
+        "vec": vector_properties(["x"], dim, similarity, settings)[vector_field("x")]}} for v, p in fields}
+
+
 def index_body(views: list[str], dim: int | None, similarity: str | None, settings: IndexSettings,
                meta: dict) -> dict:
     properties = {f: {"type": "keyword"} for f in (*META_FIELDS, *FACETS)}
@@ -250,6 +276,7 @@ def index_body(views: list[str], dim: int | None, similarity: str | None, settin
     properties.update(view_properties(views, dim, similarity, settings))
     if dim is not None:
         properties.update(vector_properties([field_unit(v, t) for v, t in task_units(meta)], dim, similarity, settings))
+        properties.update(passage_properties(passage_settings(meta), dim, similarity, settings))
     return {
         "settings": {
             "index": {
@@ -266,6 +293,6 @@ def index_body(views: list[str], dim: int | None, similarity: str | None, settin
             "similarity": {"patent_bm25": {"type": "BM25", "k1": settings.bm25.k1, "b": settings.bm25.b}},
         },
         "mappings": {"dynamic": "strict", "_meta": meta, "properties": properties,
-                     **({"_source": {"excludes": [vector_field("*")], "recovery_source_excludes": [vector_field("*")]}}
+                     **({"_source": {"excludes": VECTOR_PATHS, "recovery_source_excludes": VECTOR_PATHS}}
                         if dim is not None and not settings.vectors_in_source else {})},
     }

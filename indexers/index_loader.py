@@ -10,6 +10,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
@@ -28,10 +29,12 @@ from evalctl.indexers.endpoints import shown_url
 from evalctl.indexers.index_cost import measure_index_cost
 from evalctl.indexers.index_layout import (
     BM25_ONLY, CODE_FIELDS, FACETS, LABEL_TASKS, IndexSettings, corpus_alias, facet_manifest, field_unit, field_units,
-    index_body, index_name, index_prefix, load_index_settings, record_codes, record_facets, task_units, task_vectors,
-    text_field, vector_field, vector_properties, view_properties,
+    index_body, index_name, index_prefix, load_index_settings, passage_properties, passage_settings, record_codes,
+    record_facets, task_units, task_vectors, text_field, vector_field, vector_properties, view_properties,
 )
 from evalctl.indexers.model_loader import require_weights
+from evalctl.indexers.passages import (PassageError, PassageSpec, check_window, content_limit, passage_path,
+                                       passage_spans, passage_unit)
 from evalctl.indexers.vectors_import import imported_for_index, require_covered
 from evalctl.opensearch.cluster_info import (require_available, require_engine, simd_vectors, snapshot_read,
                                              wait_until_settled)
@@ -92,9 +95,11 @@ class IndexReport:
 
 
 def index_manifest(corpus, model, variant: str | None, prompt: str | None, views: list[str],
-                   settings: IndexSettings, tasks: dict[str, dict] | None = None) -> dict:
+                   settings: IndexSettings, tasks: dict[str, dict] | None = None,
+                   passages: tuple[PassageSpec, ...] = ()) -> dict:
     """`tasks`: the task fields ({task: {"prompt", "views"}}, see index_layout.task_vectors); the key is
-    absent without any, so indexes of models whose task prompts equal the document prompt are as before."""
+    absent without any, so indexes of models whose task prompts equal the document prompt are as before.
+    `passages`: the passage settings of every view given ({view: [setting names]}; absent without any)."""
     return {
         "evalctl_index": 1,
         "index_prefix": index_prefix(),
@@ -118,6 +123,7 @@ def index_manifest(corpus, model, variant: str | None, prompt: str | None, views
         "replicas": settings.replicas,
         "facets": facet_manifest(),
         **({"task_vectors": tasks} if tasks else {}),
+        **({"passages": {v: sorted(p.name for p in passages) for v in views}} if passages else {}),
         **({"endpoint": shown_url(model)} if model and model.endpoint else {}),  # where a served model answered
         "code_version": code_version(),
         "created_at": utc_now(),
@@ -185,13 +191,20 @@ def ensure_index(client, index: str, meta: dict, settings: IndexSettings, alias:
     tasks = {t: {"prompt": (had.get(t) or asked[t])["prompt"],
                  "views": sorted({*had.get(t, {}).get("views", ()), *asked.get(t, {}).get("views", ())})}
              for t in sorted({*had, *asked})}
+    had_passages, asked_passages = existing.get("passages", {}), meta.get("passages", {})
+    passages = {v: sorted({*had_passages.get(v, ()), *asked_passages.get(v, ())})
+                for v in sorted({*had_passages, *asked_passages})}
     # replicas are a live setting (_restore applies them at the end of the load): recorded, never refused
-    merged = {**existing, "views": views, "replicas": settings.replicas, **({"task_vectors": tasks} if tasks else {})}
+    merged = {**existing, "views": views, "replicas": settings.replicas, **({"task_vectors": tasks} if tasks else {}),
+              **({"passages": passages} if passages else {})}
     new_views = sorted(set(meta["views"]) - set(existing["views"]))
     new_units = sorted({field_unit(v, t) for v, t in task_units(merged)} - {field_unit(v, t) for v, t in task_units(existing)})
-    if new_views or new_units or existing.get("replicas") != settings.replicas:
+    new_passages = sorted(set(passage_settings(merged)) - set(passage_settings(existing)))
+    if new_views or new_units or new_passages or existing.get("replicas") != settings.replicas:
         props = view_properties(new_views, meta["dim"], meta["similarity"], settings)
         props.update(vector_properties(new_units, meta["dim"], meta["similarity"], settings))
+        if new_passages:
+            props.update(passage_properties(new_passages, meta["dim"], meta["similarity"], settings))
         client.indices.put_mapping(index=index, body={"properties": props, "_meta": merged})
     return merged
 
@@ -302,8 +315,10 @@ def _restore(client, index: str, settings: IndexSettings) -> None:
 DOCUMENT_COLUMNS = ("family_id", "jurisdiction", "kind", *CODE_FIELDS, "title", "publication_date")
 
 
-def document(record, texts: dict[str, str], vectors: dict, views: list[str]) -> dict:
-    """`vectors` and `views` by field unit: a view, or a view's task field (index_layout.field_unit)."""
+def document(record, texts: dict[str, str], vectors: dict, views: list[str],
+             passages: dict[str, list[dict]] | None = None) -> dict:
+    """`vectors` and `views` by field unit: a view, or a view's task field (index_layout.field_unit); `passages`
+    by nested field (passages.passage_path): each passage's ord, offsets, text and vector."""
     doc = {
         "doc_id": record.id,
         "family_id": record.family,
@@ -320,6 +335,7 @@ def document(record, texts: dict[str, str], vectors: dict, views: list[str]) -> 
         doc[text_field(v)] = text
     for unit, vec in vectors.items():
         doc[vector_field(unit)] = vec
+    doc.update(passages or {})
     return {k: val for k, val in doc.items() if val is not None}
 
 
@@ -451,10 +467,11 @@ def _dim_proven(model, views, variant: str | None, prompt: str | None) -> bool:
 
 def index_corpus(client, corpus, views, model=None, *, encoding: EncodeOptions = EncodeOptions(),
                  settings: IndexSettings | None = None, chunk_docs: int = 2000,
-                 label_tasks: dict[str, list[str]] | None = None, progress: bool = True) -> IndexReport:
+                 label_tasks: dict[str, list[str]] | None = None, passages: tuple[PassageSpec, ...] = (),
+                 progress: bool = True) -> IndexReport:
     """Load `corpus` (text of every view, and `model`'s vectors when given) into its index. `encoding`: the
     prompt variant, device and batch size of the vectors (each field's prompt and the cache entry are the
-    index's own).
+    index's own). `passages`: passage settings for every view given (indexers.passages), each a nested field.
 
     `label_tasks` ({task: views}; default every label task on every view given) adds a task field per
     view where the model's prompt for that task differs from its document prompt ({} adds none)."""
@@ -473,7 +490,13 @@ def index_corpus(client, corpus, views, model=None, *, encoding: EncodeOptions =
         require_covered(model, corpus, views, imported, variant)
     elif model is not None:  # before the index exists: missing weights must not leave an empty index behind
         require_weights(model)
-    meta = index_manifest(corpus, model, variant, prompt, [v.name for v in views], settings, tasks)
+    if passages and model is None:
+        raise PassageError("passages need a model: they are vectors of the model's tokens (--model)")
+    if passages and imported is not None:
+        raise PassageError(f"passages of {model.id}'s vectors imported from elsewhere (evalctl vectors import): the "
+                           "passages would be encoded here, beside vectors made elsewhere; index passages with "
+                           "vectors encoded here")
+    meta = index_manifest(corpus, model, variant, prompt, [v.name for v in views], settings, tasks, passages)
     encoder = LazyEncoder(model, device=encoding.device, batch_size=encoding.batch_size,
                           **({"precision": imported.precision} if imported else {})) if model else None
     if encoder is not None:  # vectors of another precision or package versions are other vectors
@@ -522,6 +545,32 @@ def index_corpus(client, corpus, views, model=None, *, encoding: EncodeOptions =
                          missing_view={v: 0 for v in all_views}, task_vectors=merged.get("task_vectors", {}))
     dumps = client.transport.serializer.dumps
 
+    cutters: dict = {}  # passage setting -> the tokenizer that cuts it (its window checked once, on first use)
+
+    def passage_lists(texts: dict[str, dict[str, str]]) -> dict[str, dict[str, list[dict]]]:
+        """{doc id: {nested field: passages}} of the rendered texts, for every passage field of the index."""
+        out: dict[str, dict[str, list[dict]]] = defaultdict(dict)
+        for v, p in passage_settings(merged):
+            by_id = texts.get(v, {})
+            if not by_id:
+                continue
+            if p not in cutters:
+                tokenizer = encoder.tokenizer()
+                check_window(p, content_limit(model.max_seq_length, tokenizer, prompt or ""), model.id)
+                cutters[p] = tokenizer
+            spans = {i: passage_spans(t, cutters[p], p) for i, t in by_id.items()}
+            keys = [(i, n) for i, ss in spans.items() for n in range(len(ss))]
+            arr = get_or_encode(model, "document", passage_unit(v, p), [f"{i}#{n}" for i, n in keys],
+                                [by_id[i][slice(*spans[i][n])] for i, n in keys], variant=variant,
+                                encoder=encoder, progress=False, versions=IMPORTED if imported else INSTALLED,
+                                corpus=corpus.name)
+            vectors = stored(arr, merged)
+            for (i, n), vec in zip(keys, vectors):
+                start, end = spans[i][n]
+                out[i].setdefault(passage_path(v, p), []).append(
+                    {"ord": n, "start": start, "end": end, "text": by_id[i][start:end], "vec": vec})
+        return out
+
     def prepared() -> Iterator[tuple[str, bytes]]:
         """(id, action and _source as ndjson bytes) per document: rendered, looked up or encoded and
         serialised off the sending thread."""
@@ -534,9 +583,10 @@ def index_corpus(client, corpus, views, model=None, *, encoding: EncodeOptions =
                 report.missing_view[v] += len(chunk) - len(texts[v])
             # numpy rows (int8 for a byte index): the serializer writes them directly
             vectors = {u: dict(zip(ids, stored(arr, merged))) for u, (ids, arr) in encode(texts, fields).items()}
+            nested = passage_lists(texts) if model is not None else {}
             for r in chunk:
                 doc = document(r, {v: texts[v][r.id] for v in all_views if r.id in texts[v]},
-                               {u: vec[r.id] for u, vec in vectors.items() if r.id in vec}, units)
+                               {u: vec[r.id] for u, vec in vectors.items() if r.id in vec}, units, nested.get(r.id))
                 # a new document is created, never overwritten: a chunk sent again after a lost node or a killed
                 # load is then refused (409) where it arrived, instead of leaving deleted copies whose terms
                 # count in BM25's statistics (soft deletes outlive a force-merge while a lost copy's lease holds)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from evalctl.evaluators.retrieval.methods import RetrievalMethod
-from evalctl.evaluators.retrieval.query_bodies import bm25_body, exact_body, hybrid_body, knn_body
+from evalctl.evaluators.retrieval.query_bodies import (bm25_body, exact_body, exact_maxp_body, hybrid_body, hybrid_of,
+                                                      knn_body, maxp_body, maxp_clause)
 from evalctl.evaluators.fusion.search_pipelines import pipeline_body
 from evalctl.indexers.index_layout import SPACE_TYPES
 
@@ -14,6 +15,18 @@ def _bm25(c, text, vector, exclude) -> dict:
 
 def _knn(c, text, vector, exclude) -> dict:
     return knn_body(c.vector_field, vector, c.k, exclude)
+
+
+def _maxp(c, text, vector, exclude) -> dict:
+    return maxp_body(c.passage_path, vector, c.k, exclude)
+
+
+def _exact_maxp(c, text, vector, exclude) -> dict:
+    return exact_maxp_body(c.passage_path, vector, SPACE_TYPES[c.manifest["similarity"]], c.k, exclude)
+
+
+def _hybrid_maxp(c, text, vector, exclude) -> dict:
+    return hybrid_of(c.text_field, text, maxp_clause(c.passage_path, vector, c.k), c.k, exclude, c.pipeline)
 
 
 def _exact(c, text, vector, exclude) -> dict:
@@ -38,3 +51,16 @@ HYBRID = RetrievalMethod("hybrid", _hybrid, text=True, vector=True, fused=True, 
                          about="weighted sum of the normalised BM25 and dense scores")
 RRF = RetrievalMethod("rrf", _hybrid, text=True, vector=True, fused=True, technique="rrf", pipeline=pipeline_body,
                       client=True, title="RRF", about="reciprocal-rank fusion of the BM25 and dense rankings")
+DENSE_MAXP = RetrievalMethod("dense-maxp", _maxp, vector=True, passages=True, title="Dense MaxP",
+                             about="approximate nearest neighbours of the query vector among the view's passage "
+                                   "vectors; each patent scored by its best passage (k distinct patents)")
+EXACT_MAXP = RetrievalMethod("exact-maxp", _exact_maxp, vector=True, passages=True, title="Exact MaxP",
+                             about="every passage scored by brute force, each patent by its best: what dense-maxp's "
+                                   "approximate search loses")
+# BM25 on the view's text fused with the passages' MaxP clause (the document's own vector is not searched)
+HYBRID_MAXP = RetrievalMethod("hybrid-maxp", _hybrid_maxp, text=True, vector=True, fused=True, technique="linear",
+                              pipeline=pipeline_body, passages=True, title="Hybrid MaxP",
+                              about="weighted sum of the normalised BM25 and passage-MaxP scores")
+RRF_MAXP = RetrievalMethod("rrf-maxp", _hybrid_maxp, text=True, vector=True, fused=True, technique="rrf",
+                           pipeline=pipeline_body, passages=True, title="RRF MaxP",
+                           about="reciprocal-rank fusion of the BM25 and passage-MaxP rankings")

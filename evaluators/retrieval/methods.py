@@ -2,7 +2,7 @@
 
 A method says which query inputs it sends (text, vector), how one query's body is built, whether it fuses
 sub-queries (then its fusion settings and pipeline join the run identity) and with which pipeline. The
-five built-ins are in builtin_methods.py; a new method is one module defining a `RetrievalMethod` and one
+built-ins are in builtin_methods.py; a new method is one module defining a `RetrievalMethod` and one
 line in METHODS below (docs/extending.md). This module imports nothing heavy: the CLI reads its names.
 """
 
@@ -29,6 +29,7 @@ class BodyContext:
     k: int  # depth: size and knn k
     manifest: dict  # the index manifest (e.g. its similarity, for exact scoring)
     pipeline: str | dict | None = None  # a method with a pipeline: the stored pipeline's name or an inline body
+    passage_path: str | None = None  # a passage method: the nested field of its passage setting (psg_<view>_<setting>)
 
 
 # (context, query text or None, query vector or None, ids to exclude) -> one _msearch body
@@ -49,6 +50,7 @@ class RetrievalMethod:
     # its scores use corpus-wide term statistics: on an index of more than one shard it is sent with
     # search_type=dfs_query_then_fetch (configs/index.yaml dfs), so they do not depend on the shard count
     global_stats: bool = False
+    passages: bool = False  # searches a view's passages (a nested field): needs a passage setting, which joins the identity
     # How a report names and explains it to a reader (its legend): "Exact kNN", "brute-force ..."; name if empty
     title: str = ""
     about: str = ""
@@ -65,6 +67,10 @@ METHODS: Registry[RetrievalMethod] = Registry("retrieval method", {
     "hybrid": f"{_BUILTIN}:HYBRID",
     "rrf": f"{_BUILTIN}:RRF",
     "exact": f"{_BUILTIN}:EXACT",
+    "dense-maxp": f"{_BUILTIN}:DENSE_MAXP",
+    "exact-maxp": f"{_BUILTIN}:EXACT_MAXP",
+    "hybrid-maxp": f"{_BUILTIN}:HYBRID_MAXP",
+    "rrf-maxp": f"{_BUILTIN}:RRF_MAXP",
 })
 
 

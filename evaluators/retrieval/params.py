@@ -40,6 +40,8 @@ class RetrievalParams:
     rank_constant: int = param(_FUSION.rank_constant, help="RRF k.")
     query_sample: int | None = param(None, min=1, help="Search a seeded sample of N of the split's queries (part of "
                                      "the run's identity), e.g. exact at scale.")
+    passages: str | None = param(None, help="A passage method's passage setting, WINDOW[:STRIDE] in the model's "
+                                 "tokens, as the index was loaded with (evalctl index --passages).")
 
 
 @dataclass

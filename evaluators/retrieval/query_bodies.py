@@ -55,6 +55,27 @@ def knn_body(field: str, vector: Sequence[float], size: int, exclude: Collection
     return {"size": size, "_source": False, "query": knn_clause(field, vector, size, exclude)}
 
 
+def maxp_clause(path: str, vector: Sequence[float], k: int, exclude: Collection[str] = ()) -> dict:
+    """MaxP: k-NN over a view's passages (the nested field `path`) matching `k` distinct patents, each scored by its
+    best passage; the exclusion filters the patents (top-level ids), so the engine still finds `k`."""
+    return {"nested": {"path": path, "score_mode": "max", "query": knn_clause(f"{path}.vec", vector, k, exclude)}}
+
+
+def maxp_body(path: str, vector: Sequence[float], size: int, exclude: Collection[str] = ()) -> dict:
+    return {"size": size, "_source": False, "query": maxp_clause(path, vector, size, exclude)}
+
+
+def exact_maxp_body(path: str, vector: Sequence[float], space_type: str, size: int,
+                    exclude: Collection[str] = ()) -> dict:
+    """MaxP by brute force: every passage scored by the `knn_score` script, each patent by its best passage."""
+    script = {"source": "knn_score", "lang": "knn",
+              "params": {"field": f"{path}.vec", "query_value": _vector(vector), "space_type": space_type}}
+    nested = {"nested": {"path": path, "score_mode": "max",
+                         "query": {"script_score": {"query": {"match_all": {}}, "script": script}}}}
+    query = {"bool": {"must": [nested], **_not_ids(exclude)["bool"]}} if exclude else nested
+    return {"size": size, "_source": False, "query": query}
+
+
 def exact_body(field: str, vector: Sequence[float], space_type: str, size: int, exclude: Collection[str] = ()) -> dict:
     """Brute force over every document: the k-NN plugin's `knn_score` script (pure Java, no graph)."""
     base = _not_ids(exclude) if exclude else {"match_all": {}}
@@ -69,8 +90,13 @@ def hybrid_body(text_field: str, text: str, vector_field: str, vector: Sequence[
     fused list sees the same per-clause depth as client-side fusion of two runs of depth `size`.
     `pipeline`: a stored pipeline's name, or a body inlined as a temporary pipeline (weight sweeps);
     hybrid without a pipeline would return raw "delimiter" scores (neural-search #1011)."""
-    hybrid: dict = {"pagination_depth": size,
-                    "queries": [{"match": {text_field: {"query": text}}}, knn_clause(vector_field, vector, size)]}
+    return hybrid_of(text_field, text, knn_clause(vector_field, vector, size), size, exclude, pipeline)
+
+
+def hybrid_of(text_field: str, text: str, vector_clause: dict, size: int, exclude: Collection[str] = (),
+              pipeline: str | dict | None = None) -> dict:
+    """A hybrid query of BM25 on `text_field` and `vector_clause` (a view's k-NN, or its passages' MaxP)."""
+    hybrid: dict = {"pagination_depth": size, "queries": [{"match": {text_field: {"query": text}}}, vector_clause]}
     if exclude:
         hybrid["filter"] = _not_ids(exclude)
     body = {"size": size, "_source": False, "query": {"hybrid": hybrid}}

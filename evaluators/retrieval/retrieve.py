@@ -33,6 +33,7 @@ from evalctl.indexers.encoder import get_or_encode
 from evalctl.indexers.index_contract import open_index
 from evalctl.indexers.index_layout import load_index_settings, text_field, vector_field
 from evalctl.indexers.index_loader import result_identity
+from evalctl.indexers.passages import PassageError, PassageSpec, passage_path
 from evalctl.indexers.vectors_import import query_encoding
 from evalctl.models import get_model, resolve_model_id
 from evalctl.opensearch.cluster_info import require_available, simd_vectors
@@ -61,6 +62,7 @@ class RetrievalSpec:
     fusion_mode: Literal["native", "client"] = "native"
     # Search only a seeded sample of this many of the split's queries (exact search at scale, for ANN fidelity)
     query_sample: int | None = None
+    passages: str | None = None  # a passage method's setting, by name (passages.PassageSpec.name: w128s96)
 
     def __post_init__(self):
         if self.method not in METHODS:
@@ -74,6 +76,12 @@ class RetrievalSpec:
             raise RetrievalError(f"query sample {self.query_sample}: must be 1 or more queries")
         if m.fused and m.technique and self.fusion.technique != m.technique:
             raise RetrievalError(f"--method {self.method} with fusion technique {self.fusion.technique!r}")
+        if m.passages and not self.passages:
+            raise RetrievalError(f"--method {self.method} searches passages: give --passages WINDOW[:STRIDE], the "
+                                 "setting the index was loaded with")
+        if self.passages and not m.passages:
+            raise RetrievalError(f"--passages {self.passages}: --method {self.method} searches whole documents; a "
+                                 f"passage method is one of {', '.join(n for n, x in METHODS.items() if x.passages)}")
 
     @property
     def definition(self) -> RetrievalMethod:
@@ -101,15 +109,29 @@ def retrieval_spec(p: RetrievalParams) -> RetrievalSpec:
                          model=resolve_model_id(p.model) if p.model else None, query_view=p.query_view,
                          qrels=p.qrels, split=None if p.split == "all" else p.split, k=p.k,
                          bm25_max_terms=p.bm25_max_terms or None, prompt_variant=p.prompt_variant, fusion=fusion,
-                         fusion_mode=p.fusion_mode, query_sample=p.query_sample)
+                         fusion_mode=p.fusion_mode, query_sample=p.query_sample,
+                         passages=_passage_name(p.passages))
+
+
+def _passage_name(value: str | None) -> str | None:
+    try:
+        return PassageSpec.parse(value).name if value else None
+    except PassageError as e:
+        raise RetrievalError(str(e)) from None
 
 
 # --------------------------------------------------------------------------- index
 
 
 def resolve_index(client, corpus: Corpus, spec: RetrievalSpec) -> tuple[str, dict]:
-    """The index to search and its manifest (the index contract: this corpus version, the view's fields)."""
+    """The index to search and its manifest (the index contract: this corpus version, the view's fields; for a
+    passage method, the view's passages of its setting)."""
     state = open_index(client, corpus, spec.model, [spec.view], error=RetrievalError)
+    if spec.passages and spec.passages not in state.manifest.get("passages", {}).get(spec.view, ()):
+        have = ", ".join(state.manifest.get("passages", {}).get(spec.view, ())) or "none"
+        p = PassageSpec.parse(spec.passages)
+        raise RetrievalError(f"index {state.name} has no passages {p.name} of view {spec.view} (it has: {have}); "
+                             f"load them with evalctl index --views {spec.view} --passages {p.window}:{p.stride}")
     return state.name, state.manifest
 
 
@@ -193,7 +215,8 @@ def _identity_name(spec: RetrievalSpec, client: bool = False) -> str:
     """A run identity's readable name, e.g. "dense-all-minilm-l6-v2-T_TA-test" ("hybrid-client-..." for
     client-side fusion)."""
     model = f"client-{spec.model}" if client else spec.model or "bm25"
-    return f"{spec.method}-{model}-{view_pair(spec.qview, spec.view, '_')}-{spec.split or 'all'}"
+    passages = f"-{spec.passages}" if spec.passages else ""
+    return f"{spec.method}-{model}-{view_pair(spec.qview, spec.view, '_')}{passages}-{spec.split or 'all'}"
 
 
 def search_type(spec: RetrievalSpec, manifest: dict) -> str | None:
@@ -220,6 +243,8 @@ def run_identity(spec: RetrievalSpec, corpus: Corpus, qset: QrelsSet, queries: Q
         identity["search_type"] = search_type(spec, manifest) or "query_then_fetch"
     if m.vector:
         identity.update(query_prompt=prompt, prompt_variant=spec.prompt_variant)
+    if m.passages:
+        identity["passages"] = spec.passages
     if m.fused:
         identity.update(fusion_mode=spec.fusion_mode, fusion=dataclasses.asdict(spec.fusion),
                         pipeline=m.pipeline(spec.fusion) if m.pipeline and spec.fusion_mode == "native" else None)
@@ -305,7 +330,8 @@ def search_bodies(client, spec: RetrievalSpec, queries: QuerySet, manifest: dict
     if m.pipeline:
         body = m.pipeline(spec.fusion)
         pipeline = body if opts.inline_pipeline else ensure_pipeline(client, body)[0]
-    ctx = BodyContext(text_field(spec.view), vector_field(spec.view), spec.k, manifest, pipeline)
+    ctx = BodyContext(text_field(spec.view), vector_field(spec.view), spec.k, manifest, pipeline,
+                      passage_path(spec.view, PassageSpec.parse(spec.passages)) if spec.passages else None)
     by_id = {q: m.body(ctx, texts.get(q), vectors.get(q), queries.exclude[q]) for q in ids}
     return [by_id.get(q) for q in queries.ids], counts
 

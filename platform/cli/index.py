@@ -14,6 +14,7 @@ from evalctl.corpus.store import CorpusNotFound, load_corpus
 from evalctl.corpus.views import load_views
 from evalctl.errors import UserError
 from evalctl.indexers.encode_options import EncodeOptions
+from evalctl.indexers.passages import PassageSpec
 from evalctl.indexers.index_cost import cost_lines
 from evalctl.indexers.index_layout import (BM25_ONLY, MAX_SHARDS, index_prefix, load_index_settings, owned_by_prefix,
                                            vector_field)
@@ -58,18 +59,23 @@ def _resolve(corpus_name: str | None, model_id: str | None, view_names: tuple[st
               help="task: also each view's vectors under the model's classification and clustering prompts "
                    "where they differ from its document prompt (what classify/cluster read); document: only "
                    "the document vectors.")
+@click.option("--passages", "passage_settings", multiple=True, metavar="WINDOW[:STRIDE]",
+              help="Also each view's passages: windows of WINDOW of the model's tokens every STRIDE tokens (default: "
+                   "a quarter overlaps), one vector each, for passage methods (dense-maxp). Repeat for several.")
 @click.pass_context
-def index(ctx, corpus_name, model_id, view_names, chunk_docs, shards, replicas, vectors, **params) -> None:
+def index(ctx, corpus_name, model_id, view_names, chunk_docs, shards, replicas, vectors, passage_settings,
+          **params) -> None:
     """Index a corpus: BM25 text per view and the model's vectors per view (resumable)."""
     if ctx.invoked_subcommand is not None:
         return
 
     corpus, model, views, names = _resolve(corpus_name, model_id, view_names)
+    passages = tuple(dict.fromkeys(PassageSpec.parse(v) for v in passage_settings))
     # A node that stops answering is reported by the CLI (cli.explain): loaded chunks are kept and resumed.
     rep = index_corpus(make_client(), corpus, [views[n] for n in names], model,
                        encoding=build(EncodeOptions, params), chunk_docs=chunk_docs,
                        settings=load_index_settings(shards=shards, replicas=replicas),
-                       label_tasks=None if vectors == "task" else {})
+                       label_tasks=None if vectors == "task" else {}, passages=passages)
     click.echo(f"{rep.index}: loaded {rep.n_loaded} documents ({rep.docs_per_s:.0f} docs/s), "
                f"{rep.n_already} already present, corpus has {rep.n_corpus}")
     for task, tv in rep.task_vectors.items():

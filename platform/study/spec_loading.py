@@ -137,6 +137,9 @@ def validate(spec: ExperimentSpec) -> None:
             for m in getattr(entry, "methods", ()):
                 if m not in METHODS:
                     raise SpecError(f"{at}: unknown method {m!r} ({', '.join(METHODS)})")
+                if METHODS.get(m).passages:  # a study entry has no passage setting yet
+                    raise SpecError(f"{at}: method {m} searches passages, which a study spec cannot ask for yet; "
+                                    f"run it with `evalctl index --passages` and `evalctl retrieve --passages`")
             for ls in getattr(entry, "label_sets", ()):
                 if ls not in label_sets:
                     raise SpecError(f"{at}: unknown label set {ls!r} ({', '.join(label_sets)})")

@@ -96,7 +96,7 @@ def test_toy_fusion_method_runs_natively_everywhere(os_client, private_cache, su
         with pytest.raises(SpecError, match=r"retrieval\[0\]: unknown method 'nope'"):
             validate(_spec(name, "native", "nope"))
         assert f"retrieve {name} {MODEL} TA sum" in [s.key for s in plan(_spec(name, "native", "sum"))]
-        assert fused_methods() == ["hybrid", "rrf", "sum"]
+        assert fused_methods() == ["hybrid", "rrf", "hybrid-maxp", "rrf-maxp", "sum"]
         with pytest.raises(Exception, match="no client-side fusion"):
             retrieve(os_client, RetrievalSpec(corpus=name, view="TA", method="sum", model=MODEL, split=None, k=20,
                                               fusion_mode="client"), opts)
@@ -168,4 +168,5 @@ def test_every_registered_entry_resolves():
     assert all(callable(opener) for _, opener in IMPORT_FORMATS.items())
     assert all(isinstance(s, LabelSource) for _, s in LABEL_SOURCES.items())
     assert all(callable(rule) for _, rule in RULES.items())
-    assert METHODS.names() == ("bm25", "dense", "hybrid", "rrf", "exact")
+    assert METHODS.names() == ("bm25", "dense", "hybrid", "rrf", "exact", "dense-maxp", "exact-maxp", "hybrid-maxp",
+                               "rrf-maxp")
