@@ -37,7 +37,7 @@ import numpy as np
 import orjson
 
 from evalctl import results_store
-from evalctl.clock import utc_now
+from evalctl.clock import utc_now_us
 from evalctl.corpus.store import load_corpus
 from evalctl.errors import BadInput
 from evalctl.evaluators.fusion.search_pipelines import NeuralSearchMissing, require_neural_search
@@ -281,7 +281,7 @@ def measure_latency(client, spec: RetrievalSpec, params: LatencyParams, progress
     host = client_host()
     run = find_run(corpus.name, it.identity)
     identity = {"name": it.identity["name"], "retrieval": it.identity, **dataclasses.asdict(params),
-                "measured_at": utc_now(), "measurement": uuid.uuid4().hex[:12]}  # two in one second stay two
+                "measured_at": utc_now_us(), "measurement": uuid.uuid4().hex[:12]}  # the id keeps two apart; latest_latency orders by the time
     extra = {
         "index": it.index, "method": spec.method, "model": spec.model, "view": spec.view, "split": spec.split,
         "run": run.id if run else None, "index_manifest": it.manifest, "search_type": st or "query_then_fetch",
