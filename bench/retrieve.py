@@ -120,7 +120,7 @@ def main() -> None:
                 wall, took = time.perf_counter() - t0, run.manifest["took_ms"] / 1000
                 ndcg[side] = score(run.ranking, qrels).mean[PRIMARY]
             elif side == "search_all":  # evalctl's sender alone, on bodies built once
-                _, st = search_all(client, index, many, batch_size=args.batch_size, concurrency=1)
+                _, st, _ = search_all(client, index, many, batch_size=args.batch_size, concurrency=1)
                 wall, took = st.seconds, st.took_ms / 1000
             elif side == "bare":  # the same bytes, pre-built, on one kept-alive connection
                 wall, took = bare_msearch(url, ndjson)

@@ -17,15 +17,16 @@ from urllib.parse import quote
 
 from evalctl.clock import utc_now
 from evalctl.indexers.encode_cost import cost_line
-from evalctl.indexers.index_layout import vector_units
+from evalctl.indexers.index_layout import passage_settings, vector_field, vector_units
+from evalctl.indexers.passages import passage_path, passage_unit
 
 # Lucene 10's vector files by extension: vec the vectors (float32 or int8), veq sq's quantised copy, vex the HNSW
 # graph; vem, vemf, vemq their metadata.
 VECTOR_FILES = ("vec", "veq", "vex", "vem", "vemf", "vemq")
 _BYTES_PER_DIMENSION_NOTE = ("store_bytes_per_dimension: the primaries' whole store (text, keywords, _source and "
-                             "vectors) / (documents x vector fields x dim), an approximation that charges everything "
-                             "to the vectors; vector_bytes_per_dimension: the vec and veq files alone over the same "
-                             "count (a document without a view's text has no vector there, so it is a lower bound)")
+                             "vectors) / (vectors x dim), an approximation that charges everything to the vectors; "
+                             "vector_bytes_per_dimension: the vec and veq files alone over the same count; vectors: "
+                             "vector_counts, a field's documents holding one and a passage field's passages")
 
 
 def without_measurements(manifest: dict) -> dict:
@@ -67,6 +68,16 @@ def _native_memory(client, index: str, engine: str | None, warm_problem: str | N
     return None, warm_problem or f"engine {engine}: the k-NN stats list no graph of this index after the warmup"
 
 
+def vector_counts(client, index: str, manifest: dict) -> dict[str, int]:
+    """Vectors per field unit (index_layout.field_units): a top-level field's documents that hold one, a passage
+    field's passages. One request."""
+    body = {"size": 0, "track_total_hits": False, "aggs": {
+        **{u: {"filter": {"exists": {"field": vector_field(u)}}} for u in vector_units(manifest)},
+        **{passage_unit(v, p): {"nested": {"path": passage_path(v, p)}} for v, p in passage_settings(manifest)}}}
+    aggs = client.search(index=index, body=body)["aggregations"]
+    return {u: int(a["doc_count"]) for u, a in aggs.items()}
+
+
 def measure_index_cost(client, index: str, manifest: dict) -> dict:
     """The `cost` section of an index manifest, measured now (after the load's refresh and merge)."""
     dim = manifest.get("dim")
@@ -74,7 +85,8 @@ def measure_index_cost(client, index: str, manifest: dict) -> dict:
     stats = client.indices.stats(index=index, metric="docs,store,segments",
                                  params={"include_segment_file_sizes": "true"})["indices"][index]
     primaries = stats["primaries"]
-    docs, store = primaries["docs"]["count"], _segment_bytes(primaries)
+    # patents: the stats' docs count Lucene documents, each passage of a nested field among them
+    docs, store = client.count(index=index)["count"], _segment_bytes(primaries)
     cost = {"measured_at": utc_now(), "documents": docs, "store_bytes": store,
             "store_bytes_with_replicas": _segment_bytes(stats["total"]),
             "store_bytes_per_patent": round(store / docs, 1) if docs else None,
@@ -84,10 +96,11 @@ def measure_index_cost(client, index: str, manifest: dict) -> dict:
     files = primaries["segments"].get("file_sizes", {})
     vector_files = {ext: files[ext]["size_in_bytes"] for ext in VECTOR_FILES if ext in files}
     fields = len(vector_units(manifest))  # top-level fields; passage vectors (nested) are in the files too
-    components = docs * fields * dim
+    counts = vector_counts(client, index, manifest)
+    components = sum(counts.values()) * dim
     native, why = _native_memory(client, index, manifest.get("engine"), warm_problem)
     cost.update({
-        "vector_fields": fields, "dim": dim,
+        "vector_fields": fields, "vector_counts": counts, "dim": dim,
         "store_bytes_per_dimension": round(store / components, 3) if components else None,
         "vector_bytes_per_dimension": round((vector_files.get("vec", 0) + vector_files.get("veq", 0)) / components, 3)
         if components else None,

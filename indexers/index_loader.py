@@ -12,7 +12,7 @@ import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Mapping, Sequence
 
 from tqdm import tqdm
 
@@ -33,6 +33,7 @@ from evalctl.indexers.index_layout import (
     record_facets, task_units, task_vectors, text_field, vector_field, vector_properties, view_properties,
 )
 from evalctl.indexers.model_loader import require_weights
+from evalctl.indexers import view_tokens
 from evalctl.indexers.passages import (PassageError, PassageSpec, check_window, content_limit, passage_path,
                                        passage_spans, passage_unit)
 from evalctl.indexers.vectors_import import imported_for_index, require_covered
@@ -96,10 +97,11 @@ class IndexReport:
 
 def index_manifest(corpus, model, variant: str | None, prompt: str | None, views: list[str],
                    settings: IndexSettings, tasks: dict[str, dict] | None = None,
-                   passages: tuple[PassageSpec, ...] = ()) -> dict:
+                   passages: Mapping[str, Sequence[PassageSpec]] | None = None) -> dict:
     """`tasks`: the task fields ({task: {"prompt", "views"}}, see index_layout.task_vectors); the key is
     absent without any, so indexes of models whose task prompts equal the document prompt are as before.
-    `passages`: the passage settings of every view given ({view: [setting names]}; absent without any)."""
+    `passages`: the passage settings per view ({view: [setting names]}; absent without any)."""
+    passages = {v: sorted(p.name for p in ps) for v, ps in sorted((passages or {}).items()) if ps}
     return {
         "evalctl_index": 1,
         "index_prefix": index_prefix(),
@@ -123,7 +125,7 @@ def index_manifest(corpus, model, variant: str | None, prompt: str | None, views
         "replicas": settings.replicas,
         "facets": facet_manifest(),
         **({"task_vectors": tasks} if tasks else {}),
-        **({"passages": {v: sorted(p.name for p in passages) for v in views}} if passages else {}),
+        **({"passages": passages} if passages else {}),
         **({"endpoint": shown_url(model)} if model and model.endpoint else {}),  # where a served model answered
         "code_version": code_version(),
         "created_at": utc_now(),
@@ -467,11 +469,11 @@ def _dim_proven(model, views, variant: str | None, prompt: str | None) -> bool:
 
 def index_corpus(client, corpus, views, model=None, *, encoding: EncodeOptions = EncodeOptions(),
                  settings: IndexSettings | None = None, chunk_docs: int = 2000,
-                 label_tasks: dict[str, list[str]] | None = None, passages: tuple[PassageSpec, ...] = (),
-                 progress: bool = True) -> IndexReport:
+                 label_tasks: dict[str, list[str]] | None = None,
+                 passages: Mapping[str, Sequence[PassageSpec]] | None = None, progress: bool = True) -> IndexReport:
     """Load `corpus` (text of every view, and `model`'s vectors when given) into its index. `encoding`: the
     prompt variant, device and batch size of the vectors (each field's prompt and the cache entry are the
-    index's own). `passages`: passage settings for every view given (indexers.passages), each a nested field.
+    index's own). `passages` ({view: settings}, views among those given): each a nested field (indexers.passages).
 
     `label_tasks` ({task: views}; default every label task on every view given) adds a task field per
     view where the model's prompt for that task differs from its document prompt ({} adds none)."""
@@ -490,6 +492,10 @@ def index_corpus(client, corpus, views, model=None, *, encoding: EncodeOptions =
         require_covered(model, corpus, views, imported, variant)
     elif model is not None:  # before the index exists: missing weights must not leave an empty index behind
         require_weights(model)
+    passages = {v: ps for v, ps in (passages or {}).items() if ps}
+    if unknown := sorted(set(passages) - {v.name for v in views}):
+        raise PassageError(f"passages of view {unknown[0]}, which this load does not index (views: "
+                           f"{', '.join(v.name for v in views)})")
     if passages and model is None:
         raise PassageError("passages need a model: they are vectors of the model's tokens (--model)")
     if passages and imported is not None:
@@ -546,6 +552,13 @@ def index_corpus(client, corpus, views, model=None, *, encoding: EncodeOptions =
     dumps = client.transport.serializer.dumps
 
     cutters: dict = {}  # passage setting -> the tokenizer that cuts it (its window checked once, on first use)
+    for v in passages:  # how much of the view the document vector truncates, beside its passages (view_tokens)
+        ident = view_tokens.identity(corpus.content_hash, model.id, model.revision, prompt, v)
+        if view_tokens.find(corpus.name, ident) is None:
+            tokenizer = encoder.tokenizer()
+            texts = (t for r in corpus.records(by_name[v].columns) if (t := by_name[v].render(r)))
+            view_tokens.record(corpus.name, ident, view_tokens.measure(
+                texts, tokenizer, content_limit(model.max_seq_length, tokenizer, prompt or "")))
 
     def passage_lists(texts: dict[str, dict[str, str]]) -> dict[str, dict[str, list[dict]]]:
         """{doc id: {nested field: passages}} of the rendered texts, for every passage field of the index."""
@@ -627,10 +640,11 @@ def index_corpus(client, corpus, views, model=None, *, encoding: EncodeOptions =
         final["simd_vectors"] = True if True in loads else None if None in loads else False
     if report.n_loaded or "cost" not in merged:  # a load that added nothing leaves the last measurement
         final["cost"] = measure_index_cost(client, name, final)
-        if encoder is not None:  # what the vectors cost to encode, per view: their cache entries' run records
-            final["cost"]["encode"] = {v: entry_cost(EmbeddingCache(cache_key(
-                model, "document", v, variant, prompt, encoder.precision, IMPORTED if imported else INSTALLED,
-                corpus.name, encoder.backend)).runs()) for v in all_views}
+        if encoder is not None:  # what the vectors cost to encode, per view and passage field: their cache entries'
+            final["cost"]["encode"] = {u: entry_cost(EmbeddingCache(cache_key(
+                model, "document", u, variant, prompt, encoder.precision, IMPORTED if imported else INSTALLED,
+                corpus.name, encoder.backend)).runs())
+                for u in [*all_views, *(passage_unit(v, p) for v, p in passage_settings(merged))]}
     if final != merged:
         client.indices.put_mapping(index=name, body={"_meta": final})
     return report

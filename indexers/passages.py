@@ -23,7 +23,7 @@ class PassageError(BadInput, ValueError):
     """A passage setting that cannot be used: one message naming it."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class PassageSpec:
     window: int  # tokens per passage
     stride: int  # tokens from one passage's start to the next (window - stride tokens overlap)

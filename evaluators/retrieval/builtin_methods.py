@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from evalctl.evaluators.retrieval.methods import RetrievalMethod
-from evalctl.evaluators.retrieval.query_bodies import (bm25_body, exact_body, exact_maxp_body, hybrid_body, hybrid_of,
-                                                      knn_body, maxp_body, maxp_clause)
+from evalctl.evaluators.retrieval.query_bodies import (bm25_body, bm25_maxp_body, exact_body, exact_maxp_body,
+                                                      hybrid_body, hybrid_of, knn_body, maxp_body, maxp_clause)
 from evalctl.evaluators.fusion.search_pipelines import pipeline_body
 from evalctl.indexers.index_layout import SPACE_TYPES
 
@@ -19,6 +19,18 @@ def _knn(c, text, vector, exclude) -> dict:
 
 def _maxp(c, text, vector, exclude) -> dict:
     return maxp_body(c.passage_path, vector, c.k, exclude)
+
+
+def _sump(c, text, vector, exclude) -> dict:
+    return maxp_body(c.passage_path, vector, c.k, exclude, "sum")
+
+
+def _avgp(c, text, vector, exclude) -> dict:
+    return maxp_body(c.passage_path, vector, c.k, exclude, "avg")
+
+
+def _bm25_maxp(c, text, vector, exclude) -> dict:
+    return bm25_maxp_body(c.passage_path, text, c.k, exclude)
 
 
 def _exact_maxp(c, text, vector, exclude) -> dict:
@@ -51,16 +63,23 @@ HYBRID = RetrievalMethod("hybrid", _hybrid, text=True, vector=True, fused=True, 
                          about="weighted sum of the normalised BM25 and dense scores")
 RRF = RetrievalMethod("rrf", _hybrid, text=True, vector=True, fused=True, technique="rrf", pipeline=pipeline_body,
                       client=True, title="RRF", about="reciprocal-rank fusion of the BM25 and dense rankings")
-DENSE_MAXP = RetrievalMethod("dense-maxp", _maxp, vector=True, passages=True, title="Dense MaxP",
+DENSE_MAXP = RetrievalMethod("dense-maxp", _maxp, vector=True, passages_of="dense", title="Dense MaxP",
                              about="approximate nearest neighbours of the query vector among the view's passage "
                                    "vectors; each patent scored by its best passage (k distinct patents)")
-EXACT_MAXP = RetrievalMethod("exact-maxp", _exact_maxp, vector=True, passages=True, title="Exact MaxP",
+EXACT_MAXP = RetrievalMethod("exact-maxp", _exact_maxp, vector=True, passages_of="exact", title="Exact MaxP",
                              about="every passage scored by brute force, each patent by its best: what dense-maxp's "
                                    "approximate search loses")
+DENSE_SUMP = RetrievalMethod("dense-sump", _sump, vector=True, passages_of="dense", title="Dense SumP",
+                             about="the patents dense-maxp finds, re-ranked by the sum of every passage's score")
+DENSE_AVGP = RetrievalMethod("dense-avgp", _avgp, vector=True, passages_of="dense", title="Dense AvgP",
+                             about="the patents dense-maxp finds, re-ranked by the mean of every passage's score")
+BM25_MAXP = RetrievalMethod("bm25-maxp", _bm25_maxp, text=True, global_stats=True, passages_of="bm25",
+                            title="BM25 MaxP", about="BM25 on the view's passages (term statistics over passages); "
+                                                     "each patent scored by its best passage")
 # BM25 on the view's text fused with the passages' MaxP clause (the document's own vector is not searched)
 HYBRID_MAXP = RetrievalMethod("hybrid-maxp", _hybrid_maxp, text=True, vector=True, fused=True, technique="linear",
-                              pipeline=pipeline_body, passages=True, title="Hybrid MaxP",
+                              pipeline=pipeline_body, passages_of="hybrid", title="Hybrid MaxP",
                               about="weighted sum of the normalised BM25 and passage-MaxP scores")
 RRF_MAXP = RetrievalMethod("rrf-maxp", _hybrid_maxp, text=True, vector=True, fused=True, technique="rrf",
-                           pipeline=pipeline_body, passages=True, title="RRF MaxP",
+                           pipeline=pipeline_body, passages_of="rrf", title="RRF MaxP",
                            about="reciprocal-rank fusion of the BM25 and passage-MaxP rankings")

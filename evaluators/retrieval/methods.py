@@ -50,7 +50,9 @@ class RetrievalMethod:
     # its scores use corpus-wide term statistics: on an index of more than one shard it is sent with
     # search_type=dfs_query_then_fetch (configs/index.yaml dfs), so they do not depend on the shard count
     global_stats: bool = False
-    passages: bool = False  # searches a view's passages (a nested field): needs a passage setting, which joins the identity
+    # searches a view's passages (a nested field; a passage setting joins the identity): the document-level method
+    # whose passage version it is ("dense" for dense-maxp), what the report's document-vs-passage section sets it beside
+    passages_of: str | None = None
     # How a report names and explains it to a reader (its legend): "Exact kNN", "brute-force ..."; name if empty
     title: str = ""
     about: str = ""
@@ -58,6 +60,10 @@ class RetrievalMethod:
     @property
     def display(self) -> str:
         return self.title or self.name
+
+    @property
+    def passages(self) -> bool:
+        return self.passages_of is not None
 
 
 _BUILTIN = "evalctl.evaluators.retrieval.builtin_methods"
@@ -69,6 +75,9 @@ METHODS: Registry[RetrievalMethod] = Registry("retrieval method", {
     "exact": f"{_BUILTIN}:EXACT",
     "dense-maxp": f"{_BUILTIN}:DENSE_MAXP",
     "exact-maxp": f"{_BUILTIN}:EXACT_MAXP",
+    "dense-sump": f"{_BUILTIN}:DENSE_SUMP",
+    "dense-avgp": f"{_BUILTIN}:DENSE_AVGP",
+    "bm25-maxp": f"{_BUILTIN}:BM25_MAXP",
     "hybrid-maxp": f"{_BUILTIN}:HYBRID_MAXP",
     "rrf-maxp": f"{_BUILTIN}:RRF_MAXP",
 })

@@ -55,14 +55,38 @@ def knn_body(field: str, vector: Sequence[float], size: int, exclude: Collection
     return {"size": size, "_source": False, "query": knn_clause(field, vector, size, exclude)}
 
 
-def maxp_clause(path: str, vector: Sequence[float], k: int, exclude: Collection[str] = ()) -> dict:
+def maxp_clause(path: str, vector: Sequence[float], k: int, exclude: Collection[str] = (),
+                score_mode: str = "max") -> dict:
     """MaxP: k-NN over a view's passages (the nested field `path`) matching `k` distinct patents, each scored by its
-    best passage; the exclusion filters the patents (top-level ids), so the engine still finds `k`."""
-    return {"nested": {"path": path, "score_mode": "max", "query": knn_clause(f"{path}.vec", vector, k, exclude)}}
+    best passage; the exclusion filters the patents (top-level ids), so the engine still finds `k`. `score_mode`
+    sum or avg: every passage of those k patents is scored (the k-NN plugin's `expand_nested_docs`) and a patent's
+    score is their sum or mean, so SumP and AvgP re-rank the MaxP candidates; they find no other patent."""
+    clause = knn_clause(f"{path}.vec", vector, k, exclude)
+    if score_mode != "max":
+        clause["knn"][f"{path}.vec"]["expand_nested_docs"] = True
+    return {"nested": {"path": path, "score_mode": score_mode, "query": clause}}
 
 
-def maxp_body(path: str, vector: Sequence[float], size: int, exclude: Collection[str] = ()) -> dict:
-    return {"size": size, "_source": False, "query": maxp_clause(path, vector, size, exclude)}
+def best_passage(nested: dict) -> dict:
+    """`nested` (a MaxP clause) also naming each hit's best passage: its character offsets, read from doc values
+    (retrieve.search_all reads them back as the run's `passages`)."""
+    path = nested["nested"]["path"]
+    inner = {"size": 1, "_source": False, "docvalue_fields": [f"{path}.start", f"{path}.end"]}
+    return {"nested": {**nested["nested"], "inner_hits": inner}}
+
+
+def maxp_body(path: str, vector: Sequence[float], size: int, exclude: Collection[str] = (),
+              score_mode: str = "max") -> dict:
+    clause = maxp_clause(path, vector, size, exclude, score_mode)
+    return {"size": size, "_source": False, "query": best_passage(clause) if score_mode == "max" else clause}
+
+
+def bm25_maxp_body(path: str, text: str, size: int, exclude: Collection[str] = ()) -> dict:
+    """BM25 on a view's passages (their own text field), each patent scored by its best passage."""
+    nested = best_passage({"nested": {"path": path, "score_mode": "max",
+                                      "query": {"match": {f"{path}.text": {"query": text}}}}})
+    query = {"bool": {"must": [nested], **_not_ids(exclude)["bool"]}} if exclude else nested
+    return {"size": size, "_source": False, "track_total_hits": False, "query": query}
 
 
 def exact_maxp_body(path: str, vector: Sequence[float], space_type: str, size: int,
@@ -70,8 +94,8 @@ def exact_maxp_body(path: str, vector: Sequence[float], space_type: str, size: i
     """MaxP by brute force: every passage scored by the `knn_score` script, each patent by its best passage."""
     script = {"source": "knn_score", "lang": "knn",
               "params": {"field": f"{path}.vec", "query_value": _vector(vector), "space_type": space_type}}
-    nested = {"nested": {"path": path, "score_mode": "max",
-                         "query": {"script_score": {"query": {"match_all": {}}, "script": script}}}}
+    nested = best_passage({"nested": {"path": path, "score_mode": "max",
+                                      "query": {"script_score": {"query": {"match_all": {}}, "script": script}}}})
     query = {"bool": {"must": [nested], **_not_ids(exclude)["bool"]}} if exclude else nested
     return {"size": size, "_source": False, "query": query}
 

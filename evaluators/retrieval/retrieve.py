@@ -155,16 +155,30 @@ _RETRYABLE = {429, 500, 502, 503, 504}
 
 # The response fields a run needs: the rest of each hit (index name, shard metadata) is not sent back.
 _FILTER_PATH = ",".join(("took", "responses.took", "responses.status", "responses.error", "responses.hits.hits._id",
-                          "responses.hits.hits._score"))
+                          "responses.hits.hits._score", "responses.hits.hits.inner_hits.*.hits.hits.fields"))
+
+
+def _best_passage(hit: dict) -> list[int] | None:
+    """[start, end] of a hit's best passage, where its body asked (query_bodies.best_passage)."""
+    for inner in hit.get("inner_hits", {}).values():
+        for h in inner["hits"]["hits"]:
+            fields = h.get("fields", {})
+            start = next((v[0] for k, v in fields.items() if k.endswith(".start")), None)
+            end = next((v[0] for k, v in fields.items() if k.endswith(".end")), None)
+            if start is not None and end is not None:
+                return [start, end]
+    return None
 
 
 def search_all(client, index: str, bodies: list[dict | None], *, batch_size: int = 32, concurrency: int = 2,
                max_retries: int = 4, progress: bool = False, desc: str = "search", search_type: str | None = None
-               ) -> tuple[list[list[tuple[str, float]]], SearchStats]:
+               ) -> tuple[list[list[tuple[str, float]]], SearchStats, list[dict[str, list[int]]]]:
     """Hits [(id, score)] per body (None: no query, no hits), searched via `_msearch` batches (each search
-    with `search_type` when given)."""
+    with `search_type` when given), and per body {id: [start, end]} of each hit's best passage, where the body
+    asked for it (a passage method's)."""
     stats = SearchStats()
     results: list[list[tuple[str, float]]] = [[] for _ in bodies]
+    passages: list[dict[str, list[int]]] = [{} for _ in bodies]
     todo = [i for i, b in enumerate(bodies) if b is not None]
     batches = [todo[s:s + batch_size] for s in range(0, len(todo), batch_size)]
     dumps = client.transport.serializer.dumps
@@ -187,7 +201,9 @@ def search_all(client, index: str, bodies: list[dict | None], *, batch_size: int
                     failed.append(i)
                     continue
                 stats.took_ms_items += item.get("took", 0)
-                results[i] = [(h["_id"], h["_score"]) for h in item.get("hits", {}).get("hits", ())]
+                found = item.get("hits", {}).get("hits", ())
+                results[i] = [(h["_id"], h["_score"]) for h in found]
+                passages[i] = {h["_id"]: span for h in found if (span := _best_passage(h))}
             if not failed:
                 return
             stats.retried += len(failed)
@@ -205,7 +221,7 @@ def search_all(client, index: str, bodies: list[dict | None], *, batch_size: int
                 for batch, _ in zip(batches, pool.map(run_batch, batches)):
                     bar.update(len(batch))
     stats.seconds = time.perf_counter() - t0
-    return results, stats
+    return results, stats, passages
 
 
 # --------------------------------------------------------------------------- retrieval
@@ -296,17 +312,18 @@ def retrieve(client, spec: RetrievalSpec, options: RetrievalOptions | None = Non
     if spec.definition.pipeline:
         require_neural_search(client, f"--method {spec.method}")
     bodies, counts = search_bodies(client, spec, it.queries, it.manifest, it.model, opts)
-    hits, stats = search_all(client, it.index, bodies, batch_size=opts.batch_size, concurrency=opts.concurrency,
-                             progress=opts.progress, desc=f"{spec.method} {it.index}",
-                             search_type=search_type(spec, it.manifest))
+    hits, stats, passages = search_all(client, it.index, bodies, batch_size=opts.batch_size,
+                                       concurrency=opts.concurrency, progress=opts.progress,
+                                       desc=f"{spec.method} {it.index}", search_type=search_type(spec, it.manifest))
     ranking: Ranking = {q: ranked(h, spec.k) for q, h in zip(it.queries.ids, hits)}
+    best = {q: p for q, p in zip(it.queries.ids, passages) if p}
     extra = {"index_manifest": it.manifest, "n_queries": len(it.queries.ids), **counts,
              "n_empty": sum(not docs for docs in ranking.values()), "took_ms": stats.took_ms,
              "took_ms_items": stats.took_ms_items, "search_seconds": round(stats.seconds, 3),
              "retried": stats.retried, "batch_size": opts.batch_size, "concurrency": opts.concurrency,
              # scores from Lucene's SIMD code can differ in the last bits from run to run (opensearch.yaml)
              **({"search_simd_vectors": simd_vectors(client)} if it.model else {}), **opts.extra}
-    return save_run(corpus.name, it.identity, ranking, extra)
+    return save_run(corpus.name, it.identity, ranking, extra, best)
 
 
 def search_bodies(client, spec: RetrievalSpec, queries: QuerySet, manifest: dict, model, opts: RetrievalOptions

@@ -3,9 +3,10 @@ concurrency level), the index it is served from, and the encoding of its documen
 result (which keeps the index manifest, `cost` included, as it was when measured). Read by `evalctl compare
 --cost` and the study report's quality-and-cost table; nothing here asks the node.
 
-A system searches one view's vector field (BM25: none) of an index that holds every view's text and vectors. Its
-index size is the index's store less its vector files, plus its own field's share of them (the vector files over
-the vector fields): what the index would take holding this system's vectors only. Its HNSW figure is the k-NN
+A system searches one view's vector field, or its passage field (BM25: none), of an index that holds every view's
+text and vectors. Its index size is the index's store less its vector files, plus its own field's share of them (its
+vectors over the index's: a passage field holds a vector per passage): what the index would take holding this
+system's vectors only. Its HNSW figure is the k-NN
 plugin's native memory (faiss graphs) or, for the lucene engine, the graph file the page cache reads (`vex`), the
 same share. Encoding: document-encoding seconds per 1,000 patents of the view's vectors, on the setting (device,
 precision, backend) that encoded most of them; query encoding is not counted, as the latency does not count it.
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 from evalctl import results_store
 from evalctl.evaluators.retrieval.methods import METHODS
+from evalctl.indexers.passages import PassageSpec, passage_unit
 from evalctl.results_store import Result
 
 KIND = "latency"
@@ -24,8 +26,8 @@ MB = 1e6  # decimal megabytes, as the tables say
 PER_INDEX = 10_000  # index size per this many patents
 PER_ENCODE = 1_000  # encode seconds per this many patents
 RULES = (f"index MB per {PER_INDEX:,} patents: the index's store less its vector files, plus this system's field's "
-         "share of them (BM25: none), from the index cost measured after its last load; HNSW MB: the k-NN plugin's "
-         "native memory (faiss) or the lucene graph file, the same share; encode s: document encoding per "
+         "share of them (its vectors over the index's; BM25: none), from the index cost measured after its last load; HNSW MB: the k-NN plugin's "
+         "native memory (faiss) or the lucene graph file, the same share; encode s: document (or passage) encoding per "
          f"{PER_ENCODE:,} patents on the setting that encoded most of them (queries not counted); latency and QPS: "
          "the first concurrency level of the newest `evalctl latency` of the system")
 
@@ -46,27 +48,36 @@ class ServingCost:
     encode_device: str | None
 
 
-def _share(cost: dict, vector: bool) -> tuple[float | None, float | None, str | None]:
-    """(index bytes, graph bytes, graph source) of one system's part of the index (see the module docstring)."""
+def _share(cost: dict, unit: str | None) -> tuple[float | None, float | None, str | None]:
+    """(index bytes, graph bytes, graph source) of one system's part of the index (see the module docstring):
+    `unit` is the vector field it searches (None: text only)."""
     if not cost.get("store_bytes"):
         return None, None, None
     files = sum((cost.get("vector_files_bytes") or {}).values())
-    fields = cost.get("vector_fields") or 1
-    index = cost["store_bytes"] - files + (files / fields if vector else 0)
-    if not vector:
+    counts = cost.get("vector_counts")  # absent from a cost measured before it was recorded: equal shares
+    share = (counts.get(unit, 0) / sum(counts.values()) if counts and sum(counts.values())
+             else 1 / (cost.get("vector_fields") or 1)) if unit else 0.0
+    index = cost["store_bytes"] - files + files * share
+    if not unit:
         return index, None, None
     if cost.get("native_memory_bytes") is not None:
-        return index, cost["native_memory_bytes"] / fields, "native memory"
+        return index, cost["native_memory_bytes"] * share, "native memory"
     graph = cost.get("hnsw_graph_file_bytes")
-    return index, (graph / fields if graph is not None else None), "graph file" if graph is not None else None
+    return index, (graph * share if graph is not None else None), "graph file" if graph is not None else None
 
 
-def _encode(cost: dict, view: str) -> tuple[float | None, str | None]:
-    settings = (cost.get("encode") or {}).get(view) or []
+def _encode(cost: dict, unit: str) -> tuple[float | None, str | None]:
+    """(seconds to encode the field's vectors of 1,000 patents, the setting): seconds per text of the setting that
+    encoded most, times the field's texts per patent (a passage field's passages; measured before vectors were
+    counted: one)."""
+    settings = (cost.get("encode") or {}).get(unit) or []
     main = max(settings, key=lambda c: c["texts"], default=None)
     if not main or not main["texts"]:
         return None, None
-    return main["seconds"] / main["texts"] * PER_ENCODE, f"{main['device']} {main['precision']} {main['backend']}"
+    counts, docs = cost.get("vector_counts") or {}, cost.get("documents")
+    per_patent = counts[unit] / docs if unit in counts and docs else 1.0
+    return (main["seconds"] / main["texts"] * per_patent * PER_ENCODE,
+            f"{main['device']} {main['precision']} {main['backend']}")
 
 
 def serving_cost(latency: Result) -> ServingCost:
@@ -76,9 +87,11 @@ def serving_cost(latency: Result) -> ServingCost:
     client = first["client_ms"] or {}
     cost = (m.get("index_manifest") or {}).get("cost") or {}
     vector = METHODS.get(m["method"]).vector
-    index, graph, source = _share(cost, vector)
+    passages = m["retrieval"].get("passages")
+    unit = (passage_unit(m["view"], PassageSpec.parse(passages)) if passages else m["view"]) if vector else None
+    index, graph, source = _share(cost, unit)
     docs = cost.get("documents")
-    encode, device = _encode(cost, m["view"]) if vector else (None, None)
+    encode, device = _encode(cost, unit) if unit else (None, None)
     return ServingCost(
         latency_id=latency.id, measured_at=m["measured_at"], concurrency=first["concurrency"], p50_ms=client.get("p50"),
         p95_ms=client.get("p95"), qps=first["qps"], busy=bool(m["busy"]),

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 Ranking = dict[str, list[tuple[str, float]]]  # query id -> [(doc id, score)], best first
 KIND = "run"
+PASSAGES = "passages.json"  # a passage run's best passage per hit (save_run)
 # How scores count the queries that have no text in the run's query view (searched with no body, so no hit):
 # "keep" scores them 0 inside the mean, "exclude" leaves them out of it (run_queries applies it).
 EmptyQueries = Literal["keep", "exclude"]
@@ -101,6 +102,11 @@ class StoredRun:
     def system_name(self) -> str:
         return system_name(self.manifest)
 
+    def best_passages(self) -> dict[str, dict[str, list[int]]]:
+        """A passage run's {query: {doc: [start, end]}}: where in the view's text each hit's best passage is ({}
+        for a document run, or a run saved before they were kept)."""
+        return self.result.read_json(PASSAGES) if self.result.file(PASSAGES).is_file() else {}
+
 
 def view_pair(query_view: str | None, view: str, joiner: str = "→") -> str:
     """The views a run reads, as names show them: the document view alone when the queries use it too, else
@@ -120,8 +126,11 @@ def run_label(manifest: dict) -> str:
     return f"{system_name(manifest)}:{view_pair(manifest.get('query_view'), manifest['view'])}"
 
 
-def save_run(corpus: str, identity: dict, ranking: Ranking, extra: dict | None = None) -> StoredRun:
-    files = {"run.trec": to_trec(ranking, identity["name"]), "run.json": to_json(ranking)}
+def save_run(corpus: str, identity: dict, ranking: Ranking, extra: dict | None = None,
+             passages: dict[str, dict[str, list[int]]] | None = None) -> StoredRun:
+    """`passages`: a passage run's {query: {doc: [start, end]}}, each hit's best passage in the view's text."""
+    files = {"run.trec": to_trec(ranking, identity["name"]), "run.json": to_json(ranking),
+             **({PASSAGES: json.dumps(passages, sort_keys=True)} if passages else {})}
     return StoredRun(results_store.write(KIND, corpus, identity, files, extra=extra), ranking)
 
 

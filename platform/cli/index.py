@@ -70,12 +70,12 @@ def index(ctx, corpus_name, model_id, view_names, chunk_docs, shards, replicas, 
         return
 
     corpus, model, views, names = _resolve(corpus_name, model_id, view_names)
-    passages = tuple(dict.fromkeys(PassageSpec.parse(v) for v in passage_settings))
+    settings_given = tuple(dict.fromkeys(PassageSpec.parse(v) for v in passage_settings))
     # A node that stops answering is reported by the CLI (cli.explain): loaded chunks are kept and resumed.
     rep = index_corpus(make_client(), corpus, [views[n] for n in names], model,
                        encoding=build(EncodeOptions, params), chunk_docs=chunk_docs,
                        settings=load_index_settings(shards=shards, replicas=replicas),
-                       label_tasks=None if vectors == "task" else {}, passages=passages)
+                       label_tasks=None if vectors == "task" else {}, passages={n: settings_given for n in names})
     click.echo(f"{rep.index}: loaded {rep.n_loaded} documents ({rep.docs_per_s:.0f} docs/s), "
                f"{rep.n_already} already present, corpus has {rep.n_corpus}")
     for task, tv in rep.task_vectors.items():

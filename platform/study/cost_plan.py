@@ -1,7 +1,8 @@
 """The cost plan `evalctl run SPEC --dry-run` prints: what the planned index steps need before anything runs.
 
 Per corpus x model index: tokens to encode (every view's text, and each label task's own-prompt copy where
-the model has one, cut at the model's max_seq_length) and the GPU-hours they take at 2 x parameters FLOP a
+the model has one, cut at the model's max_seq_length; each passage field's passages, a vector and a copy of the
+text each) and the GPU-hours they take at 2 x parameters FLOP a
 token on the stated GPU at the stated utilisation; disk for the embedding cache (float32 + a 32-byte text
 hash a vector) and for the index; node memory for the HNSW graphs, by OpenSearch's k-NN formula
 1.1 x (4 x dim + 8 x m) bytes a vector (1 x dim with Lucene's `encoder: sq` or `data_type: byte`). An imported
@@ -21,7 +22,9 @@ from evalctl.corpus.store import CorpusNotFound, load_corpus
 from evalctl.corpus.views import load_views
 from evalctl.errors import BadInput
 from evalctl.indexers.index_layout import load_index_settings, task_prompts
+from evalctl.indexers.passages import PassageSpec, passage_unit
 from evalctl.models import get_model
+from evalctl.study.step_ids import IndexId
 
 HASH_BYTES = 32  # per cached vector (evalctl.indexers.embedding_cache)
 GRAPH_OVERHEAD = 1.1  # OpenSearch k-NN's HNSW memory estimate: 1.1 x (4 x dim + 8 x m) bytes per vector
@@ -99,6 +102,14 @@ class TextLengths:
         per_text = np.minimum(np.ceil((rendered + prompt_chars) / settings.chars_per_token), max_tokens)
         return round(per_text.sum() * self.scale)
 
+    def passages(self, settings: CostSettings, prompt_chars: int, spec: PassageSpec) -> tuple[int, int]:
+        """(passages, tokens to encode them) of the texts cut by `spec` (indexers.passages: windows every stride,
+        the last ending at the text's end)."""
+        n = np.ceil(self.chars[self.chars > 0] / settings.chars_per_token)
+        count = np.where(n <= spec.window, 1, np.ceil((n - spec.window) / spec.stride) + 1)
+        tokens = count * (np.minimum(n, spec.window) + np.ceil(prompt_chars / settings.chars_per_token))
+        return round(count.sum() * self.scale), round(tokens.sum() * self.scale)
+
 
 # A larger corpus is measured on evenly spaced row groups of about this many records: a full pass costs
 # ~9 s at 113k records, on every dry-run, for an estimate whose tokens-per-character rate is itself a guess.
@@ -140,6 +151,7 @@ class IndexCost:
     index_bytes: float
     graph_bytes: float
     measured: bool
+    passages: tuple[tuple[str, PassageSpec], ...] = ()
 
 
 def _model_spec(model_id: str):
@@ -152,7 +164,8 @@ def _model_spec(model_id: str):
 
 def index_cost(corpus: str, model_id: str | None, variant: str | None, views: tuple[str, ...],
                label_tasks: dict[str, set[str]], lengths: dict[str, TextLengths], settings: CostSettings,
-               index_settings) -> IndexCost:
+               index_settings, passages: tuple[tuple[str, PassageSpec], ...] = ()) -> IndexCost:
+    """`passages`: (view, setting) of each passage field: a vector and a copy of the text per passage."""
     docs = lengths[views[0]].corpus_records
     text = (docs * settings.doc_bytes
             + sum(float(lengths[v].chars.sum()) * lengths[v].scale for v in views) * settings.text_bytes_per_char)
@@ -166,8 +179,13 @@ def index_cost(corpus: str, model_id: str | None, variant: str | None, views: tu
         units += [(v, prompt or "") for v in sorted(label_tasks[task])]
     tokens = sum(lengths[v].tokens(settings, len(p), model.max_seq_length) for v, p in units)
     vectors = sum(lengths[v].records for v, _ in units)
+    for v, spec in passages:
+        n, t = lengths[v].passages(settings, len(document), spec)
+        vectors, tokens = vectors + n, tokens + t
+        text += float(lengths[v].chars.sum()) * lengths[v].scale * settings.text_bytes_per_char * (
+            spec.window / spec.stride)  # the passages' text, overlaps counted twice
     return IndexCost(
-        corpus, model_id, views, docs, vectors, model.dim, tokens,
+        corpus, model_id, views, docs, vectors, model.dim, tokens, passages=passages,
         gpu_hours=2 * model.params_m * 1e6 * tokens / settings.flops_per_s / 3600,
         cache_bytes=vectors * (4 * model.dim + HASH_BYTES),
         index_bytes=text + vectors * model.dim * settings.vector_bytes_per_dim,
@@ -186,7 +204,9 @@ class CostPlan:
         s = self.settings
         out = [f"cost plan (configs/cost_plan.yaml): GPU {s.gpu} ({s.gpus[s.gpu]:g} TFLOP/s dense bf16) at "
                f"{s.utilisation:.0%} utilisation, 2 x parameters FLOP a token, {s.chars_per_token:g} characters a token"]
-        names = [f"{r.corpus} {r.model or 'bm25'} [{','.join(r.views)}]" for r in self.rows]
+        names = [f"{r.corpus} {r.model or 'bm25'} [{','.join(r.views)}]"
+                 + (f" [{','.join(passage_unit(v, p) for v, p in r.passages)}]" if r.passages else "")
+                 for r in self.rows]
         w = max(map(len, names), default=5)
         out.append(f"  {'index':<{w}} {'docs':>9} {'vectors':>13} {'tokens':>8} {'GPU-h':>7} {'cache':>8} "
                    f"{'index':>8} {'HNSW':>8}")
@@ -226,13 +246,12 @@ def _count(n: float) -> str:
     return f"{n:.0f}"
 
 
-def _planned(steps) -> tuple[list[tuple[str, str | None, tuple[str, ...]]], dict]:
-    """(corpus, model id or None, views) of each index step, and {(corpus, model id): {task: views}} of the
-    label-task steps, from the steps' ids."""
+def _planned(steps) -> tuple[list[IndexId], dict]:
+    """The id of each index step, and {(corpus, model id): {task: views}} of the label-task steps."""
     indexes, label_tasks = [], {}
     for step in steps:
         if step.kind == "index":
-            indexes.append((step.id.corpus, step.id.model, step.id.views))
+            indexes.append(step.id)
         elif step.kind in ("classification", "clustering"):
             t = step.target
             label_tasks.setdefault((t.corpus, t.model), {}).setdefault(step.kind, set()).add(t.view)
@@ -247,13 +266,13 @@ def cost_plan(spec, steps, sizes: dict[str, int] | None = None, **given) -> Cost
     variants = {m.id: m.prompt_variant for m in spec.models}
     index_settings = load_index_settings()
     plan = CostPlan(settings, sizes={c.name: sizes[c.name] for c in spec.corpora if c.name in sizes})
-    for corpus in dict.fromkeys(c for c, _, _ in indexes):
-        lengths = corpus_lengths(corpus, sorted({v for c, _, vs in indexes if c == corpus for v in vs}),
+    for corpus in dict.fromkeys(i.corpus for i in indexes):
+        lengths = corpus_lengths(corpus, sorted({v for i in indexes if i.corpus == corpus for v in i.views}),
                                  settings, sizes)
         if lengths is None:
             plan.unknown.append(corpus)
             continue
-        plan.rows += [index_cost(corpus, model_id, variants.get(model_id), views,
-                                 label_tasks.get((corpus, model_id), {}), lengths, settings, index_settings)
-                      for c, model_id, views in indexes if c == corpus]
+        plan.rows += [index_cost(corpus, i.model, variants.get(i.model), i.views,
+                                 label_tasks.get((corpus, i.model), {}), lengths, settings, index_settings, i.passages)
+                      for i in indexes if i.corpus == corpus]
     return plan

@@ -35,10 +35,11 @@ def method_title(method: str, fusion_mode: str | None = None) -> str:
 
 
 def system_title(manifest: dict) -> str:
-    """A run's system as a reader sees it, the same in every view: method, then model (none for a text-only
-    method, whose run only reads the text of a model's index)."""
+    """A run's system as a reader sees it, the same in every view: method (with its passage setting), then model
+    (none for a text-only method, whose run only reads the text of a model's index)."""
     method = METHODS.get(manifest["method"]) if manifest["method"] in METHODS else None
     title = method_title(manifest["method"], manifest.get("fusion_mode"))
+    title += f" {manifest['passages']}" if manifest.get("passages") else ""
     model = manifest.get("model")
     return f"{title} · {model_title(model)}" if model and (method is None or method.vector) else title
 

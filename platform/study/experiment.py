@@ -16,6 +16,8 @@ from typing import Any, Literal
 from evalctl.corpus.qrels import QrelsSpec
 from evalctl.evaluators.scoring.significance_params import StatsProtocol
 from evalctl.evaluators.scoring.runs import EmptyQueries
+from evalctl.evaluators.retrieval.methods import METHODS
+from evalctl.indexers.passages import PassageError, PassageSpec
 from evalctl.indexers.runtime import Runtime
 from evalctl.names import BadName, check_name
 from evalctl.config_files import SpecError, package_folder
@@ -72,6 +74,7 @@ class Expected:
     tolerance: float = 0.005
     method: str | None = None  # retrieval (or a registered task's own kind of system)
     query_view: str | None = None  # retrieval with queries in another view than the documents
+    passages: str | None = None  # a passage method's setting, WINDOW[:STRIDE] or its name (w64s48)
     label_set: str | None = None  # classification / clustering
 
 
@@ -127,3 +130,35 @@ def check_spec_name(value: str, what: str, at: str) -> None:
         check_name(value, what)
     except BadName as e:
         raise SpecError(f"{at}: {e}") from None
+
+
+def passage_name(value: str, at: str) -> str:
+    """A passage setting as a spec writes it (WINDOW[:STRIDE] or w64s48), by its name."""
+    try:
+        return PassageSpec.parse(str(value)).name
+    except PassageError as e:
+        raise SpecError(f"{at}: {e}") from None
+
+
+def method_passages(method: str, passages: tuple[str, ...]) -> tuple[str | None, ...]:
+    """The passage settings (names) an entry's `method` runs with: each of the entry's `passages` for a passage
+    method (dense-maxp), none (one run) for a document method."""
+    if not METHODS.get(method).passages:
+        return (None,)
+    return tuple(dict.fromkeys(passage_name(p, "passages") for p in passages))
+
+
+def check_passages(methods: tuple[str, ...], passages: tuple[str, ...], at: str) -> None:
+    """An entry's `passages` are valid settings, given once, and go with its passage methods: one without the
+    other would plan nothing or fail."""
+    names = [passage_name(p, f"{at}: passages[{i}]") for i, p in enumerate(passages)]
+    for i, n in enumerate(names):
+        if n in names[:i]:
+            raise SpecError(f"{at}: passages[{names.index(n)}] and passages[{i}]: passage setting {n} given twice")
+    searching = [m for m in methods if m in METHODS and METHODS.get(m).passages]
+    if searching and not names:
+        raise SpecError(f"{at}: method {searching[0]} searches passages: give `passages:` (WINDOW[:STRIDE] in the "
+                        "model's tokens, e.g. [64:48])")
+    if names and not searching:
+        passage_methods = ", ".join(n for n, m in METHODS.items() if m.passages)
+        raise SpecError(f"{at}: passages {', '.join(names)} but no method searches them (one of {passage_methods})")

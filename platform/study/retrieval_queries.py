@@ -7,13 +7,15 @@ its section. Queries with at least two citations are ranked by how much the syst
 of their nDCG@10), so a query where BM25 and dense part, or that a fine-tuned model moved, is near the top; a
 query with a single citation has its score set by one document's rank (a large spread from one document is
 noise more than disagreement) and is listed after them, by id. The queries are those of the view's widest query set; a system that searched a sample of
-them shows "not searched" on the others."""
+them shows "not searched" on the others. Under each query, a passage system (dense-maxp) names the passage of each
+citation it found that matched: its character offsets in the view's text and its words."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from evalctl.corpus.store import load_corpus
+from evalctl.corpus.views import load_views
 from evalctl.evaluators.scoring.metrics import PRIMARY, evaluate_run
 from evalctl.evaluators.scoring.run_queries import run_queries
 from evalctl.evaluators.scoring.significance_params import StatsProtocol
@@ -62,6 +64,9 @@ def _page(g: ViewGroup, out: Path, letters: dict[str, str], protocol: StatsProto
     titles = {rec.id: rec.title or "" for recs in (corpus.records(columns=("title",)), corpus.queries())
               for rec in recs}
     k = g.runs[0].manifest.get("k")
+    best = [r.best_passages() for r in g.runs]  # passage systems: each hit's best passage
+    cited = {d for ds in qrels.values() for d in ds}
+    texts = _view_texts(corpus, g.view, cited) if any(best) else {}
 
     def rank(i: int, q: str, doc: str) -> str:
         return str(ranks[i].get(q, {}).get(doc, "-")) if q in scores[i] else NOT_SEARCHED
@@ -103,7 +108,26 @@ def _page(g: ViewGroup, out: Path, letters: dict[str, str], protocol: StatsProto
         lost = missed(q)
         page.p(f"Found by no system in its top {k}: {', '.join(sorted(lost))}." if lost
                else "Every citation is found by at least one system.")
+        for i, n in enumerate(names):
+            spans = best[i].get(q, {})
+            if matched := [d for d in sorted(qrels[q]) if d in spans]:
+                page.p(f"The passage that matched, in {n}'s top {k} ({g.view} characters): " + "; ".join(
+                    f"{d} (rank {rank(i, q, d)}, {spans[d][0]}-{spans[d][1]}): \"{_excerpt(texts.get(d, ''), *spans[d])}\""
+                    for d in matched))
     return page
+
+
+EXCERPT = 240  # characters of a matched passage a page shows
+
+
+def _view_texts(corpus, view: str, ids: set[str]) -> dict[str, str]:
+    spec = load_views()[view]
+    return {r.id: spec.render(r) or "" for r in corpus.records(columns=spec.columns) if r.id in ids}
+
+
+def _excerpt(text: str, start: int, end: int) -> str:
+    part = " ".join(text[start:end].split())
+    return part if len(part) <= EXCERPT else part[:EXCERPT - 1] + "…"
 
 
 def _pair(page: Report, g: ViewGroup, scored: dict[str, Score], scores: list[dict], letters: dict, out: Path) -> None:

@@ -25,6 +25,7 @@ from evalctl.indexers.encode_options import EncodeOptions
 from evalctl.indexers.index_contract import inspect_index
 from evalctl.indexers.index_layout import field_units, index_name
 from evalctl.indexers.index_loader import IndexMismatch, index_corpus, loaded_count
+from evalctl.indexers.passages import PassageSpec, passage_unit
 from evalctl.models import get_model, registered_dir
 from evalctl.opensearch.connection import load_settings, make_client, node_answered, resolve_url
 from evalctl.opensearch.retries import node_gone
@@ -125,8 +126,12 @@ def qrels_step(spec: ExperimentSpec, entry) -> Step:
 
 
 def index_step(corpus_name: str, model_id: str | None, variant: str | None, views: tuple[str, ...],
-               label_tasks: dict[str, list[str]] | None = None) -> Step:
-    """`label_tasks` ({task: views}): the label tasks of the spec that read their own prompt's vectors."""
+               label_tasks: dict[str, list[str]] | None = None,
+               passages: dict[str, tuple[PassageSpec, ...]] | None = None) -> Step:
+    """`label_tasks` ({task: views}): the label tasks of the spec that read their own prompt's vectors;
+    `passages` ({view: settings}): the passage fields the spec's passage methods search."""
+    passages = passages or {}
+    fields = tuple(sorted((v, p) for v, ps in passages.items() for p in ps))
     def resolve():
         corpus = load_corpus(corpus_name)
         model = get_model(model_id) if model_id else None
@@ -137,7 +142,7 @@ def index_step(corpus_name: str, model_id: str | None, variant: str | None, view
         client = make_client()
         state = inspect_index(client, corpus, model_id, views, label_tasks)
         meta = state.manifest
-        if state.problems:
+        if state.problems or not {passage_unit(*f) for f in fields} <= set(field_units(meta)):
             return False
         if model and (meta.get("revision") != model.revision
                       or meta.get("prompt_variant") != (variant or model.default_variant)):
@@ -149,20 +154,22 @@ def index_step(corpus_name: str, model_id: str | None, variant: str | None, view
         client, all_views = make_client(), load_views()
         try:
             rep = index_corpus(client, corpus, [all_views[v] for v in views], model,
-                               encoding=EncodeOptions(variant=variant), label_tasks=label_tasks or {})
+                               encoding=EncodeOptions(variant=variant), label_tasks=label_tasks or {},
+                               passages=passages)
         except IndexMismatch:
             if not (model and model.lineage):
                 raise  # a configured model's index is the user's to delete
             # A model this study fine-tuned was retrained (new revision): its old index is stale.
             client.indices.delete(index=name)
             rep = index_corpus(client, corpus, [all_views[v] for v in views], model,
-                               encoding=EncodeOptions(variant=variant), label_tasks=label_tasks or {})
+                               encoding=EncodeOptions(variant=variant), label_tasks=label_tasks or {},
+                               passages=passages)
         if rep.failed:
             raise RuntimeError(f"{len(rep.failed)} documents rejected, e.g. {rep.failed[0]}")
         return (f"{rep.index}: {rep.n_loaded} loaded, {rep.n_already} already there ({rep.docs_per_s:.0f} docs/s)"
                 + "".join(f"; warning: {why}" for why in rep.warnings))
 
-    return Step(IndexId(corpus_name, model_id, views), run, is_done, deps=(ImportId(corpus_name),))
+    return Step(IndexId(corpus_name, model_id, views, fields), run, is_done, deps=(ImportId(corpus_name),))
 
 
 def finetune_step(spec: ExperimentSpec, tuning: Tuning) -> Step:
@@ -215,12 +222,16 @@ def plan(spec: ExperimentSpec) -> list[Step]:
         trained[tuning.model] = steps[-1].id
     targets = task_targets(spec, models)
 
-    # One index per corpus x model, holding every view any task of the spec asks for.
+    # One index per corpus x model, holding every view any task of the spec asks for, and their passages.
     wanted: dict[tuple[str, str | None], set[str]] = {}
+    passage_settings: dict[tuple[str, str], dict[str, set[PassageSpec]]] = {}
     task_entries = [(name, e) for name in TASKS for e in spec.entries(name)]
     for entry in (*spec.indexes, *(e for _, e in task_entries)):
         for m in models.of(entry):
             wanted.setdefault((entry.corpus, m.id), set()).update(entry.views)
+            for v in entry.views if getattr(entry, "passages", ()) else ():
+                passage_settings.setdefault((entry.corpus, m.id), {}).setdefault(v, set()).update(
+                    PassageSpec.parse(p) for p in entry.passages)
         if not models.models:
             wanted.setdefault((entry.corpus, None), set()).update(entry.views)
     # The label tasks that read their own prompt's vectors, per corpus x model: {task: views}.
@@ -233,7 +244,9 @@ def plan(spec: ExperimentSpec) -> list[Step]:
     index_ids = {}
     for (corpus, model_id), views in wanted.items():
         tasks = {t: sorted(vs) for t, vs in task_views.get((corpus, model_id), {}).items()}
-        step = index_step(corpus, model_id, variants.get(model_id), tuple(sorted(views)), tasks)
+        step = index_step(corpus, model_id, variants.get(model_id), tuple(sorted(views)), tasks,
+                          {v: tuple(sorted(ps))
+                           for v, ps in passage_settings.get((corpus, model_id), {}).items()})
         if model_id in trained:
             step.deps += (trained[model_id],)
         index_ids[(corpus, model_id)] = step.id

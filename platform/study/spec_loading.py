@@ -18,7 +18,7 @@ from evalctl.evaluators.retrieval.methods import METHODS
 from evalctl.evaluators.scoring.significance_params import StatsProtocol
 from evalctl.finetune.recipes import default_model_id, get_recipe
 from evalctl.models import define_inline, get_model, is_reference, resolve_model_id
-from evalctl.study.experiment import Expected, ExperimentSpec, check_spec_name
+from evalctl.study.experiment import Expected, ExperimentSpec, check_passages, check_spec_name
 from evalctl.study.tasks import TASKS
 
 
@@ -137,9 +137,8 @@ def validate(spec: ExperimentSpec) -> None:
             for m in getattr(entry, "methods", ()):
                 if m not in METHODS:
                     raise SpecError(f"{at}: unknown method {m!r} ({', '.join(METHODS)})")
-                if METHODS.get(m).passages:  # a study entry has no passage setting yet
-                    raise SpecError(f"{at}: method {m} searches passages, which a study spec cannot ask for yet; "
-                                    f"run it with `evalctl index --passages` and `evalctl retrieve --passages`")
+            if hasattr(entry, "passages"):
+                check_passages(entry.methods, entry.passages, at)
             for ls in getattr(entry, "label_sets", ()):
                 if ls not in label_sets:
                     raise SpecError(f"{at}: unknown label set {ls!r} ({', '.join(label_sets)})")

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Union
 
 from evalctl.evaluators.scoring.runs import view_pair
+from evalctl.indexers.passages import PassageSpec, passage_unit
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class Target:
     view: str
     what: str  # the retrieval method, the label set, or the task's own kind of system
     query_view: str | None = None  # retrieval: the queries' view (the document view when they are the same)
+    passages: str | None = None  # a passage method's setting (indexers.passages.PassageSpec.name: w64s48)
 
     @property
     def view_label(self) -> str:
@@ -56,6 +58,7 @@ class IndexId:
     corpus: str
     model: str | None  # None: a text-only (BM25) index
     views: tuple[str, ...]
+    passages: tuple[tuple[str, PassageSpec], ...] = ()  # (view, setting) of each passage field
 
 
 @dataclass(frozen=True)
@@ -76,8 +79,9 @@ StepId = Union[ImportId, QrelsId, FinetuneId, IndexId, TaskStepId]
 
 
 def step_key(sid: StepId) -> str:
-    """"import C", "qrels C Q", "finetune M", "index C M [V,...]" ("bm25" for a text-only index), or a task's
-    verb, corpus, model, view and what, with "(queries V)" when the queries read another view."""
+    """"import C", "qrels C Q", "finetune M", "index C M [V,...]" ("bm25" for a text-only index; its passage
+    fields follow as "[V@wWsS,...]"), or a task's verb, corpus, model, view, what and passage setting, with
+    "(queries V)" when the queries read another view."""
     match sid:
         case ImportId(corpus):
             return f"import {corpus}"
@@ -85,10 +89,11 @@ def step_key(sid: StepId) -> str:
             return f"qrels {corpus} {qrels}"
         case FinetuneId(model):
             return f"finetune {model}"
-        case IndexId(corpus, model, views):
-            return f"index {corpus} {model or 'bm25'} [{','.join(views)}]"
+        case IndexId(corpus, model, views, passages):
+            units = ",".join(passage_unit(v, p) for v, p in passages)
+            return f"index {corpus} {model or 'bm25'} [{','.join(views)}]" + (f" [{units}]" if units else "")
         case TaskStepId(verb, t, what_in_key):
-            words = [verb, t.corpus, t.model, t.view, *([t.what] if what_in_key else [])]
+            words = [verb, t.corpus, t.model, t.view, *([t.what] if what_in_key else []), *filter(None, [t.passages])]
             queries = f" (queries {t.query_view})" if t.query_view not in (None, t.view) else ""
             return " ".join(words) + queries
     raise TypeError(f"not a step id: {sid!r}")

@@ -29,10 +29,11 @@ from evalctl.models import get_model
 from evalctl.opensearch.connection import make_client
 from evalctl.output_folder import write_into
 from evalctl.study.coverage import DOMAINS, coverage_section, domain_scores
-from evalctl.study.experiment import check_spec_name
+from evalctl.study.experiment import check_spec_name, method_passages, passage_name
 from evalctl.study.charts import FONT_PT, WIDTH_IN, Bar, Series, grouped_bars
 from evalctl.study.display_names import method_title, model_title, relative, system_title
 from evalctl.study.methods import methods_section
+from evalctl.study import passage_section
 from evalctl.study.page import Report, RunCache, plt_module, save_figure
 from evalctl.study.retrieval_groups import ViewGroup, query_page_name, stored_run, table_tests, view_groups
 from evalctl.study.retrieval_headline import headline
@@ -74,6 +75,9 @@ class RetrievalEntry:
     # every method searches a seeded sample of this many of the split's queries (`evalctl retrieve
     # --query-sample`: per-query costs at scale); `exact_queries`, when given, still decides exact's
     query_sample: int | None = None
+    # passage settings (WINDOW[:STRIDE] in the model's tokens) each passage method (dense-maxp) runs with, one run
+    # each; the index gets the views' passages of every setting
+    passages: tuple[str, ...] = ()
 
     @property
     def query_split(self) -> str | None:
@@ -96,7 +100,7 @@ def retrieval_step(entry: RetrievalEntry, sid: TaskStepId, deps: tuple) -> Step:
             "native" if has_neural_search(client) else "client")
         return retrieval_spec(RetrievalParams(
             entry.corpus, view, method, model_id, query_view=entry.query_view, qrels=entry.qrels, split=entry.split,
-            k=entry.k, fusion_mode=mode, dense_weight=entry.dense_weight,
+            k=entry.k, fusion_mode=mode, dense_weight=entry.dense_weight, passages=t.passages,
             query_sample=entry.exact_queries if method == "exact" and entry.exact_queries else entry.query_sample))
 
     def identity() -> dict:
@@ -190,8 +194,9 @@ class RetrievalTask:
                 text_only = not METHODS.get(method).vector
                 model_ids = [None] if text_only and not ids else ([ids[0]] if text_only else ids)
                 for model_id in model_ids:  # BM25 needs one run: it reads the text of the first model's index
-                    yield TaskStepId(self.command, Target(self.name, entry.corpus, model_id or "bm25", view, method,
-                                                          entry.query_view or view))
+                    for passages in method_passages(method, entry.passages):
+                        yield TaskStepId(self.command, Target(self.name, entry.corpus, model_id or "bm25", view,
+                                                              method, entry.query_view or view, passages))
 
     def step(self, ctx, entry: RetrievalEntry, sid: TaskStepId) -> Step:
         model_id = None if sid.target.model == "bm25" else sid.target.model
@@ -199,11 +204,17 @@ class RetrievalTask:
         return retrieval_step(entry, sid, deps)
 
     def expected_target(self, e) -> Target:
-        return Target(self.name, e.corpus, e.model, e.view, e.method, e.query_view or e.view)
+        return Target(self.name, e.corpus, e.model, e.view, e.method, e.query_view or e.view,
+                      passage_name(e.passages, "passages") if e.passages else None)
 
     def metrics(self, e, at: str) -> tuple[str, ...]:
         if e.method not in METHODS:
             raise SpecError(f"{at}: a retrieval score needs a method, one of {', '.join(METHODS)} (got {e.method!r})")
+        if METHODS.get(e.method).passages != bool(e.passages):
+            raise SpecError(f"{at}: method {e.method} " + ("searches passages: give its `passages:` setting"
+                            if not e.passages else "searches whole documents: `passages:` is for a passage method"))
+        if e.passages:
+            passage_name(e.passages, f"{at}: passages")
         return METRICS
 
     def check_stored(self, spec, entry: RetrievalEntry) -> None:
@@ -302,7 +313,8 @@ class RetrievalTask:
         for corpus, group in dense.groupby("corpus", sort=False):
             _views_heatmap(report, corpus, group, out)
             _scaling_plot(report, corpus, group, out)
-        gains, fused_methods = [], retrieval_methods.fused_methods()
+        # passage methods' fusion is set beside its document counterpart in the passage section
+        gains, fused_methods = [], [f for f in retrieval_methods.fused_methods() if not METHODS.get(f).passages]
         for (corpus, model, view), g in frame.groupby(["corpus", "model", "view"]):
             by, by_mode = dict(zip(g["method"], g[PRIMARY])), dict(zip(g["method"], g["fusion_mode"]))
             for fused in fused_methods:
@@ -313,6 +325,7 @@ class RetrievalTask:
         report.p("Fusion gain over dense retrieval (same depth and model; the method says native pipeline or "
                  "client fusion):")
         report.table(pd.DataFrame(gains) if gains else pd.DataFrame([{"note": "no fused runs"}]))
+        passage_section.section(report, groups)
         for page_name, query_page in query_pages(report, groups, out):
             write_into(out, f"{page_name}.md", query_page.markdown())
             write_into(out, f"{page_name}.html", query_page.html(out))
@@ -321,7 +334,8 @@ class RetrievalTask:
 def _row(step: Recorded, report: Report) -> dict:
     """A step's row: its target, its mean under the report's empty-query policy, the fusion its run used."""
     t = step.target
-    return {"corpus": t.corpus, "model": t.model, "view": t.view_label, "method": t.what,
+    return {"corpus": t.corpus, "model": t.model, "view": t.view_label,
+            "method": " ".join(filter(None, [t.what, t.passages])),
             PRIMARY: TASK.report_scores(step, report.runs)[PRIMARY],
             "fusion_mode": stored_run(step.ref, report.runs).manifest.get("fusion_mode")}
 

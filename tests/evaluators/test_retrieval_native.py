@@ -138,7 +138,7 @@ def test_fusion_values_on_a_toy_index(os_client, index_name):
     for d, (text, vec) in docs.items():
         os_client.index(index=index_name, id=d, body={"text": text, "vec": vec})
     os_client.indices.refresh(index=index_name)
-    (bm25_hits, dense_hits), stats = search_all(
+    (bm25_hits, dense_hits), stats, _ = search_all(
         os_client, index_name, [bm25_body("text", "wheelchair lift", 3, {"d4"}), knn_body("vec", [1, 0, 0, 0], 3, {"d4"})],
         batch_size=1)
     bm25, dense = {"q": ranked(bm25_hits)}, {"q": ranked(dense_hits)}

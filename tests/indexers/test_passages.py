@@ -70,7 +70,7 @@ def corpus(tmp_path_factory, os_client):
     mp = private_cache(root)
     c = import_corpus("beir", [write_known_item_beir(root / "beir", 30)], name=f"psg-{uuid.uuid4().hex[:8]}").corpus
     first = index_corpus(os_client, c, [load_views()["A"]], get_model(MODEL), progress=False,
-                         passages=(PassageSpec.parse(SETTINGS[0]),))
+                         passages={"A": (PassageSpec.parse(SETTINGS[0]),)})
     assert first.n_loaded == 30
     yield c.name
     os_client.indices.delete(index=f"{corpus_alias(c.name)}--*", ignore_unavailable=True)
@@ -103,8 +103,10 @@ def test_dense_maxp_equals_an_exact_maxp_computed_here(os_client, corpus):
 
     run, exact = _maxp(corpus, SETTINGS[0]), _maxp(corpus, SETTINGS[0], "exact-maxp")
     index, path = index_name(corpus, MODEL), "psg_A_w32s24"
-    hits = os_client.search(index=index, body={"size": 100, "_source": [f"{path}.text"], "query": {"match_all": {}}})
+    hits = os_client.search(index=index, body={"size": 100, "_source": [f"{path}.text", f"{path}.start", f"{path}.end"],
+                                               "query": {"match_all": {}}})
     passages = [(h["_id"], p["text"]) for h in hits["hits"]["hits"] for p in h["_source"][path]]
+    spans = np.array([[p["start"], p["end"]] for h in hits["hits"]["hits"] for p in h["_source"][path]])
     assert len(passages) > 3 * 30  # several passages a patent
     st = SentenceTransformer(str(offline_model_dir(get_model(MODEL))), device="cpu")
     vectors = st.encode([t for _, t in passages], normalize_embeddings=True, batch_size=64)
@@ -120,11 +122,67 @@ def test_dense_maxp_equals_an_exact_maxp_computed_here(os_client, corpus):
         for got in (run.ranking[q], exact.ranking[q]):
             assert [d for d, _ in got] == [d for d, _ in expected], q
             assert np.allclose([s for _, s in got], [s for _, s in expected], atol=1e-5), q
+        # each hit names its best passage: the offsets of the passage scored highest here
+        where = {d: spans[owners == d][scores[owners == d].argmax()].tolist() for d, _ in expected}
+        assert run.best_passages()[q] == exact.best_passages()[q] == where, q
     # the exclusion filters patents, not passages, and the engine still fills the depth
     top = [d for d, _ in expected[:3]]
     for body in (maxp_body(path, qv, 10, top), exact_maxp_body(path, qv, "cosinesimil", 10, top)):
         ids = [h["_id"] for h in os_client.search(index=index, body=body)["hits"]["hits"]]
         assert len(ids) == 10 and not set(ids) & set(top) and ids[:7] == [d for d, _ in expected[3:10]]
+
+
+@pytest.mark.models
+def test_sump_and_avgp_rerank_the_maxp_candidates_and_bm25_maxp_takes_the_best_passage(os_client, corpus):
+    """dense-sump / dense-avgp: the k patents dense-maxp finds, each scored by the sum / mean of every one of its
+    passages' scores, computed here from the passage vectors read back; bm25-maxp: a patent's score is the best of
+    its passages' BM25 scores (the same query's inner hits score each passage)."""
+    from evalctl.corpus.qrels import load_qrels
+    from evalctl.corpus.query_set import load_query_set
+    from evalctl.corpus.store import load_corpus
+    from evalctl.evaluators.retrieval.query_bodies import bm25_maxp_body
+    from evalctl.indexers.index_layout import index_name
+
+    index, path = index_name(corpus, MODEL), "psg_A_w32s24"
+    hits = os_client.search(index=index, body={"size": 100, "_source": [f"{path}.vec"], "query": {"match_all": {}}})
+    vectors = {h["_id"]: np.array([p["vec"] for p in h["_source"][path]]) for h in hits["hits"]["hits"]}
+    c = load_corpus(corpus)
+    queries = load_query_set(c, load_qrels(c, "given"), "test", "A")
+    maxp = _maxp(corpus, SETTINGS[0])
+    qvec = _query_vectors(maxp)
+    for method, pool in (("dense-sump", np.sum), ("dense-avgp", np.mean)):
+        run = _maxp(corpus, SETTINGS[0], method)
+        for q, ranked in run.ranking.items():
+            if q not in qvec:
+                continue
+            expected = sorted(((d, float(pool((1 + vectors[d] @ qvec[q]) / 2))) for d, _ in maxp.ranking[q]),
+                              key=lambda x: -x[1])
+            assert [d for d, _ in ranked] == [d for d, _ in expected], (method, q)
+            assert np.allclose([s for _, s in ranked], [s for _, s in expected], atol=1e-5), (method, q)
+    run = _maxp(corpus, SETTINGS[0], "bm25-maxp")
+    for q in [q for q in queries.ids if q in queries.texts][:5]:
+        body = bm25_maxp_body(path, queries.texts[q], 10, queries.exclude[q])
+        body["query"]["bool"]["must"][0]["nested"]["inner_hits"] = {"size": 100, "_source": False}
+        got = os_client.search(index=index, body=body)["hits"]["hits"]
+        engine = sorted(((h["_id"], h["_score"]) for h in got), key=lambda x: (-x[1], x[0]))  # the run's tie order
+        assert engine == [(d, pytest.approx(s, abs=1e-6)) for d, s in run.ranking[q]]
+        for h in got:
+            assert h["_score"] == max(i["_score"] for i in h["inner_hits"][path]["hits"]["hits"])
+        assert not {h["_id"] for h in got} & queries.exclude[q]
+
+
+def _query_vectors(run) -> dict:
+    """{query id: its vector} as the run encoded it (the embedding cache)."""
+    from evalctl.corpus.qrels import load_qrels
+    from evalctl.corpus.query_set import load_query_set
+    from evalctl.corpus.store import load_corpus
+    from evalctl.indexers.encoder import get_or_encode
+    from evalctl.models import get_model
+
+    c = load_corpus(run.manifest["corpus"])
+    queries = load_query_set(c, load_qrels(c, "given"), "test", "A")
+    asked = [q for q in queries.ids if q in queries.texts]
+    return dict(zip(asked, get_or_encode(get_model(MODEL), "query", "A", asked, [queries.texts[q] for q in asked])))
 
 
 @pytest.mark.neural_search
@@ -178,19 +236,23 @@ def test_settings_are_identities_and_a_reload_encodes_nothing_again(os_client, c
     from evalctl.evaluators.retrieval.retrieve import RetrievalError
     from evalctl.indexers.embedding_cache import EmbeddingCache
     from evalctl.indexers.encoder import cache_key
-    from evalctl.indexers.index_loader import index_corpus
+    from evalctl.indexers.index_layout import index_name
+    from evalctl.indexers.index_loader import index_corpus, read_manifest
     from evalctl.indexers.passages import PassageSpec, passage_unit
     from evalctl.models import get_model
 
     model, c, view = get_model(MODEL), load_corpus(corpus), load_views()["A"]
     both = tuple(PassageSpec.parse(s) for s in SETTINGS)
-    assert index_corpus(os_client, c, [view], model, passages=both, progress=False).n_loaded == 30
+    assert index_corpus(os_client, c, [view], model, passages={"A": both}, progress=False).n_loaded == 30
     prompt = model.prompt_for("document", task_type="retrieval")
     entries = [EmbeddingCache(cache_key(model, "document", passage_unit("A", p), None, prompt)) for p in both]
     assert len({e.dir for e in entries}) == 2 and all(len(e) > 30 for e in entries)
     runs_before = [len(e.runs()) for e in entries]
-    again = index_corpus(os_client, c, [view], model, passages=both, progress=False)
+    again = index_corpus(os_client, c, [view], model, passages={"A": both}, progress=False)
     assert again.n_loaded == 0 and [len(e.runs()) for e in entries] == runs_before  # nothing encoded again
+    cost = read_manifest(os_client, index_name(c.name, MODEL))["cost"]  # patents, not Lucene's nested documents
+    assert cost["documents"] == 30 and cost["vector_counts"] == {"A": 30, **{passage_unit("A", p): len(e)
+                                                                            for p, e in zip(both, entries)}}
 
     ids = {_maxp(corpus, s).id for s in SETTINGS}
     assert len(ids) == 2 and all("w32s24" in i or "w48s36" in i for i in ids)

@@ -183,8 +183,8 @@ def test_bm25_on_3_shards_needs_dfs(os_client, pizza):
     queries = [q for q, docs in one.ranking.items() if docs][:50]
     titles = {h["_id"]: h["_source"]["title"] for h in os_client.mget(index=name, body={"ids": queries})["docs"]}
     bodies = [bm25_body("text_T", titles[q], 10) for q in queries]
-    per_shard, _ = search_all(os_client, name, bodies)
-    dfs, _ = search_all(os_client, name, bodies, search_type="dfs_query_then_fetch")
+    per_shard, _, _ = search_all(os_client, name, bodies)
+    dfs, _, _ = search_all(os_client, name, bodies, search_type="dfs_query_then_fetch")
     assert sum(a != b for a, b in zip(per_shard, dfs)) > len(queries) // 2
 
 

@@ -168,5 +168,5 @@ def test_every_registered_entry_resolves():
     assert all(callable(opener) for _, opener in IMPORT_FORMATS.items())
     assert all(isinstance(s, LabelSource) for _, s in LABEL_SOURCES.items())
     assert all(callable(rule) for _, rule in RULES.items())
-    assert METHODS.names() == ("bm25", "dense", "hybrid", "rrf", "exact", "dense-maxp", "exact-maxp", "hybrid-maxp",
-                               "rrf-maxp")
+    assert METHODS.names() == ("bm25", "dense", "hybrid", "rrf", "exact", "dense-maxp", "exact-maxp", "dense-sump",
+                               "dense-avgp", "bm25-maxp", "hybrid-maxp", "rrf-maxp")

