@@ -1,7 +1,7 @@
 """What a passage field costs in the index: each layout loaded alone into an index of its own (a private index
 prefix, deleted after), so its store is its own and not shared with other views or settings. Prints, per layout,
-the patents, vectors, store bytes per patent, the vector files and the HNSW graph file, and the share of the view's
-documents the model truncates.
+the patents, vectors, store bytes per patent and the vectors' part of them, and the share of the view's documents
+the model truncates.
 
     python bench/passage_layouts.py [--corpus qs-ops-pizza] [--model all-minilm-l6-v2] [--view TA]
                                     [--passages 32:24 64:48 128:96]
@@ -51,13 +51,12 @@ def main() -> None:
     from evalctl.models import get_model
 
     print(f"machine load {load()}; corpus {args.corpus}, model {args.model}, view {args.view}")
-    print(f"{'layout':<18} {'patents':>8} {'vectors':>8} {'B/patent':>10} {'vec files B':>12} {'graph file B':>13}")
+    print(f"{'layout':<18} {'patents':>8} {'vectors':>8} {'B/patent':>10} {'vector B/patent':>16}")
     for setting in (None, *args.passages):
         cost = measure(args.corpus, args.model, args.view, setting)
         layout = f"{args.view} + {setting}" if setting else f"{args.view} document"
-        files = cost.get("vector_files_bytes") or {}
         print(f"{layout:<18} {cost['documents']:>8,} {sum(cost['vector_counts'].values()):>8,} "
-              f"{cost['store_bytes_per_patent']:>10,.0f} {files.get('vec', 0):>12,} {files.get('vex', 0):>13,}")
+              f"{cost['store_bytes_per_patent']:>10,.0f} {cost['vector_bytes'] / cost['documents']:>16,.0f}")
     model, corpus = get_model(args.model), load_corpus(args.corpus)
     prompt = model.prompt_for("document", task_type="retrieval")
     t = view_tokens.find(corpus.name, view_tokens.identity(corpus.content_hash, model.id, model.revision, prompt,

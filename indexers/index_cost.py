@@ -25,8 +25,9 @@ from evalctl.indexers.passages import passage_path, passage_unit
 VECTOR_FILES = ("vec", "veq", "vex", "vem", "vemf", "vemq")
 _BYTES_PER_DIMENSION_NOTE = ("store_bytes_per_dimension: the primaries' whole store (text, keywords, _source and "
                              "vectors) / (vectors x dim), an approximation that charges everything to the vectors; "
-                             "vector_bytes_per_dimension: the vec and veq files alone over the same count; vectors: "
-                             "vector_counts, a field's documents holding one and a passage field's passages")
+                             "vector_bytes_per_dimension: the vec and veq files alone over the same count (an index "
+                             "with one vector field); vectors: vector_counts, a field's documents holding one and a "
+                             "passage field's passages")
 
 
 def without_measurements(manifest: dict) -> dict:
@@ -68,6 +69,18 @@ def _native_memory(client, index: str, engine: str | None, warm_problem: str | N
     return None, warm_problem or f"engine {engine}: the k-NN stats list no graph of this index after the warmup"
 
 
+_ONE_FILE_PER_EXTENSION = ("the node's segment stats list one file per extension and each vector field has files of "
+                           "its own: vector_bytes counts them from vector_counts instead")
+
+
+def vector_bytes(counts: dict[str, int], dim: int, manifest: dict) -> int:
+    """Bytes of the index's vectors in Lucene's files, from their count: each vector's components (int8 in a byte
+    index, else float32) and, with `encoder: sq`, its 7-bit copy (a byte a component and a 4-byte correction)."""
+    n = sum(counts.values())
+    per = dim * (1 if manifest.get("data_type") == "byte" else 4)
+    return n * (per + (dim + 4 if manifest.get("encoder") == "sq" else 0))
+
+
 def vector_counts(client, index: str, manifest: dict) -> dict[str, int]:
     """Vectors per field unit (index_layout.field_units): a top-level field's documents that hold one, a passage
     field's passages. One request."""
@@ -93,19 +106,24 @@ def measure_index_cost(client, index: str, manifest: dict) -> dict:
             "layout": {k: manifest.get(k) for k in ("engine", "encoder", "data_type", "vectors_in_source")}}
     if not dim:
         return cost
-    files = primaries["segments"].get("file_sizes", {})
-    vector_files = {ext: files[ext]["size_in_bytes"] for ext in VECTOR_FILES if ext in files}
     fields = len(vector_units(manifest))  # top-level fields; passage vectors (nested) are in the files too
     counts = vector_counts(client, index, manifest)
     components = sum(counts.values()) * dim
+    files = primaries["segments"].get("file_sizes", {})
+    # The stats list one file per extension, while each vector field (and passage field) has files of its own
+    # (_<seg>_Lucene99HnswVectorsFormat_<n>.vec): with more than one, the figures would be one field's.
+    one_field = sum(1 for n in counts.values() if n) <= 1
+    vector_files = {ext: files[ext]["size_in_bytes"] for ext in VECTOR_FILES if ext in files} if one_field else None
     native, why = _native_memory(client, index, manifest.get("engine"), warm_problem)
     cost.update({
         "vector_fields": fields, "vector_counts": counts, "dim": dim,
+        "vector_bytes": vector_bytes(counts, dim, manifest),
         "store_bytes_per_dimension": round(store / components, 3) if components else None,
         "vector_bytes_per_dimension": round((vector_files.get("vec", 0) + vector_files.get("veq", 0)) / components, 3)
-        if components else None,
+        if components and vector_files is not None else None,
         "vector_files_bytes": vector_files,
-        "hnsw_graph_file_bytes": vector_files.get("vex"),
+        "hnsw_graph_file_bytes": vector_files.get("vex") if vector_files is not None else None,
+        **({} if one_field else {"vector_files_null_because": _ONE_FILE_PER_EXTENSION}),
         "warmed": warm_problem is None,
         "native_memory_bytes": native,
         **({"native_memory_null_because": why} if native is None else {}),
@@ -123,9 +141,11 @@ def cost_lines(cost: dict) -> list[str]:
     if cost.get("dim"):
         native = (f"{cost['native_memory_bytes']:,} B" if cost["native_memory_bytes"] is not None
                   else f"none recorded ({cost['native_memory_null_because']})")
+        files = (f"{cost['vector_bytes_per_dimension']} in the vector files; HNSW graph file "
+                 f"{cost['hnsw_graph_file_bytes']} B" if cost.get("vector_files_bytes") is not None
+                 else f"vector files not listed ({cost.get('vector_files_null_because', 'not measured')})")
         lines.append(f"  {cost['vector_fields']} vector field(s) x {cost['dim']} dims: "
-                     f"{cost['store_bytes_per_dimension']} store B per dimension, {cost['vector_bytes_per_dimension']} "
-                     f"in the vector files; HNSW graph file {cost['hnsw_graph_file_bytes']} B; native memory {native}")
+                     f"{cost['store_bytes_per_dimension']} store B per dimension, {files}; native memory {native}")
     for view, settings in cost.get("encode", {}).items():
         lines += [f"  encode {view}: {cost_line(c)}" for c in settings] or [f"  encode {view}: no measurement"]
     return lines

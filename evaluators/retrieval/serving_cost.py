@@ -8,7 +8,8 @@ text and vectors. Its index size is the index's store less its vector files, plu
 vectors over the index's: a passage field holds a vector per passage): what the index would take holding this
 system's vectors only. Its HNSW figure is the k-NN
 plugin's native memory (faiss graphs) or, for the lucene engine, the graph file the page cache reads (`vex`), the
-same share. Encoding: document-encoding seconds per 1,000 patents of the view's vectors, on the setting (device,
+same share (the node's stats list one graph file per extension, so only an index with one vector field has it).
+Encoding: document-encoding seconds per 1,000 patents of the view's vectors, on the setting (device,
 precision, backend) that encoded most of them; query encoding is not counted, as the latency does not count it.
 """
 
@@ -27,7 +28,8 @@ PER_INDEX = 10_000  # index size per this many patents
 PER_ENCODE = 1_000  # encode seconds per this many patents
 RULES = (f"index MB per {PER_INDEX:,} patents: the index's store less its vector files, plus this system's field's "
          "share of them (its vectors over the index's; BM25: none), from the index cost measured after its last load; HNSW MB: the k-NN plugin's "
-         "native memory (faiss) or the lucene graph file, the same share; encode s: document (or passage) encoding per "
+         "native memory (faiss) or the lucene graph file (an index with one vector field: the node's stats list "
+         "one file per extension), the same share; encode s: document (or passage) encoding per "
          f"{PER_ENCODE:,} patents on the setting that encoded most of them (queries not counted); latency and QPS: "
          "the first concurrency level of the newest `evalctl latency` of the system")
 
@@ -53,7 +55,8 @@ def _share(cost: dict, unit: str | None) -> tuple[float | None, float | None, st
     `unit` is the vector field it searches (None: text only)."""
     if not cost.get("store_bytes"):
         return None, None, None
-    files = sum((cost.get("vector_files_bytes") or {}).values())
+    # the vectors' bytes from their count; a cost measured before it was recorded: the files' (one field's)
+    files = cost["vector_bytes"] if "vector_bytes" in cost else sum((cost.get("vector_files_bytes") or {}).values())
     counts = cost.get("vector_counts")  # absent from a cost measured before it was recorded: equal shares
     share = (counts.get(unit, 0) / sum(counts.values()) if counts and sum(counts.values())
              else 1 / (cost.get("vector_fields") or 1)) if unit else 0.0
