@@ -20,9 +20,9 @@ def test_the_study_entry_declares_the_retrieval_parameters_it_shares_alike():
     entry = TASKS.get("retrieval").entry
     shared = {p.name for p in parameters(entry)} & {p.name for p in parameters(RetrievalParams)}
     assert {"query_view", "qrels", "split", "k", "fusion_mode", "dense_weight", "query_sample"} <= shared
-    # one deliberate difference: a study step resolves "auto" (native on a node with neural-search, else
-    # client) before it builds the RetrievalParams
-    assert set(differences(entry, RetrievalParams)) == {"fusion_mode"}
+    # two deliberate differences: a study step resolves "auto" (native on a node with neural-search, else
+    # client) before it builds the RetrievalParams, and an entry's passage settings are a list (a run each)
+    assert set(differences(entry, RetrievalParams)) == {"fusion_mode", "passages"}
     mode = {cls: next(p.type for p in parameters(cls) if p.name == "fusion_mode") for cls in (entry, RetrievalParams)}
     assert get_args(mode[entry]) == ("auto", *get_args(mode[RetrievalParams]))
 
