@@ -63,10 +63,10 @@ HYBRID = RetrievalMethod("hybrid", _hybrid, text=True, vector=True, fused=True, 
                          about="weighted sum of the normalised BM25 and dense scores")
 RRF = RetrievalMethod("rrf", _hybrid, text=True, vector=True, fused=True, technique="rrf", pipeline=pipeline_body,
                       client=True, title="RRF", about="reciprocal-rank fusion of the BM25 and dense rankings")
-DENSE_MAXP = RetrievalMethod("dense-maxp", _maxp, vector=True, passages_of="dense", title="Dense MaxP",
+DENSE_MAXP = RetrievalMethod("dense-maxp", _maxp, vector=True, passages_of="dense", query_chunks=True, title="Dense MaxP",
                              about="approximate nearest neighbours of the query vector among the view's passage "
                                    "vectors; each patent scored by its best passage (k distinct patents)")
-EXACT_MAXP = RetrievalMethod("exact-maxp", _exact_maxp, vector=True, passages_of="exact", title="Exact MaxP",
+EXACT_MAXP = RetrievalMethod("exact-maxp", _exact_maxp, vector=True, passages_of="exact", query_chunks=True, title="Exact MaxP",
                              about="every passage scored by brute force, each patent by its best: what dense-maxp's "
                                    "approximate search loses")
 DENSE_SUMP = RetrievalMethod("dense-sump", _sump, vector=True, passages_of="dense", title="Dense SumP",

@@ -53,6 +53,8 @@ class RetrievalMethod:
     # searches a view's passages (a nested field; a passage setting joins the identity): the document-level method
     # whose passage version it is ("dense" for dense-maxp), what the report's document-vs-passage section sets it beside
     passages_of: str | None = None
+    # its score is a max (MaxP): a query cut into chunks is searched chunk by chunk and fused by max (query_chunks)
+    query_chunks: bool = False
     # How a report names and explains it to a reader (its legend): "Exact kNN", "brute-force ..."; name if empty
     title: str = ""
     about: str = ""

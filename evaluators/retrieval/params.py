@@ -42,6 +42,9 @@ class RetrievalParams:
                                      "the run's identity), e.g. exact at scale.")
     passages: str | None = param(None, help="A passage method's passage setting, WINDOW[:STRIDE] in the model's "
                                  "tokens, as the index was loaded with (evalctl index --passages).")
+    query_chunks: bool = param(False, help="dense-maxp / exact-maxp: cut the query patent into passages of the same "
+                               "setting, search each and keep each patent's best score over them (max); default: the "
+                               "query is encoded whole, cut at the model's limit.")
 
 
 @dataclass

@@ -25,15 +25,16 @@ from evalctl.evaluators.fusion.client_fusion import fuse_rankings
 from evalctl.evaluators.retrieval.methods import MAX_K, METHODS, BodyContext, RetrievalMethod
 from evalctl.evaluators.retrieval.params import DEFAULT_BM25_MAX_TERMS, RetrievalOptions, RetrievalParams
 from evalctl.evaluators.retrieval.query_bodies import truncate_terms
-from evalctl.evaluators.scoring.runs import Ranking, StoredRun, find_run, ranked, save_run, view_pair
+from evalctl.evaluators.retrieval.query_chunks import FUSION, fuse_max, query_chunks
+from evalctl.evaluators.scoring.runs import StoredRun, find_run, save_run, view_pair
 from evalctl.evaluators.fusion.search_pipelines import ensure_pipeline, require_neural_search
 from evalctl.evaluators.fusion.settings import FusionSpec
 from evalctl.indexers.byte_vectors import stored
-from evalctl.indexers.encoder import get_or_encode
+from evalctl.indexers.encoder import LazyEncoder, get_or_encode
 from evalctl.indexers.index_contract import open_index
 from evalctl.indexers.index_layout import load_index_settings, text_field, vector_field
 from evalctl.indexers.index_loader import result_identity
-from evalctl.indexers.passages import PassageError, PassageSpec, passage_path
+from evalctl.indexers.passages import PassageError, PassageSpec, passage_path, passage_unit
 from evalctl.indexers.vectors_import import query_encoding
 from evalctl.models import get_model, resolve_model_id
 from evalctl.opensearch.cluster_info import require_available, simd_vectors
@@ -63,6 +64,7 @@ class RetrievalSpec:
     # Search only a seeded sample of this many of the split's queries (exact search at scale, for ANN fidelity)
     query_sample: int | None = None
     passages: str | None = None  # a passage method's setting, by name (passages.PassageSpec.name: w128s96)
+    query_chunks: bool = False  # the query cut into passages of that setting, the chunks' hits fused (query_chunks)
 
     def __post_init__(self):
         if self.method not in METHODS:
@@ -79,6 +81,9 @@ class RetrievalSpec:
         if m.passages and not self.passages:
             raise RetrievalError(f"--method {self.method} searches passages: give --passages WINDOW[:STRIDE], the "
                                  "setting the index was loaded with")
+        if self.query_chunks and not m.query_chunks:
+            raise RetrievalError(f"--query-chunks: --method {self.method} does not score by a best passage; one of "
+                                 f"{', '.join(n for n, x in METHODS.items() if x.query_chunks)}")
         if self.passages and not m.passages:
             raise RetrievalError(f"--passages {self.passages}: --method {self.method} searches whole documents; a "
                                  f"passage method is one of {', '.join(n for n, x in METHODS.items() if x.passages)}")
@@ -110,7 +115,7 @@ def retrieval_spec(p: RetrievalParams) -> RetrievalSpec:
                          qrels=p.qrels, split=None if p.split == "all" else p.split, k=p.k,
                          bm25_max_terms=p.bm25_max_terms or None, prompt_variant=p.prompt_variant, fusion=fusion,
                          fusion_mode=p.fusion_mode, query_sample=p.query_sample,
-                         passages=_passage_name(p.passages))
+                         passages=_passage_name(p.passages), query_chunks=p.query_chunks)
 
 
 def _passage_name(value: str | None) -> str | None:
@@ -231,7 +236,7 @@ def _identity_name(spec: RetrievalSpec, client: bool = False) -> str:
     """A run identity's readable name, e.g. "dense-all-minilm-l6-v2-T_TA-test" ("hybrid-client-..." for
     client-side fusion)."""
     model = f"client-{spec.model}" if client else spec.model or "bm25"
-    passages = f"-{spec.passages}" if spec.passages else ""
+    passages = f"-{spec.passages}" + ("-chunked" if spec.query_chunks else "") if spec.passages else ""
     return f"{spec.method}-{model}-{view_pair(spec.qview, spec.view, '_')}{passages}-{spec.split or 'all'}"
 
 
@@ -261,6 +266,8 @@ def run_identity(spec: RetrievalSpec, corpus: Corpus, qset: QrelsSet, queries: Q
         identity.update(query_prompt=prompt, prompt_variant=spec.prompt_variant)
     if m.passages:
         identity["passages"] = spec.passages
+    if spec.query_chunks:
+        identity["query_chunks"] = FUSION
     if m.fused:
         identity.update(fusion_mode=spec.fusion_mode, fusion=dataclasses.asdict(spec.fusion),
                         pipeline=m.pipeline(spec.fusion) if m.pipeline and spec.fusion_mode == "native" else None)
@@ -311,12 +318,14 @@ def retrieve(client, spec: RetrievalSpec, options: RetrievalOptions | None = Non
     require_available(client, it.index)
     if spec.definition.pipeline:
         require_neural_search(client, f"--method {spec.method}")
-    bodies, counts = search_bodies(client, spec, it.queries, it.manifest, it.model, opts)
+    if spec.query_chunks:
+        bodies, owners, counts = chunk_bodies(client, spec, it.queries, it.manifest, it.model, opts)
+    else:
+        (bodies, counts), owners = search_bodies(client, spec, it.queries, it.manifest, it.model, opts), it.queries.ids
     hits, stats, passages = search_all(client, it.index, bodies, batch_size=opts.batch_size,
                                        concurrency=opts.concurrency, progress=opts.progress,
                                        desc=f"{spec.method} {it.index}", search_type=search_type(spec, it.manifest))
-    ranking: Ranking = {q: ranked(h, spec.k) for q, h in zip(it.queries.ids, hits)}
-    best = {q: p for q, p in zip(it.queries.ids, passages) if p}
+    ranking, best = fuse_max(it.queries.ids, owners, hits, passages, spec.k)
     extra = {"index_manifest": it.manifest, "n_queries": len(it.queries.ids), **counts,
              "n_empty": sum(not docs for docs in ranking.values()), "took_ms": stats.took_ms,
              "took_ms_items": stats.took_ms_items, "search_seconds": round(stats.seconds, 3),
@@ -343,14 +352,38 @@ def search_bodies(client, spec: RetrievalSpec, queries: QuerySet, manifest: dict
                             variant=spec.prompt_variant, task_type="retrieval", progress=opts.progress,
                             **query_encoding(manifest))
         vectors = dict(zip(ids, stored(arr, manifest)))  # a byte index's rule applies to its queries too
-    pipeline = None
-    if m.pipeline:
-        body = m.pipeline(spec.fusion)
-        pipeline = body if opts.inline_pipeline else ensure_pipeline(client, body)[0]
-    ctx = BodyContext(text_field(spec.view), vector_field(spec.view), spec.k, manifest, pipeline,
-                      passage_path(spec.view, PassageSpec.parse(spec.passages)) if spec.passages else None)
+    ctx = body_context(client, spec, manifest, opts)
     by_id = {q: m.body(ctx, texts.get(q), vectors.get(q), queries.exclude[q]) for q in ids}
     return [by_id.get(q) for q in queries.ids], counts
+
+
+def body_context(client, spec: RetrievalSpec, manifest: dict, opts: RetrievalOptions) -> BodyContext:
+    pipeline = None
+    if spec.definition.pipeline:
+        body = spec.definition.pipeline(spec.fusion)
+        pipeline = body if opts.inline_pipeline else ensure_pipeline(client, body)[0]
+    return BodyContext(text_field(spec.view), vector_field(spec.view), spec.k, manifest, pipeline,
+                       passage_path(spec.view, PassageSpec.parse(spec.passages)) if spec.passages else None)
+
+
+def chunk_bodies(client, spec: RetrievalSpec, queries: QuerySet, manifest: dict, model, opts: RetrievalOptions
+                 ) -> tuple[list[dict], list[str], dict]:
+    """A body per chunk of each query with text (query_chunks), the query each belongs to, and counts."""
+    ids = [q for q in queries.ids if q in queries.texts]
+    encoder = LazyEncoder(model)
+    prompt = model.prompt_for("query", task_type="retrieval", variant=spec.prompt_variant) or ""
+    chunks = query_chunks({q: queries.texts[q] for q in ids}, encoder.tokenizer(), PassageSpec.parse(spec.passages),
+                          model.max_seq_length, prompt, model.id)
+    keys = [(q, n) for q in ids for n in range(len(chunks[q]))]
+    arr = get_or_encode(model, "query", passage_unit(spec.qview, PassageSpec.parse(spec.passages)),
+                        [f"{q}#{n}" for q, n in keys], [chunks[q][n] for q, n in keys], variant=spec.prompt_variant,
+                        task_type="retrieval", encoder=encoder, progress=opts.progress)
+    encoder.close()
+    ctx = body_context(client, spec, manifest, opts)
+    bodies = [spec.definition.body(ctx, None, v, queries.exclude[q]) for (q, _), v in zip(keys, stored(arr, manifest))]
+    counts = {"n_no_text": len(queries.ids) - len(ids), "n_query_chunks": len(keys),
+              "n_chunked_queries": sum(len(c) > 1 for c in chunks.values())}
+    return bodies, [q for q, _ in keys], counts
 
 
 def _client_parts(spec: RetrievalSpec) -> list[RetrievalSpec]:

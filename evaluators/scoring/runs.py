@@ -116,9 +116,12 @@ def view_pair(query_view: str | None, view: str, joiner: str = "→") -> str:
 
 def system_name(manifest: dict) -> str:
     """A run's system, the name it has across views in a report's headline, charts and per-query pages:
-    method (/client for client-side fusion) and model, e.g. "dense:all-minilm-l6-v2"."""
+    method (/client for client-side fusion; a passage method's setting, and chunked queries) and model, e.g.
+    "dense:all-minilm-l6-v2", "dense-maxp@w64s48:all-minilm-l6-v2"."""
     client = "/client" if manifest.get("fusion_mode") == "client" else ""
-    return f"{manifest['method']}{client}:{manifest.get('model') or 'bm25'}"
+    passages = f"@{manifest['passages']}" if manifest.get("passages") else ""
+    chunked = "+chunked" if manifest.get("query_chunks") else ""
+    return f"{manifest['method']}{client}{passages}{chunked}:{manifest.get('model') or 'bm25'}"
 
 
 def run_label(manifest: dict) -> str:

@@ -40,6 +40,7 @@ def system_title(manifest: dict) -> str:
     method = METHODS.get(manifest["method"]) if manifest["method"] in METHODS else None
     title = method_title(manifest["method"], manifest.get("fusion_mode"))
     title += f" {manifest['passages']}" if manifest.get("passages") else ""
+    title += " (chunked queries)" if manifest.get("query_chunks") else ""
     model = manifest.get("model")
     return f"{title} · {model_title(model)}" if model and (method is None or method.vector) else title
 

@@ -12,6 +12,7 @@ import math
 import uuid
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -83,6 +84,7 @@ def test_a_spec_compares_documents_with_passages(os_client, tmp_path, monkeypatc
         assert r.exit_code == 0 and "0 failed" in r.output, r.output
         ndcg = {k: steps[key].scores()["ndcg@10"] for k, key in runs.items()}
         psg_run = load_run(steps[runs["w32s24"]].ref())
+        _chunked_queries_take_the_best_pair(os_client, corpus, model)
         monkeypatch.setenv("EVALCTL_OPENSEARCH_URL", "http://127.0.0.1:9")  # the section reads the store alone
         r = CliRunner().invoke(cli, ["report", str(path), "--out", str(tmp_path / "report")])
         assert r.exit_code == 0, r.output
@@ -132,3 +134,44 @@ def _rows(table: str) -> list[dict]:
     header, *rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()
                      if line.startswith("|") and not line.startswith(("|--", "|:"))]
     return [dict(zip(header, row)) for row in rows]
+
+
+def _chunked_queries_take_the_best_pair(os_client, corpus: str, model: str) -> None:
+    """`--query-chunks`: each query patent cut into the run's windows too, a patent scored by its best (query chunk,
+    passage) pair: exact-maxp's top 10 equals that maximum computed here over every pair, with the chunks and
+    passages encoded here by sentence-transformers itself."""
+    from sentence_transformers import SentenceTransformer
+
+    from evalctl.corpus.qrels import load_qrels
+    from evalctl.corpus.query_set import load_query_set
+    from evalctl.corpus.store import load_corpus
+    from evalctl.evaluators.retrieval.params import RetrievalParams
+    from evalctl.evaluators.retrieval.retrieve import RetrievalOptions, retrieval_spec, retrieve
+    from evalctl.indexers.index_layout import index_name
+    from evalctl.indexers.model_loader import offline_model_dir
+    from evalctl.indexers.passages import PassageSpec, passage_spans
+    from evalctl.models import get_model
+    from evalctl.opensearch.connection import make_client
+
+    setting = PassageSpec(32, 24)
+    run = retrieve(make_client(), retrieval_spec(RetrievalParams(corpus, "TA", "exact-maxp", model, k=10,
+                                                                 passages="32:24", query_chunks=True)),
+                   RetrievalOptions(progress=False))
+    assert run.manifest["query_chunks"] == "max" and run.manifest["n_chunked_queries"] >= 3
+    st = SentenceTransformer(str(offline_model_dir(get_model(model))), device="cpu")
+    path = "psg_TA_w32s24"
+    hits = os_client.search(index=index_name(corpus, model), body={"size": 100, "_source": [f"{path}.text"]})
+    owners = [h["_id"] for h in hits["hits"]["hits"] for _ in h["_source"][path]]
+    passages = st.encode([p["text"] for h in hits["hits"]["hits"] for p in h["_source"][path]], normalize_embeddings=True)
+    c = load_corpus(corpus)
+    queries = load_query_set(c, load_qrels(c, "citations"), "test", "TA")
+    for q, text in queries.texts.items():
+        chunks = st.encode([text[a:b] for a, b in passage_spans(text, st.tokenizer, setting)], normalize_embeddings=True)
+        pair = ((1 + chunks @ passages.T) / 2).max(axis=0)  # each passage's best chunk
+        best = {}
+        for d, score in zip(owners, pair):
+            if d not in queries.exclude[q]:
+                best[d] = max(best.get(d, 0.0), float(score))
+        expected = sorted(best.items(), key=lambda x: (-x[1], x[0]))[:10]
+        assert [d for d, _ in run.ranking[q]] == [d for d, _ in expected], q
+        assert np.allclose([s for _, s in run.ranking[q]], [s for _, s in expected], atol=1e-5), q
