@@ -59,10 +59,10 @@ EXACT = RetrievalMethod("exact", _exact, vector=True, title="Exact kNN",
 # Not global_stats: neural-search 3.5 skips its normalisation under dfs_query_then_fetch on more than one
 # shard and returns raw sub-query scores (neural-search #1490), so its BM25 part uses per-shard statistics.
 HYBRID = RetrievalMethod("hybrid", _hybrid, text=True, vector=True, fused=True, technique="linear",
-                         pipeline=pipeline_body, client=True, tunable=True, title="Hybrid",
+                         pipeline=pipeline_body, client=("bm25", "dense"), tunable=True, title="Hybrid",
                          about="weighted sum of the normalised BM25 and dense scores")
 RRF = RetrievalMethod("rrf", _hybrid, text=True, vector=True, fused=True, technique="rrf", pipeline=pipeline_body,
-                      client=True, title="RRF", about="reciprocal-rank fusion of the BM25 and dense rankings")
+                      client=("bm25", "dense"), title="RRF", about="reciprocal-rank fusion of the BM25 and dense rankings")
 DENSE_MAXP = RetrievalMethod("dense-maxp", _maxp, vector=True, passages_of="dense", query_chunks=True, title="Dense MaxP",
                              about="approximate nearest neighbours of the query vector among the view's passage "
                                    "vectors; each patent scored by its best passage (k distinct patents)")
@@ -78,8 +78,10 @@ BM25_MAXP = RetrievalMethod("bm25-maxp", _bm25_maxp, text=True, global_stats=Tru
                                                      "each patent scored by its best passage")
 # BM25 on the view's text fused with the passages' MaxP clause (the document's own vector is not searched)
 HYBRID_MAXP = RetrievalMethod("hybrid-maxp", _hybrid_maxp, text=True, vector=True, fused=True, technique="linear",
-                              pipeline=pipeline_body, passages_of="hybrid", title="Hybrid MaxP",
+                              pipeline=pipeline_body, passages_of="hybrid", client=("bm25", "dense-maxp"),
+                              title="Hybrid MaxP",
                               about="weighted sum of the normalised BM25 and passage-MaxP scores")
 RRF_MAXP = RetrievalMethod("rrf-maxp", _hybrid_maxp, text=True, vector=True, fused=True, technique="rrf",
-                           pipeline=pipeline_body, passages_of="rrf", title="RRF MaxP",
+                           pipeline=pipeline_body, passages_of="rrf", client=("bm25", "dense-maxp"),
+                           title="RRF MaxP",
                            about="reciprocal-rank fusion of the BM25 and passage-MaxP rankings")

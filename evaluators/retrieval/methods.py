@@ -45,7 +45,8 @@ class RetrievalMethod:
     fused: bool = False  # fuses sub-queries: fusion mode, settings and pipeline join the run identity
     technique: str | None = None  # the FusionSpec technique a fused method requires (None: any)
     pipeline: Callable[[FusionSpec], dict] | None = None  # neural-search pipeline body (needs the plugin)
-    client: bool = False  # `--fusion client`: ranx fusion of the BM25 and dense runs stands in for it
+    # `--fusion client`: ranx fusion of these methods' stored runs (same index, view and depth) stands in for it
+    client: tuple[str, ...] = ()
     tunable: bool = False  # its dense weight can be tuned on dev queries (a spec's dense_weights)
     # its scores use corpus-wide term statistics: on an index of more than one shard it is sent with
     # search_type=dfs_query_then_fetch (configs/index.yaml dfs), so they do not depend on the shard count

@@ -387,8 +387,10 @@ def chunk_bodies(client, spec: RetrievalSpec, queries: QuerySet, manifest: dict,
 
 
 def _client_parts(spec: RetrievalSpec) -> list[RetrievalSpec]:
-    """The BM25 and dense runs (same index, same depth) that client-side fusion fuses."""
-    return [spec.with_(method=m, fusion=FusionSpec(), fusion_mode="native") for m in ("bm25", "dense")]
+    """The runs (same index, same depth) that client-side fusion fuses: the method's `client` parts, a passage part
+    with the fused method's passage setting."""
+    return [spec.with_(method=m, fusion=FusionSpec(), fusion_mode="native",
+                       passages=spec.passages if METHODS.get(m).passages else None) for m in spec.definition.client]
 
 
 def _client_identity(spec: RetrievalSpec, corpus: Corpus, parts: list[StoredRun]) -> dict:
@@ -400,6 +402,8 @@ def _client_identity(spec: RetrievalSpec, corpus: Corpus, parts: list[StoredRun]
         "components": [p.id for p in parts], "query_set": parts[0].manifest["query_set"],
         "index": parts[1].manifest["index"], "qrels_spec": parts[0].manifest.get("qrels_spec"),
     }
+    if spec.passages:
+        identity["passages"] = spec.passages
     if "query_sample" in parts[0].manifest:  # which queries the parts searched, as a native run says
         identity["query_sample"] = parts[0].manifest["query_sample"]
     return identity

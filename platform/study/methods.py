@@ -84,7 +84,8 @@ def _search(method: str, index: dict, max_terms: int | None) -> str:
 
 def _fusion(m: dict, bm25_max_terms: int | None, prompt_variant: str | None) -> str:
     f = m["fusion"]
-    where = ("client-side: ranx fusion of the stored BM25 and dense runs" if m.get("fusion_mode") == "client"
+    parts = " and ".join(METHODS.get(p).display for p in METHODS.get(m["method"]).client)
+    where = (f"client-side: ranx fusion of the stored {parts} runs" if m.get("fusion_mode") == "client"
              else "native: neural-search pipeline on the node")
     if f["technique"] == "rrf":
         return f"{where}; RRF, k {f['rank_constant']}"
@@ -193,7 +194,8 @@ def fusion_used(rows: list[tuple[RunMethod, str]]) -> str:
     if native := names(lambda r, mode: r.native_fusion):
         out.append(f"{native} ran natively: one hybrid query through a neural-search search pipeline on the node "
                    "(the neural-search plugin was present).")
-    how = "client-side fusion: ranx fuses the stored BM25 and dense runs of the same depth, no search pipeline"
+    how = ("client-side fusion: ranx fuses the stored runs of its parts (BM25 and dense, or BM25 and dense MaxP) of the "
+           "same depth, no search pipeline")
     if fallen := names(lambda r, mode: r.client_fusion and mode == "auto"):
         out.append(f"{fallen} ran as {how}, because the node had no neural-search plugin (`fusion_mode: auto` "
                    "falls back to it).")

@@ -77,13 +77,13 @@ def corpus(tmp_path_factory, os_client):
     mp.undo()
 
 
-def _maxp(corpus: str, setting: str, method: str = "dense-maxp", k: int = 10):
+def _maxp(corpus: str, setting: str, method: str = "dense-maxp", k: int = 10, fusion_mode: str = "native"):
     from evalctl.evaluators.retrieval.params import RetrievalParams
     from evalctl.evaluators.retrieval.retrieve import retrieval_spec, retrieve
     from evalctl.opensearch.connection import make_client
 
     spec = retrieval_spec(RetrievalParams(corpus, "A", method, MODEL, qrels="given", split="test", k=k,
-                                          passages=setting))
+                                          passages=setting, fusion_mode=fusion_mode))
     return retrieve(make_client(), spec)
 
 
@@ -225,6 +225,26 @@ def test_hybrid_and_rrf_fuse_bm25_with_the_passage_clause_natively(os_client, co
         run = _maxp(corpus, SETTINGS[0], method)
         assert run.manifest["fusion_mode"] == "native" and run.manifest["passages"] == "w32s24"
         assert sum(bool(r) for r in run.ranking.values()) >= len(run.ranking) - 1  # the nonsense query may miss
+
+
+@pytest.mark.models
+def test_client_fusion_of_passages_fuses_the_bm25_and_maxp_runs(os_client, corpus):
+    """On a node without neural-search, rrf-maxp and hybrid-maxp are ranx fusion of the stored BM25 (document) and
+    dense-maxp runs of the same setting and depth: RRF as the reference arithmetic computes it from those runs."""
+    from evalctl.evaluators.fusion.neural_reference import rrf
+    from evalctl.evaluators.scoring.runs import load_run
+
+    run = _maxp(corpus, SETTINGS[0], "rrf-maxp", fusion_mode="client")
+    parts = [load_run(i) for i in run.manifest["components"]]
+    assert [(p.manifest["method"], p.manifest.get("passages")) for p in parts] == [("bm25", None),
+                                                                                    ("dense-maxp", "w32s24")]
+    assert run.manifest["passages"] == "w32s24" and run.label.startswith("rrf-maxp/client@w32s24:")
+    for q, docs in run.ranking.items():
+        expected = rrf([p.ranking.get(q, []) for p in parts], [1.0, 1.0], 60)
+        assert dict(docs) == pytest.approx({d: expected[d] for d, _ in docs}), q
+        assert len(docs) == min(10, len(expected))
+    hybrid = _maxp(corpus, SETTINGS[0], "hybrid-maxp", fusion_mode="client")
+    assert hybrid.manifest["components"] == run.manifest["components"]  # the same two runs, reused
 
 
 @pytest.mark.models

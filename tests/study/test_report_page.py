@@ -390,7 +390,7 @@ def test_methods_rows_reproduce_their_runs_and_say_client_fusion(report_dir):
     assert "BM25 (k1 1.2, b 0.75" in md and "ANN: HNSW (m 16, ef_construction 100, ef_search 100" in md
 
     client = _fused_run_method(corpus, "client")
-    assert client.fusion.startswith("client-side: ranx fusion of the stored BM25 and dense runs")
+    assert client.fusion.startswith("client-side: ranx fusion of the stored BM25 and Dense runs")
     assert "dense weight 0.3 (as given)" in client.fusion and "--fusion client" in client.command
     fell_back = fusion_used([(client, "auto")])
     assert "client-side fusion" in fell_back and "the node had no neural-search plugin" in fell_back
