@@ -14,6 +14,8 @@ Not measured: query encoding. Query vectors are encoded (or read from the query-
 timing, as the request bodies are serialised: the encoder's speed depends on its own hardware and batching,
 not on the index. Client-side fusion (`--fusion client`) is refused: it is two searches and a ranx fusion in
 the client, not one request; native hybrid/rrf (one request through the neural-search pipeline) is measured.
+A chunked query (`--query-chunks`) is one `_msearch` of its chunks' bodies, the node searching them side by side;
+the fusion by max in the client is not timed (a pass over at most k hits a chunk).
 
 The result is stored (results store, kind "latency") with the conditions it ran under (serving_conditions)
 and the per-query figures in queries.csv, so a report can recompute any percentile. Every measurement is its
@@ -42,7 +44,7 @@ from evalctl.corpus.store import load_corpus
 from evalctl.errors import BadInput
 from evalctl.evaluators.fusion.search_pipelines import NeuralSearchMissing, require_neural_search
 from evalctl.evaluators.retrieval.params import RetrievalOptions
-from evalctl.evaluators.retrieval.retrieve import RetrievalSpec, identify, search_bodies, search_type
+from evalctl.evaluators.retrieval.retrieve import RetrievalSpec, chunk_bodies, identify, search_bodies, search_type
 from evalctl.evaluators.retrieval.serving_conditions import (BUSY_SHARE, client_host, is_busy, load_average,
                                                              node_load, node_settings)
 from evalctl.evaluators.scoring.runs import find_run
@@ -53,6 +55,7 @@ from evalctl.results_store import Result
 KIND = "latency"
 TIMINGS = "queries.csv"
 _FILTER_PATH = "took,timed_out,hits.hits._id,hits.hits._score"  # what a run keeps of an answer (retrieve.py)
+_MULTI_FILTER_PATH = "took,responses.timed_out,responses.error,responses.hits.hits._id,responses.hits.hits._score"
 
 
 class LatencyError(BadInput, ValueError):
@@ -138,19 +141,21 @@ class _Sender:
     """Sends one prepared `_search` body, once, through the client's connection pool (same host, auth, TLS and
     timeout as every evalctl request) but past evalctl's retries: a retried request would read as a slow one."""
 
-    def __init__(self, client, index: str, search_type: str | None):
+    def __init__(self, client, index: str, search_type: str | None, multi: bool = False):
         import urllib3  # deferred: urllib3
 
-        self._client, self._errors = client, urllib3.exceptions.HTTPError
-        query = {"filter_path": _FILTER_PATH, "allow_partial_search_results": "false"}
+        self._client, self._errors, self._multi = client, urllib3.exceptions.HTTPError, multi
+        query = {"filter_path": _MULTI_FILTER_PATH if multi else _FILTER_PATH}
+        if not multi:  # _msearch has no such option: each answer's own timed_out is checked
+            query["allow_partial_search_results"] = "false"
         if search_type:  # as the run searched: corpus-wide BM25 statistics on a sharded index
             query["search_type"] = search_type
-        self._path = f"/{quote(index)}/_search?{urlencode(query)}"
+        self._path = f"/{quote(index)}/{'_msearch' if multi else '_search'}?{urlencode(query)}"
 
     def send(self, payload: bytes) -> tuple[int | None, str | None]:
         """The engine's `took`, or None and what went wrong."""
         conn = self._client.transport.get_connection()  # a cluster's hosts in turn, as the client spreads them
-        headers = {**conn.headers, "content-type": "application/json"}
+        headers = {**conn.headers, "content-type": "application/x-ndjson" if self._multi else "application/json"}
         try:
             resp = conn.pool.urlopen("POST", conn.url_prefix + self._path, payload, retries=False,
                                      timeout=conn.timeout, headers=headers)
@@ -165,8 +170,11 @@ class _Sender:
             cause = (err.get("root_cause") or [err])[0] if isinstance(err, dict) else None
             why = f"{cause.get('type')}: {cause.get('reason')}" if isinstance(cause, dict) else str(err or answer)
             return None, f"HTTP {resp.status} {why}"[:500]
-        if answer.get("timed_out"):
-            return None, "timed_out: the node answered with partial hits"
+        for one in answer.get("responses", [answer]):
+            if one.get("error"):
+                return None, f"an _msearch item failed: {str(one['error'])[:400]}"
+            if one.get("timed_out"):
+                return None, "timed_out: the node answered with partial hits"
         return answer.get("took"), None
 
 
@@ -245,6 +253,20 @@ def _require_one_request(client, spec: RetrievalSpec) -> None:
             ) from None
 
 
+def _payloads(client, spec: RetrievalSpec, it, progress: bool) -> tuple[list[tuple[str, bytes]], dict]:
+    """(query id, request payload) of each query with text, as the run builds its bodies: one `_search` body, or the
+    `_msearch` lines of its chunks (query_chunks); and the bodies' counts."""
+    dumps, opts = client.transport.serializer.dumps, RetrievalOptions(progress=progress)
+    if not spec.query_chunks:
+        bodies, counts = search_bodies(client, spec, it.queries, it.manifest, it.model, opts)
+        return [(q, dumps(b).encode()) for q, b in zip(it.queries.ids, bodies) if b is not None], counts
+    bodies, owners, counts = chunk_bodies(client, spec, it.queries, it.manifest, it.model, opts)
+    lines: dict[str, list[str]] = {}
+    for q, b in zip(owners, bodies):
+        lines.setdefault(q, []).extend(("{}", dumps(b)))
+    return [(q, ("\n".join(ls) + "\n").encode()) for q, ls in lines.items()], counts
+
+
 def measure_latency(client, spec: RetrievalSpec, params: LatencyParams, progress: bool = False) -> Latency:
     """Measure `spec`'s serving latency on its stored index (see the module docstring) and store the result.
     `client` should keep at least max(params.concurrency) connections (connection.make_client's pool_size, as
@@ -254,15 +276,13 @@ def measure_latency(client, spec: RetrievalSpec, params: LatencyParams, progress
     corpus = load_corpus(spec.corpus)
     it = identify(client, spec, corpus)
     require_available(client, it.index)
-    bodies, counts = search_bodies(client, spec, it.queries, it.manifest, it.model, RetrievalOptions(progress=progress))
-    dumps = client.transport.serializer.dumps
-    sendable = [(q, dumps(b).encode()) for q, b in zip(it.queries.ids, bodies) if b is not None]
+    sendable, counts = _payloads(client, spec, it, progress)
     if not sendable:
         raise LatencyError(f"no {spec.split or 'all'} query of corpus {corpus.name!r} has {spec.qview} text: "
                            "nothing to send (--split, --query-view)")
     queries = sendable[:params.max_queries]
     st = search_type(spec, it.manifest)
-    sender = _Sender(client, it.index, st)
+    sender = _Sender(client, it.index, st, multi=spec.query_chunks)
     node, node_load_before = node_settings(client, it.index), node_load(client)
 
     warm_deadline = time.perf_counter() + params.time_limit_s
@@ -292,8 +312,9 @@ def measure_latency(client, spec: RetrievalSpec, params: LatencyParams, progress
         # the reading before the command's own load: the one after also holds the passes' threads and the node's work
         "busy": is_busy(load_before[0], host["cpus"] or 1),
         "busy_rule": f"1-minute load average before the measurement > {BUSY_SHARE:g} x the client's CPUs",
-        "measured": "one _search per query, sent once (no retries); client latency = request sent until its answer "
-                    "is parsed; query encoding and body serialisation happen before timing and are not counted",
+        "measured": ("one _msearch of its chunks' bodies per query" if spec.query_chunks else "one _search per query")
+                    + ", sent once (no retries); client latency = request sent until its answer is parsed; query "
+                    "encoding and body serialisation happen before timing and are not counted",
     }
     result = results_store.write(KIND, corpus.name, identity, {TIMINGS: _timings_csv(timings)}, extra=extra)
     return Latency(result, tuple(passes), tuple(timings))

@@ -17,6 +17,7 @@ from evalctl.corpus.qrels import QrelsSpec
 from evalctl.evaluators.scoring.significance_params import StatsProtocol
 from evalctl.evaluators.scoring.runs import EmptyQueries
 from evalctl.evaluators.retrieval.methods import METHODS
+from evalctl.evaluators.retrieval.query_chunks import FUSION as CHUNK_FUSION
 from evalctl.indexers.passages import PassageError, PassageSpec
 from evalctl.indexers.runtime import Runtime
 from evalctl.names import BadName, check_name
@@ -75,6 +76,7 @@ class Expected:
     method: str | None = None  # retrieval (or a registered task's own kind of system)
     query_view: str | None = None  # retrieval with queries in another view than the documents
     passages: str | None = None  # a passage method's setting, WINDOW[:STRIDE] or its name (w64s48)
+    query_chunks: bool = False  # the run with the query patent cut into chunks of that setting
     label_set: str | None = None  # classification / clustering
 
 
@@ -140,17 +142,19 @@ def passage_name(value: str, at: str) -> str:
         raise SpecError(f"{at}: {e}") from None
 
 
-def method_passages(method: str, passages: tuple[str, ...]) -> tuple[str | None, ...]:
-    """The passage settings (names) an entry's `method` runs with: each of the entry's `passages` for a passage
-    method (dense-maxp), none (one run) for a document method."""
-    if not METHODS.get(method).passages:
-        return (None,)
-    return tuple(dict.fromkeys(passage_name(p, "passages") for p in passages))
+def method_runs(method: str, passages: tuple[str, ...], query_chunks: bool) -> list[tuple[str | None, str | None]]:
+    """(passage setting name, query chunks' fusion) of each run an entry's `method` makes: one a passage setting for a
+    passage method (dense-maxp), one for a document method; with `query_chunks`, a method that takes chunked queries
+    runs each setting twice, the query encoded whole and cut into chunks."""
+    m = METHODS.get(method)
+    settings = tuple(dict.fromkeys(passage_name(p, "passages") for p in passages)) if m.passages else (None,)
+    chunks = (None, CHUNK_FUSION) if query_chunks and m.query_chunks else (None,)
+    return [(s, c) for s in settings for c in chunks]
 
 
-def check_passages(methods: tuple[str, ...], passages: tuple[str, ...], at: str) -> None:
-    """An entry's `passages` are valid settings, given once, and go with its passage methods: one without the
-    other would plan nothing or fail."""
+def check_passages(methods: tuple[str, ...], passages: tuple[str, ...], query_chunks: bool, at: str) -> None:
+    """An entry's `passages` are valid settings, given once, and go with its passage methods, and `query_chunks` with
+    a method that takes chunked queries: one without the other would plan nothing or fail."""
     names = [passage_name(p, f"{at}: passages[{i}]") for i, p in enumerate(passages)]
     for i, n in enumerate(names):
         if n in names[:i]:
@@ -162,3 +166,6 @@ def check_passages(methods: tuple[str, ...], passages: tuple[str, ...], at: str)
     if names and not searching:
         passage_methods = ", ".join(n for n, m in METHODS.items() if m.passages)
         raise SpecError(f"{at}: passages {', '.join(names)} but no method searches them (one of {passage_methods})")
+    if query_chunks and not any(m in METHODS and METHODS.get(m).query_chunks for m in methods):
+        takes = ", ".join(n for n, m in METHODS.items() if m.query_chunks)
+        raise SpecError(f"{at}: query_chunks: true but no method takes chunked queries (one of {takes})")

@@ -99,7 +99,8 @@ def section(report: Report, groups: list[ViewGroup]) -> None:
             per = [evaluate_run(r).per_query[PRIMARY] for r in (p.document, p.passage)]
             d = tests.table((p.document.id, p.passage.id), PRIMARY, *per)
             row = {"model": model_title(p.passage.manifest.get("model")), "view": p.group.label,
-                   "passages": p.passage.manifest["passages"], "document": system_title(p.document.manifest),
+                   "passages": p.passage.manifest["passages"] + (", queries chunked" if p.passage.manifest.get(
+                       "query_chunks") else ""), "document": system_title(p.document.manifest),
                    f"document {PRIMARY}": round(doc[PRIMARY], 4), f"passage {PRIMARY}": round(psg[PRIMARY], 4),
                    "change": relative(psg[PRIMARY], doc[PRIMARY]), "difference (95% CI), test": _delta_cell(d)}
             for dom in DOMAINS:

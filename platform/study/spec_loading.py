@@ -138,7 +138,7 @@ def validate(spec: ExperimentSpec) -> None:
                 if m not in METHODS:
                     raise SpecError(f"{at}: unknown method {m!r} ({', '.join(METHODS)})")
             if hasattr(entry, "passages"):
-                check_passages(entry.methods, entry.passages, at)
+                check_passages(entry.methods, entry.passages, getattr(entry, "query_chunks", False), at)
             for ls in getattr(entry, "label_sets", ()):
                 if ls not in label_sets:
                     raise SpecError(f"{at}: unknown label set {ls!r} ({', '.join(label_sets)})")

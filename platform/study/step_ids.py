@@ -24,6 +24,7 @@ class Target:
     what: str  # the retrieval method, the label set, or the task's own kind of system
     query_view: str | None = None  # retrieval: the queries' view (the document view when they are the same)
     passages: str | None = None  # a passage method's setting (indexers.passages.PassageSpec.name: w64s48)
+    query_chunks: str | None = None  # a chunked query's fusion (query_chunks.FUSION); None: the query encoded whole
 
     @property
     def view_label(self) -> str:
@@ -80,7 +81,7 @@ StepId = Union[ImportId, QrelsId, FinetuneId, IndexId, TaskStepId]
 
 def step_key(sid: StepId) -> str:
     """"import C", "qrels C Q", "finetune M", "index C M [V,...]" ("bm25" for a text-only index; its passage
-    fields follow as "[V@wWsS,...]"), or a task's verb, corpus, model, view, what and passage setting, with
+    fields follow as "[V@wWsS,...]"), or a task's verb, corpus, model, view, what, passage setting and "chunked", with
     "(queries V)" when the queries read another view."""
     match sid:
         case ImportId(corpus):
@@ -93,7 +94,8 @@ def step_key(sid: StepId) -> str:
             units = ",".join(passage_unit(v, p) for v, p in passages)
             return f"index {corpus} {model or 'bm25'} [{','.join(views)}]" + (f" [{units}]" if units else "")
         case TaskStepId(verb, t, what_in_key):
-            words = [verb, t.corpus, t.model, t.view, *([t.what] if what_in_key else []), *filter(None, [t.passages])]
+            words = [verb, t.corpus, t.model, t.view, *([t.what] if what_in_key else []), *filter(None, [t.passages]),
+                     *(["chunked"] if t.query_chunks else [])]
             queries = f" (queries {t.query_view})" if t.query_view not in (None, t.view) else ""
             return " ".join(words) + queries
     raise TypeError(f"not a step id: {sid!r}")

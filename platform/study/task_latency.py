@@ -30,7 +30,7 @@ from evalctl.indexers.index_loader import read_manifest, result_identity
 from evalctl.opensearch.connection import make_client
 from evalctl.study.display_names import system_title
 from evalctl.study import quality_cost
-from evalctl.study.experiment import check_spec_name, method_passages
+from evalctl.study.experiment import check_spec_name, method_runs
 from evalctl.study.quality_cost import Budget
 from evalctl.study.step_ids import QrelsId, Target, TaskStepId, identity_name
 from evalctl.study.tasks import Recorded, SpecModels, Step, memo
@@ -56,6 +56,7 @@ class LatencyEntry:
     time_limit_s: float = 60.0
     budget: Budget = Budget()  # the report's finding names the best system within it (quality_cost)
     passages: tuple[str, ...] = ()  # passage settings the passage methods are timed on, as RetrievalEntry's
+    query_chunks: bool = False  # chunked queries timed too (one _msearch of a query's chunks), as RetrievalEntry's
 
 
 def _params(entry: LatencyEntry) -> LatencyParams:
@@ -84,7 +85,8 @@ def latency_step(entry: LatencyEntry, sid: TaskStepId, deps: tuple) -> Step:
 
     def spec():
         return retrieval_spec(RetrievalParams(entry.corpus, t.view, t.what, model_id, qrels=entry.qrels,
-                                              split=entry.split, k=entry.k, passages=t.passages))
+                                              split=entry.split, k=entry.k, passages=t.passages,
+                                              query_chunks=t.query_chunks is not None))
 
     def identity() -> dict:
         client, corpus = make_client(), load_corpus(entry.corpus)
@@ -150,9 +152,9 @@ class LatencyTask:
                 text_only = not METHODS.get(method).vector
                 # a text-only method is measured once: on the first model's index (its text), as retrieval runs it
                 for model_id in [None] if text_only and not ids else ([ids[0]] if text_only else ids):
-                    for passages in method_passages(method, entry.passages):
+                    for passages, chunks in method_runs(method, entry.passages, entry.query_chunks):
                         yield TaskStepId(self.command, Target(KIND, entry.corpus, model_id or "bm25", view, method,
-                                                              passages=passages))
+                                                              passages=passages, query_chunks=chunks))
 
     def step(self, ctx, entry: LatencyEntry, sid: TaskStepId) -> Step:
         model_id = None if sid.target.model == "bm25" else sid.target.model

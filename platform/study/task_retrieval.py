@@ -29,7 +29,7 @@ from evalctl.models import get_model
 from evalctl.opensearch.connection import make_client
 from evalctl.output_folder import write_into
 from evalctl.study.coverage import DOMAINS, coverage_section, domain_scores
-from evalctl.study.experiment import check_spec_name, method_passages, passage_name
+from evalctl.study.experiment import CHUNK_FUSION, check_spec_name, method_runs, passage_name
 from evalctl.study.charts import FONT_PT, WIDTH_IN, Bar, Series, grouped_bars
 from evalctl.study.display_names import method_title, model_title, relative, system_title
 from evalctl.study.methods import methods_section
@@ -78,6 +78,9 @@ class RetrievalEntry:
     # passage settings (WINDOW[:STRIDE] in the model's tokens) each passage method (dense-maxp) runs with, one run
     # each; the index gets the views' passages of every setting
     passages: tuple[str, ...] = ()
+    # the methods that take chunked queries (dense-maxp, exact-maxp) also run with each query patent cut into chunks
+    # of the passage setting, the chunks' hits fused by max: a second run each, beside the one that truncates
+    query_chunks: bool = False
 
     @property
     def query_split(self) -> str | None:
@@ -101,6 +104,7 @@ def retrieval_step(entry: RetrievalEntry, sid: TaskStepId, deps: tuple) -> Step:
         return retrieval_spec(RetrievalParams(
             entry.corpus, view, method, model_id, query_view=entry.query_view, qrels=entry.qrels, split=entry.split,
             k=entry.k, fusion_mode=mode, dense_weight=entry.dense_weight, passages=t.passages,
+            query_chunks=t.query_chunks is not None,
             query_sample=entry.exact_queries if method == "exact" and entry.exact_queries else entry.query_sample))
 
     def identity() -> dict:
@@ -194,9 +198,9 @@ class RetrievalTask:
                 text_only = not METHODS.get(method).vector
                 model_ids = [None] if text_only and not ids else ([ids[0]] if text_only else ids)
                 for model_id in model_ids:  # BM25 needs one run: it reads the text of the first model's index
-                    for passages in method_passages(method, entry.passages):
+                    for passages, chunks in method_runs(method, entry.passages, entry.query_chunks):
                         yield TaskStepId(self.command, Target(self.name, entry.corpus, model_id or "bm25", view,
-                                                              method, entry.query_view or view, passages))
+                                                              method, entry.query_view or view, passages, chunks))
 
     def step(self, ctx, entry: RetrievalEntry, sid: TaskStepId) -> Step:
         model_id = None if sid.target.model == "bm25" else sid.target.model
@@ -205,7 +209,8 @@ class RetrievalTask:
 
     def expected_target(self, e) -> Target:
         return Target(self.name, e.corpus, e.model, e.view, e.method, e.query_view or e.view,
-                      passage_name(e.passages, "passages") if e.passages else None)
+                      passage_name(e.passages, "passages") if e.passages else None,
+                      CHUNK_FUSION if e.query_chunks else None)
 
     def metrics(self, e, at: str) -> tuple[str, ...]:
         if e.method not in METHODS:
@@ -215,6 +220,8 @@ class RetrievalTask:
                             if not e.passages else "searches whole documents: `passages:` is for a passage method"))
         if e.passages:
             passage_name(e.passages, f"{at}: passages")
+        if e.query_chunks and not METHODS.get(e.method).query_chunks:
+            raise SpecError(f"{at}: query_chunks: method {e.method} does not take chunked queries")
         return METRICS
 
     def check_stored(self, spec, entry: RetrievalEntry) -> None:
@@ -335,7 +342,7 @@ def _row(step: Recorded, report: Report) -> dict:
     """A step's row: its target, its mean under the report's empty-query policy, the fusion its run used."""
     t = step.target
     return {"corpus": t.corpus, "model": t.model, "view": t.view_label,
-            "method": " ".join(filter(None, [t.what, t.passages])),
+            "method": " ".join(filter(None, [t.what, t.passages, t.query_chunks and "chunked"])),
             PRIMARY: TASK.report_scores(step, report.runs)[PRIMARY],
             "fusion_mode": stored_run(step.ref, report.runs).manifest.get("fusion_mode")}
 

@@ -32,9 +32,9 @@ def _spec(tmp_path, corpus: str, model: str, **retrieval) -> Path:
            "corpora": [{"name": corpus, "format": "native", "sources": [str(write_citation_native(tmp_path / "c.jsonl"))],
                         "qrels": {"name": "citations", "direction": "cited", "dev_fraction": 0.0}}],
            "retrieval": [{"corpus": corpus, "views": ["TA"], "methods": ["dense", "dense-maxp"], "passages": SETTINGS,
-                          **retrieval}],
+                          "query_chunks": True, **retrieval}],
            "latency": [{"corpus": corpus, "views": ["TA"], "methods": ["dense", "dense-maxp"], "passages": ["32:24"],
-                        "warmup": 1, "concurrency": [1], "max_queries": 3, "time_limit_s": 30}]}
+                        "query_chunks": True, "warmup": 1, "concurrency": [1], "max_queries": 3, "time_limit_s": 30}]}
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
@@ -45,6 +45,7 @@ def _spec(tmp_path, corpus: str, model: str, **retrieval) -> Path:
     ({"methods": ["dense"]}, "retrieval[0]: passages w32s24, w48s36 but no method searches them"),
     ({"passages": ["32:40"]}, "retrieval[0]: passages[0]: passage stride 40"),
     ({"passages": ["32:24", "w32s24"]}, "retrieval[0]: passages[0] and passages[1]: passage setting w32s24 given twice"),
+    ({"methods": ["dense"], "passages": []}, "retrieval[0]: query_chunks: true but no method takes chunked queries"),
 ])
 def test_bad_passage_entries_are_refused(tmp_path, monkeypatch, change, named):
     from evalctl.config_files import SpecError
@@ -78,8 +79,10 @@ def test_a_spec_compares_documents_with_passages(os_client, tmp_path, monkeypatc
         steps = {s.key: s for s in plan(load_experiment(str(path)))}
         assert f"index {corpus} {model} [TA] [TA@w32s24,TA@w48s36]" in steps
         runs = {"dense": f"retrieve {corpus} {model} TA dense",
-                **{s: f"retrieve {corpus} {model} TA dense-maxp {s}" for s in ("w32s24", "w48s36")}}
-        assert set(runs.values()) <= set(steps)
+                **{s: f"retrieve {corpus} {model} TA dense-maxp {s}" for s in ("w32s24", "w48s36")},
+                **{f"{s}, queries chunked": f"retrieve {corpus} {model} TA dense-maxp {s} chunked"
+                   for s in ("w32s24", "w48s36")}}
+        assert set(runs.values()) | {f"latency {corpus} {model} TA dense-maxp w32s24 chunked"} <= set(steps)
         r = CliRunner().invoke(cli, ["run", str(path)])
         assert r.exit_code == 0 and "0 failed" in r.output, r.output
         ndcg = {k: steps[key].scores()["ndcg@10"] for k, key in runs.items()}
@@ -91,7 +94,7 @@ def test_a_spec_compares_documents_with_passages(os_client, tmp_path, monkeypatc
         md = (tmp_path / "report" / "report.md").read_text()
         section = md.split("## Document vs passage")[1].split("\n## ")[0]
         scores, costs = [_rows(t) for t in section.split("\n\n") if t.startswith("|")]
-        assert [row["passages"] for row in scores] == ["w32s24", "w48s36"]
+        assert [row["passages"] for row in scores] == sorted(k for k in runs if k != "dense")
         for row in scores:
             dense, maxp = ndcg["dense"], ndcg[row["passages"]]
             assert float(row["document ndcg@10"]) == round(dense, 4) and float(row["passage ndcg@10"]) == round(maxp, 4)
@@ -106,8 +109,12 @@ def test_a_spec_compares_documents_with_passages(os_client, tmp_path, monkeypatc
         limit = LIMIT - 2  # [CLS] and [SEP]
         over = sum(n > limit for n in lengths)
         assert over >= len(lengths) // 2
-        document, passage, untimed = costs  # the document row once, however many settings it is set beside
-        assert untimed["system"].startswith("Dense MaxP w48s36") and untimed["p50 ms"] == "-"
+        document, passage, chunked, *untimed = costs  # the document row once, however many it is set beside
+        assert [u["system"].split(" · ")[0] for u in untimed] == ["Dense MaxP w48s36", "Dense MaxP w48s36 (chunked queries)"]
+        assert {u["p50 ms"] for u in untimed} == {"-"} and "(chunked queries)" in chunked["system"]
+        timed = results_store.get(corpus, chunked["latency"]).manifest
+        assert timed["measured"].startswith("one _msearch of its chunks' bodies per query")
+        assert timed["passes"][0]["errors"] == 0 and timed["passes"][0]["sent"] == 3
         assert document["truncated by the model"].startswith(f"{over / len(lengths):.0%} of {len(lengths)} over {limit} ")
         assert passage["truncated by the model"] == "none"
         # each hit of a passage run names its best passage, one of the view's windows; the per-query page quotes it
