@@ -113,13 +113,14 @@ def section(report: Report, groups: list[ViewGroup]) -> None:
             for r in (p.document, p.passage):
                 cost = serving_cost.latest_latency(corpus, r.id)
                 costs.append({"system": system_title(r.manifest), "view": p.group.label,
-                              "truncated by the model": _truncation(p.passage) if r is p.document else "none",
+                              "truncated by the model": _truncation(p.passage) if r is p.document and METHODS.get(
+                                  r.manifest["method"]).vector else "none",
                               **serving_cost.cost_cells(serving_cost.serving_cost(cost) if cost else None)})
         report.p(f"Corpus {corpus}: {PRIMARY} of the document and the passage system ({SECONDARY[0]} and "
                  f"{SECONDARY[1]} after the arrow, document → passage):")
         report.table(pd.DataFrame(rows))
         report.p(f"Corpus {corpus}: what each layout truncates and costs (the documents longer than the model takes, "
-                 f"in its tokens after its prompt; {serving_cost.RULES}). An index that holds several views or passage "
+                 f"in its tokens after its prompt; BM25 reads the whole text; {serving_cost.RULES}). An index that holds several views or passage "
                  "settings counts all their text in each system's size: bench/passage_layouts.py loads each layout "
                  "into an index of its own:")
         report.table(pd.DataFrame(costs).drop_duplicates())

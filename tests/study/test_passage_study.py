@@ -17,6 +17,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from report_tables import section_tables
 from retrieval_data import write_citation_native
 
 SETTINGS = ["32:24", "48"]  # 48: a quarter overlaps, stride 36
@@ -92,8 +93,7 @@ def test_a_spec_compares_documents_with_passages(os_client, tmp_path, monkeypatc
         r = CliRunner().invoke(cli, ["report", str(path), "--out", str(tmp_path / "report")])
         assert r.exit_code == 0, r.output
         md = (tmp_path / "report" / "report.md").read_text()
-        section = md.split("## Document vs passage")[1].split("\n## ")[0]
-        scores, costs = [_rows(t) for t in section.split("\n\n") if t.startswith("|")]
+        scores, costs = section_tables(md, "Document vs passage")
         assert [row["passages"] for row in scores] == sorted(k for k in runs if k != "dense")
         for row in scores:
             dense, maxp = ndcg["dense"], ndcg[row["passages"]]
@@ -137,10 +137,6 @@ def test_a_spec_compares_documents_with_passages(os_client, tmp_path, monkeypatc
         os_client.indices.delete(index=f"evalctl-{corpus}-*", ignore_unavailable=True)
 
 
-def _rows(table: str) -> list[dict]:
-    header, *rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()
-                     if line.startswith("|") and not line.startswith(("|--", "|:"))]
-    return [dict(zip(header, row)) for row in rows]
 
 
 def _chunked_queries_take_the_best_pair(os_client, corpus: str, model: str) -> None:

@@ -208,9 +208,11 @@ def test_a_beir_given_set_keeps_its_own_split_names(home):
 
 
 def test_the_shipped_specs_still_load():
-    from evalctl.study.spec_loading import load_experiment
+    from evalctl.study.spec_loading import experiment_path, load_experiment
 
-    for name in ("quickstart", "study"):
+    shipped = sorted(p.stem for p in experiment_path("quickstart").parent.glob("*.yaml"))
+    assert {"quickstart", "study", "passages", "dapfam-passages", "claims-known-item"} <= set(shipped)
+    for name in shipped:
         assert load_experiment(name).name == name
 
 
