@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from evalctl.evaluators.retrieval.methods import RetrievalMethod
-from evalctl.evaluators.retrieval.query_bodies import (bm25_body, bm25_maxp_body, exact_body, exact_maxp_body,
+from evalctl.evaluators.retrieval.query_bodies import (best_passage, bm25_body, bm25_maxp_body, exact_body, exact_maxp_body,
                                                       hybrid_body, hybrid_of, knn_body, maxp_body, maxp_clause)
 from evalctl.evaluators.fusion.search_pipelines import pipeline_body
 from evalctl.indexers.index_layout import SPACE_TYPES
@@ -38,7 +38,8 @@ def _exact_maxp(c, text, vector, exclude) -> dict:
 
 
 def _hybrid_maxp(c, text, vector, exclude) -> dict:
-    return hybrid_of(c.text_field, text, maxp_clause(c.passage_path, vector, c.k), c.k, exclude, c.pipeline)
+    return hybrid_of(c.text_field, text, best_passage(maxp_clause(c.passage_path, vector, c.k)), c.k, exclude,
+                     c.pipeline)
 
 
 def _exact(c, text, vector, exclude) -> dict:

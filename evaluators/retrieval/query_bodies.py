@@ -68,8 +68,9 @@ def maxp_clause(path: str, vector: Sequence[float], k: int, exclude: Collection[
 
 
 def best_passage(nested: dict) -> dict:
-    """`nested` (a MaxP clause) also naming each hit's best passage: its character offsets, read from doc values
-    (retrieve.search_all reads them back as the run's `passages`)."""
+    """`nested` (a passage clause) also naming each hit's best passage (the top inner hit, by its own score, under
+    every score_mode and inside a hybrid query): its character offsets, read from doc values (retrieve.search_all
+    reads them back as the run's `passages`)."""
     path = nested["nested"]["path"]
     inner = {"size": 1, "_source": False, "docvalue_fields": [f"{path}.start", f"{path}.end"]}
     return {"nested": {**nested["nested"], "inner_hits": inner}}
@@ -78,7 +79,7 @@ def best_passage(nested: dict) -> dict:
 def maxp_body(path: str, vector: Sequence[float], size: int, exclude: Collection[str] = (),
               score_mode: str = "max") -> dict:
     clause = maxp_clause(path, vector, size, exclude, score_mode)
-    return {"size": size, "_source": False, "query": best_passage(clause) if score_mode == "max" else clause}
+    return {"size": size, "_source": False, "query": best_passage(clause)}
 
 
 def bm25_maxp_body(path: str, text: str, size: int, exclude: Collection[str] = ()) -> dict:

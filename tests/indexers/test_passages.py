@@ -135,8 +135,9 @@ def test_dense_maxp_equals_an_exact_maxp_computed_here(os_client, corpus):
 @pytest.mark.models
 def test_sump_and_avgp_rerank_the_maxp_candidates_and_bm25_maxp_takes_the_best_passage(os_client, corpus):
     """dense-sump / dense-avgp: the k patents dense-maxp finds, each scored by the sum / mean of every one of its
-    passages' scores, computed here from the passage vectors read back; bm25-maxp: a patent's score is the best of
-    its passages' BM25 scores (the same query's inner hits score each passage)."""
+    passages' scores, computed here from the passage vectors read back, its best passage named the one of the highest
+    score; bm25-maxp: a patent's score is the best of its passages' BM25 scores (the same query's inner hits score
+    each passage)."""
     from evalctl.corpus.qrels import load_qrels
     from evalctl.corpus.query_set import load_query_set
     from evalctl.corpus.store import load_corpus
@@ -144,8 +145,10 @@ def test_sump_and_avgp_rerank_the_maxp_candidates_and_bm25_maxp_takes_the_best_p
     from evalctl.indexers.index_layout import index_name
 
     index, path = index_name(corpus, MODEL), "psg_A_w32s24"
-    hits = os_client.search(index=index, body={"size": 100, "_source": [f"{path}.vec"], "query": {"match_all": {}}})
-    vectors = {h["_id"]: np.array([p["vec"] for p in h["_source"][path]]) for h in hits["hits"]["hits"]}
+    hits = os_client.search(index=index, body={"size": 100, "_source": [f"{path}.vec", f"{path}.start", f"{path}.end"],
+                                               "query": {"match_all": {}}})["hits"]["hits"]
+    vectors = {h["_id"]: np.array([p["vec"] for p in h["_source"][path]]) for h in hits}
+    spans = {h["_id"]: [[p["start"], p["end"]] for p in h["_source"][path]] for h in hits}
     c = load_corpus(corpus)
     queries = load_query_set(c, load_qrels(c, "given"), "test", "A")
     maxp = _maxp(corpus, SETTINGS[0])
@@ -159,6 +162,9 @@ def test_sump_and_avgp_rerank_the_maxp_candidates_and_bm25_maxp_takes_the_best_p
                               key=lambda x: -x[1])
             assert [d for d, _ in ranked] == [d for d, _ in expected], (method, q)
             assert np.allclose([s for _, s in ranked], [s for _, s in expected], atol=1e-5), (method, q)
+            best = run.best_passages()[q]
+            assert {d: best[d] for d, _ in ranked} == {d: spans[d][int(np.argmax(vectors[d] @ qvec[q]))]
+                                                        for d, _ in ranked}, (method, q)
     run = _maxp(corpus, SETTINGS[0], "bm25-maxp")
     for q in [q for q in queries.ids if q in queries.texts][:5]:
         body = bm25_maxp_body(path, queries.texts[q], 10, queries.exclude[q])
@@ -224,6 +230,7 @@ def test_hybrid_and_rrf_fuse_bm25_with_the_passage_clause_natively(os_client, co
     for method in ("hybrid-maxp", "rrf-maxp"):  # the methods send that body, one request a query
         run = _maxp(corpus, SETTINGS[0], method)
         assert run.manifest["fusion_mode"] == "native" and run.manifest["passages"] == "w32s24"
+        assert run.best_passages()  # the passage clause names each of its hits' best passage inside the hybrid query
         assert sum(bool(r) for r in run.ranking.values()) >= len(run.ranking) - 1  # the nonsense query may miss
 
 
