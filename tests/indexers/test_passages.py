@@ -250,6 +250,9 @@ def test_client_fusion_of_passages_fuses_the_bm25_and_maxp_runs(os_client, corpu
         expected = rrf([p.ranking.get(q, []) for p in parts], [1.0, 1.0], 60)
         assert dict(docs) == pytest.approx({d: expected[d] for d, _ in docs}), q
         assert len(docs) == min(10, len(expected))
+        maxp_best = parts[1].best_passages().get(q, {})  # the passage part's best passages, for the hits it found
+        assert run.best_passages().get(q, {}) == {d: maxp_best[d] for d, _ in docs if d in maxp_best}
+    assert run.best_passages()
     hybrid = _maxp(corpus, SETTINGS[0], "hybrid-maxp", fusion_mode="client")
     assert hybrid.manifest["components"] == run.manifest["components"]  # the same two runs, reused
 
