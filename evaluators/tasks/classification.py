@@ -6,7 +6,7 @@ reported, and so are documents left without a label. For each seed, a shuffled t
 (default 80/20) trains two probes:
 
 - `logreg`: one-vs-rest logistic regression (L2, C=1, lbfgs on the float32 vectors, intercept not
-  penalised), threshold 0.5 (the study-notes default);
+  penalised), threshold 0.5 (evalctl's default where the study is silent, docs/study.md);
 - `knn`: k nearest neighbours by cosine, a label predicted when most of the k neighbours carry it.
 
 Memory stays near the vectors' own float32 size: each split copies its train and test rows once (from the

@@ -4,7 +4,7 @@ For each tuned model (its base from its lineage, or given), both models' runs on
 view and split come from evaluators.retrieval.retrieve (exact k-NN by default, so ANN noise cannot decide the
 test); ranx scores each query (nDCG@10 by default); a paired test per (model, recipe) combination
 (evaluators/scoring/significance.py, scipy) gives a p-value; Holm's step-down correction controls the
-family-wise error over all combinations (study-notes section 12: "5 of 8 combinations significantly worse").
+family-wise error over all combinations (docs/study.md: "5 of 8 combinations significantly worse").
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from evalctl.opensearch.cluster_info import cluster_status
 from evalctl.opensearch.connection import forget_answers, load_settings, node_answered, redact, resolve_url
 from evalctl.opensearch.local_cluster import LocalCluster, stop_members
 from evalctl.opensearch.node import ManagedNode, NodeError
+from evalctl.quiet import quiet_libraries
 
 
 def main() -> None:
@@ -109,8 +110,12 @@ class EvalctlGroup(click.Group):
 @click.group(cls=EvalctlGroup)
 @click.version_option(package_name="evalctl")
 @click.option("--debug", is_flag=True, help="Show the full traceback of an error instead of its message.")
-def cli(debug) -> None:
+@click.option("--verbose", is_flag=True, help="Show the libraries' own warnings and progress bars (transformers, "
+              "torch, sentence-transformers, the Hugging Face hub), which evalctl keeps quiet.")
+def cli(debug, verbose) -> None:
     """Evaluate patent embeddings on OpenSearch: retrieval, classification, clustering."""
+    if not verbose:
+        quiet_libraries()
 
 
 # --------------------------------------------------------------------------- opensearch

@@ -2,7 +2,7 @@
 and training settings.
 
 The study names R3 (cross-sectional alignment) and R4 (combined signal) only; R1 (citation pairs) and
-R2 (classification signal) are our reading of it (study-notes section 11). Every setting below that
+R2 (classification signal) are our reading of it (docs/study.md). Every setting below that
 the study does not state is a platform default, written in the recipe files so runs record it.
 """
 
@@ -60,7 +60,7 @@ class LossSpec:
 
 @dataclass(frozen=True)
 class LoraSpec:
-    # auto: LoRA for models of at least min_params_m million parameters (study-notes section 14).
+    # auto: LoRA for models of at least min_params_m million parameters (docs/study.md).
     use: Literal["auto", "on", "off"] = "auto"
     min_params_m: float = 1000.0
     r: int = 16

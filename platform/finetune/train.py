@@ -143,6 +143,7 @@ def train(model, pairs: PairSet, recipe: RecipeSpec, out_dir: Path, *, prompts: 
         save_strategy="steps", save_steps=training.save_steps, save_total_limit=2,
         logging_steps=max(1, min(10, training.save_steps)), report_to="none", disable_tqdm=not options.progress,
         use_cpu=options.device == "cpu", prompts=prompts or None,
+        dataloader_pin_memory=model.device.type != "cpu",  # pinned memory speeds host-to-GPU copies only
     )
     trainer = SentenceTransformerTrainer(
         model=model, args=args, train_dataset=data if len(data) > 1 else next(iter(data.values())),
