@@ -24,10 +24,13 @@ def _evalctl(env: dict, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.models
-def test_library_noise_only_with_verbose(tmp_path):
+def test_library_noise_only_with_verbose(tmp_path, monkeypatch):
+    from evalctl.corpus.importer import import_corpus
+
     env = {k: v for k, v in os.environ.items() if k not in QUIET_ENVIRONMENT}
     env.update(EVALCTL_CACHE=str(tmp_path / "cache"), HF_HUB_OFFLINE="1")
-    _evalctl(env, "corpus", "import", "--format", "uspto", "--name", "quiet", str(FIXTURE))
+    monkeypatch.setenv("EVALCTL_CACHE", env["EVALCTL_CACHE"])
+    import_corpus("uspto", [FIXTURE], name="quiet")
     quiet = _evalctl(env, "encode", "--corpus", "quiet", "--model", "all-minilm-l6-v2", "--view", "T")
     # a second view, so the model is loaded again (the first view's vectors are cached)
     loud = _evalctl(env, "--verbose", "encode", "--corpus", "quiet", "--model", "all-minilm-l6-v2", "--view", "A")
