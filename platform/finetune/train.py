@@ -130,6 +130,7 @@ def train(model, pairs: PairSet, recipe: RecipeSpec, out_dir: Path, *, prompts: 
     # deferred: sentence_transformers, transformers
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.base.sampler import BatchSamplers
+    from transformers.trainer_callback import PrinterCallback
     from transformers.trainer_utils import get_last_checkpoint
 
     data, training, seed = _datasets(pairs), recipe.training, pairs.seed
@@ -149,6 +150,8 @@ def train(model, pairs: PairSet, recipe: RecipeSpec, out_dir: Path, *, prompts: 
         model=model, args=args, train_dataset=data if len(data) > 1 else next(iter(data.values())),
         loss=_loss(model, recipe),
     )
+    if not options.progress:  # without its bar the trainer prints each log dict; the caller reports the loss
+        trainer.remove_callback(PrinterCallback)
     last = get_last_checkpoint(str(out_dir)) if out_dir.is_dir() else None
     output = trainer.train(resume_from_checkpoint=last)
     return output, last

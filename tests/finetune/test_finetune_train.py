@@ -4,7 +4,9 @@ after a checkpoint resumes, transfer compares it with its base; LoRA on a tiny r
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import re
 import shutil
 
@@ -34,14 +36,16 @@ def env(tmp_path_factory):
     mp.setenv("HF_HUB_OFFLINE", "1")
     corpus = import_corpus("native", [native_with_citations(root / "n.jsonl", 12)], name="ftt-native").corpus
     build_citation_qrels(corpus, QrelsSpec(train_fraction=0.5, dev_fraction=0.0, seed="t1"))
-    tuned = finetune("all-minilm-l6-v2", "R3", [corpus], FinetuneParams(match_size=8, **STEPS), CPU)
-    yield {"root": root, "corpus": corpus, "tuned": tuned}
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        tuned = finetune("all-minilm-l6-v2", "R3", [corpus], FinetuneParams(match_size=8, **STEPS), CPU)
+    yield {"root": root, "corpus": corpus, "tuned": tuned, "printed": printed.getvalue()}
     mp.undo()
 
 
 def test_registered_spec_resolves_offline_with_lineage(env):
     res = env["tuned"]
     assert res.model_id == "all-minilm-l6-v2+r3-n8@ftt-native" and res.steps == 2 and not res.skipped
+    assert "loss" not in env["printed"]  # without progress the trainer's log dicts are not printed either
     listed = CliRunner().invoke(cli, ["models", "list"]).output
     assert re.search(rf"^\[fine-tuned\] {re.escape(res.model_id)} +all-minilm-l6-v2 +R3 +ftt-native +384 ", listed, re.M)
     spec = get_model(res.model_id)

@@ -37,3 +37,16 @@ def test_library_noise_only_with_verbose(tmp_path, monkeypatch):
     assert "Loading weights" in loud.stderr  # transformers' own bar, when the model loads
     assert "Loading weights" not in quiet.stderr
     assert "encode all-minilm-l6-v2" in quiet.stderr + quiet.stdout  # evalctl's own progress stays
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_library_bar_is_quiet_unless_verbose(verbose):
+    """A bar a library draws with tqdm's defaults (sentence-transformers' while fine-tuning): tqdm reads TQDM_DISABLE
+    once, when first imported, so the `evalctl` program decides before its commands import it."""
+    args = ["evalctl", *(["--verbose"] if verbose else []), "models", "list"]
+    script = (f"import sys; sys.argv = {args!r}\nfrom evalctl.cli import main\ntry:\n    main()\nexcept SystemExit:\n"
+              "    pass\nfrom tqdm import tqdm\nfor _ in tqdm(range(3), desc='a library bar'):\n    pass\n")
+    env = {k: v for k, v in os.environ.items() if k not in QUIET_ENVIRONMENT}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert ("a library bar" in done.stderr) == verbose
