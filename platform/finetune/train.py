@@ -109,7 +109,7 @@ def _datasets(pairs: PairSet):
 
 
 def _loss(model, recipe: RecipeSpec):
-    from sentence_transformers import losses  # deferred: sentence_transformers
+    from sentence_transformers.sentence_transformer import losses  # deferred: sentence_transformers
 
     if recipe.loss.name == "cached-mnrl":
         return losses.CachedMultipleNegativesRankingLoss(model, scale=recipe.loss.scale,
