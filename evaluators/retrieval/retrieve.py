@@ -34,7 +34,8 @@ from evalctl.indexers.encoder import LazyEncoder, get_or_encode
 from evalctl.indexers.index_contract import open_index
 from evalctl.indexers.index_layout import load_index_settings, text_field, vector_field
 from evalctl.indexers.index_loader import result_identity
-from evalctl.indexers.passages import PassageError, PassageSpec, passage_path, passage_unit
+from evalctl.indexers import view_tokens
+from evalctl.indexers.passages import PassageError, PassageSpec, content_limit, passage_path, passage_unit
 from evalctl.indexers.vectors_import import query_encoding
 from evalctl.models import get_model, resolve_model_id
 from evalctl.opensearch.cluster_info import require_available, simd_vectors
@@ -368,12 +369,14 @@ def body_context(client, spec: RetrievalSpec, manifest: dict, opts: RetrievalOpt
 
 def chunk_bodies(client, spec: RetrievalSpec, queries: QuerySet, manifest: dict, model, opts: RetrievalOptions
                  ) -> tuple[list[dict], list[str], dict]:
-    """A body per chunk of each query with text (query_chunks), the query each belongs to, and counts."""
+    """A body per chunk of each query with text (query_chunks), the query each belongs to, and counts: with the
+    queries' token lengths against what the model takes (`query_tokens`: the queries chunking keeps whole)."""
     ids = [q for q in queries.ids if q in queries.texts]
     encoder = LazyEncoder(model)
     prompt = model.prompt_for("query", task_type="retrieval", variant=spec.prompt_variant) or ""
-    chunks = query_chunks({q: queries.texts[q] for q in ids}, encoder.tokenizer(), PassageSpec.parse(spec.passages),
-                          model.max_seq_length, prompt, model.id)
+    texts, tokenizer = {q: queries.texts[q] for q in ids}, encoder.tokenizer()
+    chunks = query_chunks(texts, tokenizer, PassageSpec.parse(spec.passages), model.max_seq_length, prompt, model.id)
+    tokens = view_tokens.measure(texts.values(), tokenizer, content_limit(model.max_seq_length, tokenizer, prompt))
     keys = [(q, n) for q in ids for n in range(len(chunks[q]))]
     arr = get_or_encode(model, "query", passage_unit(spec.qview, PassageSpec.parse(spec.passages)),
                         [f"{q}#{n}" for q, n in keys], [chunks[q][n] for q, n in keys], variant=spec.prompt_variant,
@@ -382,7 +385,7 @@ def chunk_bodies(client, spec: RetrievalSpec, queries: QuerySet, manifest: dict,
     ctx = body_context(client, spec, manifest, opts)
     bodies = [spec.definition.body(ctx, None, v, queries.exclude[q]) for (q, _), v in zip(keys, stored(arr, manifest))]
     counts = {"n_no_text": len(queries.ids) - len(ids), "n_query_chunks": len(keys),
-              "n_chunked_queries": sum(len(c) > 1 for c in chunks.values())}
+              "n_chunked_queries": sum(len(c) > 1 for c in chunks.values()), "query_tokens": dataclasses.asdict(tokens)}
     return bodies, [q for q, _ in keys], counts
 
 

@@ -14,6 +14,6 @@ def main() -> None:
     callers in-process)."""
     if "--verbose" not in itertools.takewhile(lambda arg: arg.startswith("-"), sys.argv[1:]):
         quiet_libraries()
-    from evalctl.cli.main import main as run  # deferred: after the libraries' settings
+    from evalctl.cli.main import main as run  # after: quiet_libraries (the commands' modules import tqdm)
 
     run()

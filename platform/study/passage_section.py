@@ -62,12 +62,22 @@ def _delta_cell(d: Delta | None) -> str:
     return f"{d.value:+.4f} [{d.lo:+.4f}, {d.hi:+.4f}], p {d.tested.p:.3f}, Holm {d.tested.p_holm:.3f}"
 
 
-def _truncation(run) -> str:
-    t = view_tokens.of_run(run.manifest)
+def _lengths(t: view_tokens.ViewTokens | None) -> str:
     if t is None:
         return "not measured"
     return (f"{t.share:.0%} of {t.documents:,} over {t.limit} tokens (median {t.median:.0f}, p90 {t.p90:.0f}, "
             f"max {t.max:,})")
+
+
+def _truncated(pair: PassagePair, run) -> str:
+    """What the model cuts in `run`: the document vector's documents; nothing in a passage run, whose chunked queries
+    say how many of them a whole encoding cuts."""
+    if run is pair.document:
+        vector = METHODS.get(run.manifest["method"]).vector
+        return f"documents: {_lengths(view_tokens.of_run(pair.passage.manifest))}" if vector else "none"
+    if "query_tokens" not in run.manifest:
+        return "none"
+    return f"none; queries (chunked here): {_lengths(view_tokens.ViewTokens(**run.manifest['query_tokens']))}"
 
 
 def section(report: Report, groups: list[ViewGroup]) -> None:
@@ -113,16 +123,16 @@ def section(report: Report, groups: list[ViewGroup]) -> None:
             for r in (p.document, p.passage):
                 cost = serving_cost.latest_latency(corpus, r.id)
                 costs.append({"system": system_title(r.manifest), "view": p.group.label,
-                              "truncated by the model": _truncation(p.passage) if r is p.document and METHODS.get(
-                                  r.manifest["method"]).vector else "none",
+                              "truncated by the model": _truncated(p, r),
                               **serving_cost.cost_cells(serving_cost.serving_cost(cost) if cost else None)})
         report.p(f"Corpus {corpus}: {PRIMARY} of the document and the passage system ({SECONDARY[0]} and "
                  f"{SECONDARY[1]} after the arrow, document → passage):")
         report.table(pd.DataFrame(rows))
         report.p(f"Corpus {corpus}: what each layout truncates and costs (the documents longer than the model takes, "
-                 f"in its tokens after its prompt; BM25 reads the whole text; {serving_cost.RULES}). An index that holds several views or passage "
-                 "settings counts all their text in each system's size: bench/passage_layouts.py loads each layout "
-                 "into an index of its own:")
+                 "in its tokens after its prompt; with chunked queries, the queries a whole encoding would cut; BM25 "
+                 f"reads the whole text; {serving_cost.RULES}). An index that holds several views or passage settings "
+                 "counts all their text in each system's size: bench/passage_layouts.py loads each layout into an "
+                 "index of its own:")
         report.table(pd.DataFrame(costs).drop_duplicates())
 
 

@@ -30,6 +30,11 @@ class Target:
     def view_label(self) -> str:
         return view_pair(self.query_view, self.view)
 
+    @property
+    def setting_words(self) -> list[str]:
+        """The passage setting and "chunked", as a step key and the report's method column write them."""
+        return [*filter(None, [self.passages]), *(["chunked"] if self.query_chunks else [])]
+
     def __str__(self) -> str:
         return "/".join(str(v) for v in dataclasses.astuple(self) if v is not None)
 
@@ -94,8 +99,7 @@ def step_key(sid: StepId) -> str:
             units = ",".join(passage_unit(v, p) for v, p in passages)
             return f"index {corpus} {model or 'bm25'} [{','.join(views)}]" + (f" [{units}]" if units else "")
         case TaskStepId(verb, t, what_in_key):
-            words = [verb, t.corpus, t.model, t.view, *([t.what] if what_in_key else []), *filter(None, [t.passages]),
-                     *(["chunked"] if t.query_chunks else [])]
+            words = [verb, t.corpus, t.model, t.view, *([t.what] if what_in_key else []), *t.setting_words]
             queries = f" (queries {t.query_view})" if t.query_view not in (None, t.view) else ""
             return " ".join(words) + queries
     raise TypeError(f"not a step id: {sid!r}")

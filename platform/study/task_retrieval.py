@@ -342,7 +342,7 @@ def _row(step: Recorded, report: Report) -> dict:
     """A step's row: its target, its mean under the report's empty-query policy, the fusion its run used."""
     t = step.target
     return {"corpus": t.corpus, "model": t.model, "view": t.view_label,
-            "method": " ".join(filter(None, [t.what, t.passages, t.query_chunks and "chunked"])),
+            "method": " ".join([t.what, *t.setting_words]),
             PRIMARY: TASK.report_scores(step, report.runs)[PRIMARY],
             "fusion_mode": stored_run(step.ref, report.runs).manifest.get("fusion_mode")}
 

@@ -105,7 +105,7 @@ HEAVY = frozenset({
     "pandas", "ir_datasets", "matplotlib", "joblib", "opensearchpy", "scipy", "pyarrow", "requests", "urllib3",
     "huggingface_hub", "infinity_emb",
 })
-REASONS = ("cycle:", "optional:")  # the reasons other than cost a deferred import may give
+REASONS = ("cycle:", "optional:", "after:")  # the reasons other than cost a deferred import may give
 
 
 def _sources() -> dict[str, Path]:
@@ -177,6 +177,12 @@ def _comment(lines: list[str], node: ast.stmt) -> str:
     return " ".join(text).strip()
 
 
+def _calls(statements: list[ast.stmt]) -> set[str]:
+    """The names of the functions the statements call (`f()` and `x.f()`: "f")."""
+    return {getattr(node.func, "id", getattr(node.func, "attr", None)) for stmt in statements
+            for node in ast.walk(stmt) if isinstance(node, ast.Call)}
+
+
 def deferred_import_violations() -> list[str]:
     """Each in-function import that defers nothing costly, or gives no reason, as 'file:line `import`: what to do'."""
     sources = _sources()
@@ -221,6 +227,11 @@ def deferred_import_violations() -> list[str]:
                 if module not in reach(targets & own):
                     violations.append((*where, f"{name}: no cycle (it does not import {module} back at module "
                                                 f"level): import it at module level"))
+            elif reason.startswith("after:"):
+                call = reason.removeprefix("after:").split()[0].strip("()`") if reason.split()[1:] else ""
+                if call not in _calls(body[:first]):
+                    violations.append((*where, f"{name}: `# after: {call}` but the function does not call {call!r} "
+                                                f"before it: import it at module level"))
             elif reason.startswith("optional:"):
                 if not words & set(extras):
                     violations.append((*where, f"{name}: name its optional-dependencies group ({', '.join(extras)})"))
@@ -242,8 +253,9 @@ def test_deferred_imports_defer_something_costly():
     so: a comment on the import, on the line above it, or on the first of a run of imports, names a HEAVY
     package the import defers (`# pandas`), one the importing module does not already load; an import of that
     package itself (`import pandas as pd`) names it already. The other
-    reasons: `# cycle: <module>`, when the imported module imports the importing one back at module level,
-    and `# optional: <extra>`, a package of one of pyproject's optional dependency groups. Read from the
+    reasons: `# cycle: <module>`, when the imported module imports the importing one back at module level;
+    `# optional: <extra>`, a package of one of pyproject's optional dependency groups; and `# after: <function>`,
+    when the function calls <function> first (a setting a package reads once, when it is first imported). Read from the
     source (ast), nothing is imported."""
     violations = deferred_import_violations()
     assert not violations, f"{len(violations)} deferred imports break the rule:\n" + "\n".join(violations)

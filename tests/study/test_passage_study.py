@@ -64,6 +64,8 @@ def test_a_spec_compares_documents_with_passages(os_client, tmp_path, monkeypatc
 
     from evalctl import results_store
     from evalctl.cli.main import cli
+    from evalctl.corpus.qrels import load_qrels
+    from evalctl.corpus.query_set import load_query_set
     from evalctl.corpus.store import load_corpus
     from evalctl.corpus.views import load_views
     from evalctl.evaluators.scoring.runs import load_run
@@ -115,8 +117,14 @@ def test_a_spec_compares_documents_with_passages(os_client, tmp_path, monkeypatc
         timed = results_store.get(corpus, chunked["latency"]).manifest
         assert timed["measured"].startswith("one _msearch of its chunks' bodies per query")
         assert timed["passes"][0]["errors"] == 0 and timed["passes"][0]["sent"] == 3
-        assert document["truncated by the model"].startswith(f"{over / len(lengths):.0%} of {len(lengths)} over {limit} ")
+        assert document["truncated by the model"].startswith(
+            f"documents: {over / len(lengths):.0%} of {len(lengths)} over {limit} ")
         assert passage["truncated by the model"] == "none"
+        queries = load_query_set(load_corpus(corpus), load_qrels(load_corpus(corpus), "citations"), "test", "TA")
+        qlengths = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in queries.texts.values()]
+        assert chunked["truncated by the model"].startswith(
+            f"none; queries (chunked here): {sum(n > limit for n in qlengths) / len(qlengths):.0%} of {len(qlengths)} "
+            f"over {limit} ")
         # each hit of a passage run names its best passage, one of the view's windows; the per-query page quotes it
         texts = {rec.id: t for rec in load_corpus(corpus).records(view.columns) if (t := view.render(rec))}
         page = (tmp_path / "report" / f"queries-{corpus}-TA.md").read_text()
