@@ -9,11 +9,12 @@ $(BIN)/evalctl: pyproject.toml
 	$(BIN)/pip install -q -e ".[offline-models,finetune,test,referee,docs]"
 	touch $@
 
-# Developer and CI machines carry the neural-search plugin zip (not on Maven Central) beside the checkout;
-# the managed node installs it from there (native hybrid/RRF). A user's clone has none: nothing is set then.
-NEURAL_SEARCH_ZIP := $(wildcard ../shared/opensearch/opensearch-neural-search-3.5.0.0.zip)
-ifneq ($(NEURAL_SEARCH_ZIP),)
-export EVALCTL_OPENSEARCH_PLUGIN_ZIPS ?= $(abspath $(NEURAL_SEARCH_ZIP))\#sha256=a9ea89f807a1658b946719fa2fa53087becc45da1bda8e90307d7962efbb42de
+# The datasets evalctl fetches on first use (configs/datasets/) come from their published URLs, or from an offline
+# mirror laid out as those URLs' paths. Developer and CI machines have one beside the checkout; a user's clone has
+# none, and a user may point EVALCTL_DATA_MIRROR at a copy of their own.
+DATA_MIRROR := $(wildcard ../shared/data/mirror)
+ifneq ($(DATA_MIRROR),)
+export EVALCTL_DATA_MIRROR ?= $(abspath $(DATA_MIRROR))
 endif
 
 .PHONY: setup quickstart test test-fast test-cluster infinity docs
@@ -36,9 +37,9 @@ $(INFINITY_VENV)/.installed:
 
 infinity: $(INFINITY_VENV)/.installed
 
-# The main job on the bundled sample: start the managed OpenSearch node (downloaded once from Maven
-# Central), run configs/experiments/quickstart.yaml (import, encode, index, retrieval, classification,
-# clustering; a rerun only finishes what is missing) and write the report.
+# The main job on the quickstart's dataset (fetched on first use): start the managed OpenSearch node (downloaded once
+# from Maven Central), run configs/experiments/quickstart.yaml (fetch, import, encode, index, retrieval,
+# classification, clustering; a rerun only finishes what is missing) and write the report.
 quickstart: setup
 	$(BIN)/evalctl opensearch start
 	HF_HUB_OFFLINE=1 $(BIN)/evalctl run quickstart

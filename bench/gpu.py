@@ -2,7 +2,7 @@
 
 Random-initialised models built from the published configurations of Qwen3-Embedding-8B and
 KaLM-Embedding-Gemma3-12B (their config.json hyperparameters, written below), in bfloat16, encode
-patent-length texts: the bundled USPTO sample's titles and abstracts repeated to each record's own
+patent-length texts: the USPTO sample's (dataset uspto-grants-2019-60) titles and abstracts repeated to each record's own
 title+abstract+claims (TAC) length, tokenised by a BPE trained here on the same text, cut at the
 study's 8192 tokens and batched by evalctl's own token budget (indexers.encoder.plan_batches). Printed
 per model and attention path: tokens/s (real tokens, padding not counted), model FLOP utilisation
@@ -26,14 +26,13 @@ import csv
 import gc
 import resource
 import time
-from pathlib import Path
 
 import torch
 
+from evalctl.datasets.fetch import dataset_sources
 from evalctl.indexers.encode_cost import device_name, rates
 
-REPO = Path(__file__).resolve().parents[1]
-SAMPLE = REPO / "samples" / "uspto-grants-2019" / "patent_grants_60.csv"
+SAMPLE = dataset_sources("uspto-grants-2019-60").sources[0]  # fetched on first use (EVALCTL_DATA_MIRROR offline)
 H200_BF16_DENSE_FLOPS = 989e12
 
 # config.json of Qwen/Qwen3-Embedding-8B (Qwen3 architecture; 7.57B parameters without an LM head)

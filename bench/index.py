@@ -3,7 +3,7 @@ HTTP client, on the same node, side by side. Prints a small table.
 
     python bench/index.py [--docs 8000] [--rounds 5] [--model all-minilm-l6-v2] [--view TAC]
 
-The corpus is the real USPTO grant sample (tests/data/uspto-grants-2019), repeated with suffixed
+The corpus is the real USPTO grant sample (the dataset uspto-grants-2019), repeated with suffixed
 ids up to --docs documents; vectors come from the embedding cache, warmed before timing, so both sides
 send identical documents and only the loading path is measured.
 """
@@ -24,10 +24,10 @@ import time
 import urllib.request
 from pathlib import Path
 
+from evalctl.datasets.fetch import dataset_sources
 from benchlib import load, ratio_line, run_workers, serve, spread  # bench/ is on sys.path
 
-REPO = Path(__file__).resolve().parents[1]
-USPTO = REPO / "tests" / "data" / "uspto-grants-2019" / "patent_grants.csv"
+USPTO = dataset_sources("uspto-grants-2019").sources[0]  # fetched on first use (EVALCTL_DATA_MIRROR offline)
 
 
 def build_corpus(workdir: Path, n_docs: int):

@@ -5,9 +5,9 @@ side). Prints a table.
     python bench/retrieve.py [--workload known-item|quickstart] [--docs 150] [--repeat 5] [--rounds 5] [--k 100]
                              [--model all-minilm-l6-v2]
 
-Workloads: `known-item` (default), from the real USPTO grant sample (tests/data/uspto-grants-2019):
+Workloads: `known-item` (default), from the real USPTO grant sample (the dataset uspto-grants-2019):
 --docs abstracts (view A), queries are titles, each relevant to its own grant (a sanity task, not a
-citation task); `quickstart`, the bundled quickstart's retrieval: its OPS corpus (2,973 patents), its
+citation task); `quickstart`, the quickstart's retrieval: its OPS corpus (2,973 patents), its
 citation qrels, the test split's queries on titles (view T). Query and document vectors come from the
 embedding cache, warmed before timing, so only searching is timed. Every side runs once untimed, then --rounds times in rotating
 order. Targets: `evalctl retrieve` wall / sum of `_msearch` `took` with one request in flight <= 1.15x;

@@ -1,5 +1,5 @@
 """How evalctl's costs grow with the corpus (issue 27 items 2-3): every step a user runs, through the
-`evalctl` CLI itself, on replicated corpora of N records built from the bundled OPS pizza sample.
+`evalctl` CLI itself, on replicated corpora of N records built from the quickstart's OPS pizza dataset.
 
     python bench/scale.py [--sizes 10000,30000] [--full] [--noise 0.005] [--view TA] [--query-sample 2000] [--keep]
 
@@ -43,11 +43,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from evalctl.datasets.fetch import dataset_sources
 from benchlib import load  # bench/ is on sys.path
 from evalctl.paths import numba_cache
 
 REPO = Path(__file__).resolve().parents[1]
-SAMPLE = REPO / "samples" / "ops-pizza-1990-2015"
+SAMPLE = dataset_sources("ops-pizza-1990-2015").sources[0]  # fetched on first use (EVALCTL_DATA_MIRROR offline)
 FULL_SIZE = 113148  # the study's landscape
 METHODS = ("bm25", "dense", "exact", "hybrid", "rrf")
 

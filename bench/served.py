@@ -7,8 +7,8 @@ table.
 Without --url it starts infinity-emb (`make infinity`) serving the bundled all-MiniLM-L6-v2 folder on this machine's
 CPU (tests/served_server.py), so both sides share the same cores: the ratio says what the HTTP route costs, not
 what a GPU server would give. With --url (and --served-model, and the key's variable in --api-key-env), it measures
-that server against local encoding here. The texts are US grants 2019 (title, abstract, claims) copied into
-tests/data/uspto-grants-2019.
+that server against local encoding here. The texts are US grants 2019 (title, abstract, claims): the dataset
+uspto-grants-2019, fetched on first use.
 """
 
 from __future__ import annotations

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import REPO
 from evalctl.cli.main import cli
+from real_data import ESPACENET_SAMPLE
 
-PIZZA = REPO / "tests" / "fixtures" / "espacenet_pizza_sample.csv"  # 12 records, 3 citation queries
+PIZZA = ESPACENET_SAMPLE  # 12 records, 3 citation queries
 
 
 @pytest.fixture

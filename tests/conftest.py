@@ -26,12 +26,9 @@ paths.confine_libraries()
 # of the session's stands in for them (a test that adds specs points EVALCTL_MODELS_DIR at its own).
 os.environ["EVALCTL_MODELS_DIR"] = tempfile.mkdtemp(prefix="evalctl-test-models-")
 atexit.register(shutil.rmtree, os.environ["EVALCTL_MODELS_DIR"], True)
-# Real public data copied into the repository (tests/data/*/PROVENANCE.md); the Espacenet export is the
-# quickstart's own byte copy in samples/.
-DATA = REPO / "tests" / "data"
-USPTO = DATA / "uspto-grants-2019" / "patent_grants.csv"
-LENS = DATA / "lens-pizza-1000" / "pizza_lens_1000_raw.csv"
-ESPACENET = REPO / "samples" / "espacenet-pizza-2013-2014" / "pizza_sliced_20132014_274.csv"
+# Real public data, asked of evalctl's dataset catalogue (tests/real_data.py); the names are kept here for the
+# modules that import them from conftest.
+from real_data import ESPACENET, LENS, USPTO, running_unit_test  # noqa: E402,F401
 
 
 def lens_head(dest: Path, n: int) -> Path:
@@ -55,8 +52,9 @@ def private_cache(root: Path) -> pytest.MonkeyPatch:
 _used_cluster: dict = {}
 
 # What makes a test an integration test: it talks to the node (a fixture built on os_client) or loads a real
-# model (marked `models`). What is neither integration nor marked `slow` (seconds of work) is a `unit` test:
-# `make test-fast` (`pytest -m unit`) is the loop to run before each commit.
+# model (marked `models`). What is neither integration nor marked `slow` (seconds of work) or `data` (it reads a real
+# dataset, fetched through the catalogue) is a `unit` test: `make test-fast` (`pytest -m unit`) is the loop to run
+# before each commit, and reads only records the tests write themselves.
 NODE_FIXTURES = {"os_client"}
 INTEGRATION_MARKS = {"opensearch", "models", "neural_search"}
 
@@ -71,10 +69,21 @@ def pytest_collection_modifyitems(items):
         if NODE_FIXTURES & set(getattr(item, "fixturenames", ())) or INTEGRATION_MARKS & {
                 m.name for m in item.iter_markers()}:
             item.add_marker(pytest.mark.integration)
-        elif not item.get_closest_marker("slow"):
+        elif not (item.get_closest_marker("slow") or item.get_closest_marker("data")):
             item.add_marker(pytest.mark.unit)
         if item.get_closest_marker("cluster") and not os.environ.get(CLUSTER_OPT_IN):
             item.add_marker(pytest.mark.skip(reason=f"3-node cluster tests run with {CLUSTER_OPT_IN}=1 (make test, make test-cluster)"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """A unit test that reads a dataset (its fixtures included) fails, naming it (tests/real_data.py)."""
+    if item.get_closest_marker("unit"):
+        running_unit_test.append(item.nodeid)
+    try:
+        return (yield)
+    finally:
+        running_unit_test.clear()
 
 
 @pytest.fixture(scope="session")

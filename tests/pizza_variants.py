@@ -7,9 +7,9 @@ from __future__ import annotations
 import uuid
 from typing import Iterator
 
-from conftest import REPO, private_cache
+from conftest import private_cache
+from real_data import OPS
 
-OPS = REPO / "samples" / "ops-pizza-1990-2015"
 MODEL = "all-minilm-l6-v2"
 
 

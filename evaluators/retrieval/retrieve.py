@@ -422,7 +422,9 @@ def _client_fused(client, spec: RetrievalSpec, opts: RetrievalOptions, corpus: C
         return done
     ranking = fuse_rankings([p.ranking for p in parts], spec.fusion, spec.k)
     extra = {"n_queries": len(ranking), "n_empty": sum(not d for d in ranking.values()),
-             "index_manifest": parts[1].manifest.get("index_manifest"), **opts.extra}
+             "index_manifest": parts[1].manifest.get("index_manifest"),
+             # the vector part's index, where the report finds what the model truncates of the view
+             "index_identity": parts[1].manifest.get("index_identity"), **opts.extra}
     found = {q: hits for p in parts for q, hits in p.best_passages().items()}  # the passage part's, where one is
     best = {q: {d: found[q][d] for d, _ in docs if d in found.get(q, {})} for q, docs in ranking.items()}
     return save_run(corpus.name, identity, ranking, extra, {q: b for q, b in best.items() if b})

@@ -15,6 +15,7 @@ from evalctl.corpus.patent_record import CITATION_TYPES
 from evalctl.corpus.qrels import QrelsSpec, build_qrels, load_qrels
 from evalctl.corpus.stats import corpus_stats, format_stats
 from evalctl.corpus.store import CorpusNotFound, load_corpus
+from evalctl.datasets.fetch import dataset_sources
 from evalctl.errors import UserError
 
 
@@ -31,9 +32,10 @@ def corpus() -> None:
 
 
 @corpus.command("import")
-@click.argument("sources", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--format", "fmt", required=True,
-              type=RegistryChoice(IMPORT_FORMATS),
+@click.argument("sources", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.option("--dataset", default=None, help="A dataset of the catalogue (`evalctl data list`), fetched on first use, "
+              "instead of SOURCES; its format and name are the defaults.")
+@click.option("--format", "fmt", default=None, type=RegistryChoice(IMPORT_FORMATS),
               help="Source layout (docs/corpus-format.md). beir/dapfam take one folder; ops files and/or folders.")
 @click.option("--name", default=None, help="Corpus name: stored under <cache>/corpora/<name>/.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None, help="Store here instead.")
@@ -43,11 +45,24 @@ def corpus() -> None:
 @click.option("--documents", type=click.Choice(["publication", "family"]), default="publication", show_default=True,
               help="family: one record per family (text from its best-described member, the others as aliases).")
 @click.option("--show", type=click.IntRange(min=0), default=100, show_default=True, help="Problems to print (all are in problems.jsonl).")
-def import_cmd(sources, fmt, name, out, strict, labels, overwrite, documents, show) -> None:
-    """Import SOURCES (files, or one folder for beir/dapfam) into a corpus."""
+def import_cmd(sources, dataset, fmt, name, out, strict, labels, overwrite, documents, show) -> None:
+    """Import SOURCES (files, or one folder for beir/dapfam), or a catalogue --dataset, into a corpus."""
+    provenance = None
+    if dataset:
+        if sources:
+            raise UserError("give SOURCES or --dataset, not both")
+        fetched = dataset_sources(dataset, progress=True)
+        if fmt and fmt != fetched.format:
+            raise UserError(f"dataset {dataset} is read as --format {fetched.format}, not {fmt}")
+        fmt, sources, name = fetched.format, fetched.sources, name or (None if out else dataset)
+        provenance = fetched.provenance()
+    elif not sources:
+        raise UserError("give the SOURCES to import, or --dataset NAME (`evalctl data list`)")
+    elif not fmt:
+        raise UserError("--format is needed with SOURCES (one of " + ", ".join(IMPORT_FORMATS) + ")")
     try:
         res = import_corpus(fmt, list(sources), name=name, out=out, strict=strict, labels=labels, overwrite=overwrite,
-                            documents=documents)
+                            documents=documents, dataset=provenance)
     except CorpusImportError as e:
         raise UserError(str(e)) from None
     for p in res.problems[:show]:

@@ -204,6 +204,7 @@ def logs(lines) -> None:
 # Each command group lives in its own module; registered here so `evalctl --help` lists them all.
 from evalctl.cli.corpus import corpus  # noqa: E402
 from evalctl.cli.dashboards import dashboards  # noqa: E402
+from evalctl.cli.data import data  # noqa: E402
 from evalctl.cli.finetune import finetune, pairs, recipes, transfer  # noqa: E402
 from evalctl.cli.index import index  # noqa: E402
 from evalctl.cli.models import encode, models  # noqa: E402
@@ -212,6 +213,6 @@ from evalctl.cli.retrieval import compare, evaluate, fusion_sweep, latency, retr
 from evalctl.cli.run import report, run  # noqa: E402
 from evalctl.cli.tasks import classify, cluster_cmd, tables, vectors  # noqa: E402
 
-for _command in (corpus, models, encode, index, run, report, dashboards, vectors, classify, cluster_cmd, tables,
+for _command in (data, corpus, models, encode, index, run, report, dashboards, vectors, classify, cluster_cmd, tables,
                  finetune, recipes, pairs, transfer, retrieve, evaluate, compare, fusion_sweep, latency, referee):
     cli.add_command(_command)

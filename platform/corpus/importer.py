@@ -95,9 +95,10 @@ def source_files(fmt: str, sources: list[Path]) -> list[Path]:
 
 def import_corpus(fmt: str, sources: list[Path], name: str | None = None, out: Path | None = None,
                   strict: bool = False, labels: tuple[str, ...] = (), overwrite: bool = False,
-                  documents: str = "publication") -> ImportResult:
+                  documents: str = "publication", dataset: dict | None = None) -> ImportResult:
     """`documents`: "publication" keeps each source record; "family" merges each family into one
-    record (platform/corpus/family_records.py)."""
+    record (platform/corpus/family_records.py). `dataset`: the catalogue's account of where the sources were
+    published (datasets/sources.py), kept in the manifest."""
     open_source = _opener(fmt)
     if documents not in DOCUMENT_LEVELS:
         raise CorpusImportError(f"unknown document level {documents!r}; known: {', '.join(DOCUMENT_LEVELS)}")
@@ -127,6 +128,7 @@ def import_corpus(fmt: str, sources: list[Path], name: str | None = None, out: P
             "queries_hash": queries.content_hash if queries else None,
             "source": {"format": fmt, "files": [{"path": str(p.resolve()), "bytes": p.stat().st_size,
                                                    "sha256": file_sha256(p)} for p in source.files]},
+            **({"dataset": dataset} if dataset else {}),
             "labels": list(labels), "strict": strict, "documents": documents,
             "languages": dict(sorted(written.languages.items())),
         }

@@ -34,7 +34,7 @@ from evalctl.config_files import build, load_yaml
 @dataclass(frozen=True)
 class PluginSpec:
     name: str
-    # LOCATION[#sha256] as in artifacts.py, `{version}` filled in; None: no public source (a zip must be given)
+    # LOCATION[#sha256] as in artifacts.py, `{version}` filled in; None: not on Maven Central (a zip must be given)
     source: str | None = None
     sha256: str | None = None
     required: bool = True
@@ -217,8 +217,10 @@ class ManagedNode:
             if src is None:
                 if p.required:
                     raise NodeError(f"plugin {p.name} is required but configs/opensearch.yaml gives no source")
-                missing[p.name] = ("no public source; pass --plugin-zip PATH|URL[#sha256=HEX] or set "
-                                   "EVALCTL_OPENSEARCH_PLUGIN_ZIPS")
+                missing[p.name] = ("not on Maven Central; native hybrid/RRF then come from an OpenSearch distribution "
+                                   "that includes it (the official bundle or container image), or from a zip you hold: "
+                                   "--plugin-zip PATH|URL[#sha256=HEX] or EVALCTL_OPENSEARCH_PLUGIN_ZIPS. Without "
+                                   "it, hybrid and RRF are fused client-side and labelled so")
                 continue
             wanted[p.name] = fetch_one(src)
         return wanted, missing

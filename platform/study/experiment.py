@@ -21,17 +21,19 @@ from evalctl.evaluators.retrieval.query_chunks import FUSION as CHUNK_FUSION
 from evalctl.indexers.passages import PassageError, PassageSpec
 from evalctl.indexers.runtime import Runtime
 from evalctl.names import BadName, check_name
-from evalctl.config_files import SpecError, package_folder
+from evalctl.config_files import SpecError
 
 
 @dataclass(frozen=True)
 class CorpusEntry:
     name: str
-    format: str  # a name in import_formats.IMPORT_FORMATS
-    sources: tuple[str, ...]
+    format: str = ""  # a name in import_formats.IMPORT_FORMATS (a dataset's own by default)
+    sources: tuple[str, ...] = ()
     qrels: QrelsSpec | None = None
     labels: tuple[str, ...] = ()  # free landscape labels given to every record at import
     documents: Literal["publication", "family"] = "publication"  # family: one record per family
+    # a dataset of the catalogue (configs/datasets/), fetched on first use, instead of `sources`
+    dataset: str | None = None
 
 
 @dataclass(frozen=True)
@@ -116,15 +118,13 @@ class ExperimentSpec:
         return getattr(self, section) if section in ("indexes", "finetune") else self.tasks.get(section, ())
 
     def resolve_source(self, source: str) -> Path:
-        """A source path as written, else relative to the spec file, else to the folder holding the bundled
-        samples/ (the repository, or the installed package: shipped specs name `samples/...`)."""
-        shipped = package_folder("samples").parent
-        for base in (Path.cwd(), Path(self.source_path).parent, shipped):
+        """A source path as written, else relative to the spec file."""
+        for base in (Path.cwd(), Path(self.source_path).parent):
             p = (base / source).resolve()
             if p.exists():
                 return p
-        raise SpecError(f"{self.source_path}: source {source!r} not found (relative to the working "
-                        f"directory, the spec file or {shipped})")
+        raise SpecError(f"{self.source_path}: source {source!r} not found (relative to the working directory or the "
+                        "spec file)")
 
 
 def check_spec_name(value: str, what: str, at: str) -> None:

@@ -17,6 +17,8 @@ from evalctl.corpus.importer import import_corpus, source_files
 from evalctl.corpus.qrels import build_qrels, qrels_manifest
 from evalctl.corpus.store import CorpusNotFound, load_corpus
 from evalctl.corpus.views import load_views
+from evalctl.datasets.catalogue import get_dataset
+from evalctl.datasets.fetch import dataset_sources, is_imported
 from evalctl.errors import Failure
 from evalctl.finetune.params import FinetuneOptions, FinetuneParams
 from evalctl.finetune.recipes import get_recipe
@@ -86,22 +88,29 @@ def _node_lost_message(step: str, e: Exception, report: RunReport, not_run: int)
 
 
 def import_step(spec: ExperimentSpec, entry) -> Step:
-    def sources() -> list:  # resolved when used, so a plan can be shown before the data is in place
-        return [spec.resolve_source(s) for s in entry.sources]
+    def fetched():  # fetched when the step runs (first use), so a plan can be shown before the data is in place
+        return dataset_sources(entry.dataset) if entry.dataset else None
+
+    def sources(got) -> list:
+        return list(got.sources) if got else [spec.resolve_source(s) for s in entry.sources]
 
     def is_done() -> bool:
         try:
             m = load_corpus(entry.name).manifest
         except CorpusNotFound:
             return False
-        return (m["source"]["format"] == entry.format and list(m.get("labels", [])) == list(entry.labels)
-                and m.get("documents", "publication") == entry.documents
-                and [f["sha256"] for f in m["source"]["files"]]
-                == [file_sha256(p) for p in source_files(entry.format, sources())])
+        same = (m["source"]["format"] == entry.format and list(m.get("labels", [])) == list(entry.labels)
+                and m.get("documents", "publication") == entry.documents)
+        if entry.dataset:  # the published files it was made from, by checksum: nothing is fetched to tell
+            return same and (m.get("dataset") or {}).get("files") is not None and is_imported(
+                get_dataset(entry.dataset), m["dataset"])
+        return same and ([f["sha256"] for f in m["source"]["files"]]
+                         == [file_sha256(p) for p in source_files(entry.format, sources(None))])
 
     def run() -> str:
-        res = import_corpus(entry.format, sources(), name=entry.name, labels=entry.labels, overwrite=True,
-                            documents=entry.documents)
+        got = fetched()
+        res = import_corpus(entry.format, sources(got), name=entry.name, labels=entry.labels, overwrite=True,
+                            documents=entry.documents, dataset=got.provenance() if got else None)
         problems = ", ".join(f"{k} {v}" for k, v in res.problem_counts.items()) or "no problems"
         return f"{len(res.corpus)} records ({problems})"
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from evalctl.config_files import SpecError, build, configs_dir, load_yaml
 from evalctl.corpus.import_formats.registry import IMPORT_FORMATS
 from evalctl.corpus.label_sets import load_label_sets
+from evalctl.datasets.catalogue import get_dataset
 from evalctl.corpus.views import load_views
 from evalctl.evaluators.retrieval.methods import METHODS
 from evalctl.evaluators.scoring.significance_params import StatsProtocol
@@ -59,9 +60,32 @@ def load_experiment(name_or_path: str) -> ExperimentSpec:
     statistics = build(StatsProtocol, data.pop("statistics", {}), f"{path}: statistics")
     spec = dataclasses.replace(build(ExperimentSpec, {**data, "source_path": str(path)}, str(path)), tasks=tasks,
                                statistics=statistics)
-    spec = _model_ids(spec)
+    spec = _model_ids(_datasets(spec))
     validate(spec)
     return spec
+
+
+def _datasets(spec: ExperimentSpec) -> ExperimentSpec:
+    """Each corpus that names a dataset of the catalogue read in the dataset's format; one that does not, from its
+    sources."""
+    corpora = []
+    for i, c in enumerate(spec.corpora):
+        at = f"{spec.source_path}: corpora[{i}] ({c.name})"
+        if c.dataset is None:
+            if not c.sources or not c.format:
+                raise SpecError(f"{at}: give a dataset: (`evalctl data list`), or sources: with their format:")
+            corpora.append(c)
+            continue
+        if c.sources:
+            raise SpecError(f"{at}: give dataset: or sources:, not both")
+        try:
+            fmt = get_dataset(c.dataset).format
+        except SpecError as e:
+            raise SpecError(f"{at}: {e}") from None
+        if c.format and c.format != fmt:
+            raise SpecError(f"{at}: dataset {c.dataset} is read as format {fmt}, not {c.format}")
+        corpora.append(dataclasses.replace(c, format=fmt))
+    return dataclasses.replace(spec, corpora=tuple(corpora))
 
 
 def _model_ids(spec: ExperimentSpec) -> ExperimentSpec:

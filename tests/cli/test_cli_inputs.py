@@ -34,12 +34,13 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
-from conftest import LENS, REPO
+from conftest import LENS
 from evalctl.cli.main import cli
+from real_data import ESPACENET_SAMPLE, OPS, USPTO_SAMPLE
 
-PIZZA = REPO / "tests" / "fixtures" / "espacenet_pizza_sample.csv"  # 12 records (11 titled), 3 citation queries
-USPTO = REPO / "tests" / "fixtures" / "uspto_grants_sample.csv"  # 4 grants with titles, abstracts and claims
-OPS_PAGE = REPO / "samples" / "ops-pizza-1990-2015" / "pizza_1990-2000_p01.json.gz"
+PIZZA = ESPACENET_SAMPLE  # 12 records (11 titled), 3 citation queries
+USPTO = USPTO_SAMPLE  # 4 grants with titles, abstracts and claims
+OPS_PAGE = OPS / "pizza_1990-2000_p01.json.gz"
 EVALCTL = Path(sys.executable).with_name("evalctl")
 BOM = "\ufeff"
 
@@ -221,6 +222,7 @@ def on_small_disk(namespace: list[str], folder: Path, options: str, *args) -> tu
     return p.returncode, out + p.stderr, left.split()
 
 
+@pytest.mark.data  # a real export, fetched through the catalogue (tests/real_data.py)
 @pytest.mark.parametrize("options, says", [("size=8k", "no space left on the device (ENOSPC)"),
                                            ("ro", "the file system is read-only (EROFS)")])
 def test_corpus_qrels_on_a_full_or_read_only_disk(home, private_mounts, options, says):
@@ -327,6 +329,7 @@ def _bom_ops(root: Path) -> tuple[str, list[Path], list[Path]]:
     return "ops", [OPS_PAGE], [root / "bom.json"]
 
 
+@pytest.mark.data  # a real export, fetched through the catalogue (tests/real_data.py)
 @pytest.mark.parametrize("make", [_bom_native, _bom_csv, _bom_beir, _bom_ops], ids=["native", "csv", "beir", "ops"])
 def test_a_byte_order_mark_keeps_the_first_record(home, make):
     fmt, plain, with_bom = make(home.root)
@@ -372,6 +375,7 @@ def test_a_text_longer_than_opensearch_takes_is_refused_at_import(home):
     assert "malformed_row 1" in out.output
 
 
+@pytest.mark.data  # a real export, fetched through the catalogue (tests/real_data.py)
 def test_a_nan_title_is_recorded_as_missing(home):
     import_ok("uspto", "src", USPTO)
     rows = record_dicts("src")

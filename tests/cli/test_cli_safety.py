@@ -19,12 +19,12 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from conftest import REPO
 from evalctl.cli.main import cli
+from real_data import ESPACENET_SAMPLE
 
 pytestmark = pytest.mark.opensearch
 
-PIZZA = REPO / "tests" / "fixtures" / "espacenet_pizza_sample.csv"  # 12 records, 3 citation queries
+PIZZA = ESPACENET_SAMPLE  # 12 records, 3 citation queries
 CLOSED = "http://127.0.0.1:9"  # nothing listens on the discard port
 SECRET = "s3cret-Pa55-" + uuid.uuid4().hex[:6]
 

@@ -10,6 +10,8 @@ import pytest
 
 from cli_home import PIZZA, corpus, home, invoke, listing, plant_links, untouched  # noqa: F401 - fixtures
 
+pytestmark = pytest.mark.data  # real exports, fetched through the catalogue (tests/real_data.py)
+
 
 def export(corpus, out_dir, *more):
     return invoke("corpus", "export", corpus, out_dir, "--view", "TA", *more)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, ESPACENET, LENS, USPTO
+from conftest import ESPACENET, LENS, USPTO
 from corpus_helpers import FIXTURES, isolated_cache  # noqa: F401
 
 from evalctl.cli.main import cli
@@ -12,6 +12,9 @@ from evalctl.corpus.importer import import_corpus
 from evalctl.corpus.store import load_corpus
 from evalctl.corpus.import_formats.problems import CorpusImportError
 from evalctl.corpus.patent_record import PatentRecord
+from real_data import WIPO
+
+pytestmark = pytest.mark.data  # real exports, fetched through the catalogue (tests/real_data.py)
 
 
 def test_espacenet_fixture_fields_and_aliases():
@@ -114,7 +117,7 @@ def test_native_reports_bad_json_and_values(tmp_path):
 @pytest.mark.parametrize("fmt,path,records,problems", [
     ("espacenet", ESPACENET, 239, {}),
     ("lens", LENS, 997, {"duplicate_id": 3, "bad_encoding": 1}),
-    ("wipo", DATA / "wipo-ritonavir-landscape" / "ritonavir.csv", 804, {"bad_code": 14}),
+    ("wipo", WIPO, 804, {"bad_code": 14}),
     ("uspto", USPTO, 150, {}),
 ])
 def test_full_files_import_and_stats(fmt, path, records, problems):

@@ -11,7 +11,6 @@ from collections import Counter
 
 import pytest
 from click.testing import CliRunner
-from conftest import REPO
 from corpus_helpers import isolated_cache  # noqa: F401
 
 from evalctl.cli.main import cli
@@ -19,8 +18,11 @@ from evalctl.corpus.importer import import_corpus
 from evalctl.corpus.import_formats.ops import _items, _text, ops_files, read_page
 from evalctl.corpus.import_formats.problems import CorpusImportError, ProblemLog
 from evalctl.corpus.qrels import QrelsSpec, build_citation_qrels
+from real_data import OPS
 
-PAGES = REPO / "samples" / "ops-pizza-1990-2015"
+pytestmark = pytest.mark.data  # real exports, fetched through the catalogue (tests/real_data.py)
+
+PAGES = OPS
 SEARCH_REPORTS = ("search_report", "international_search")
 
 

@@ -13,6 +13,8 @@ from evalctl.corpus.importer import import_corpus
 from evalctl.corpus.patent_record import Citation, PatentRecord
 from evalctl.corpus.qrels import QrelsSpec, build_citation_qrels, domain_label, load_qrels, split_of
 
+pytestmark = pytest.mark.data  # real exports, fetched through the catalogue (tests/real_data.py)
+
 REAL_PAIRS = {("WO2014193417", "US20130040016"), ("US20140037793", "US8920865"), ("GB2507064", "US20130068830")}
 
 

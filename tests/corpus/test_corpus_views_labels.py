@@ -10,6 +10,8 @@ from evalctl.corpus.label_sets import LabelSetSpec, label_matrix, load_label_set
 from evalctl.config_files import SpecError, build
 from evalctl.corpus.views import ViewSpec, load_views, view_coverage
 
+pytestmark = pytest.mark.data  # real exports, fetched through the catalogue (tests/real_data.py)
+
 
 @pytest.fixture
 def uspto():

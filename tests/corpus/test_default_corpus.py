@@ -15,6 +15,8 @@ from evalctl.corpus.store import CorpusNotFound
 from evalctl.corpus.default import choose_corpus
 from corpus_helpers import FIXTURES, isolated_cache  # noqa: F401
 
+pytestmark = pytest.mark.data  # real exports, fetched through the catalogue (tests/real_data.py)
+
 SAMPLE = FIXTURES / "uspto_grants_sample.csv"
 COMMANDS = {  # each without --corpus; the options each needs besides
     "index": ["index"],

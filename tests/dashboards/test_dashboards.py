@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 from click.testing import CliRunner
 
-from conftest import REPO, private_cache
+from conftest import private_cache
 from dashboards_server import dashboards_server  # noqa: F401 - a fixture: the recording import endpoint
 from evalctl.cli.main import cli
 from evalctl.dashboards.objects import (
@@ -22,6 +22,7 @@ from evalctl.dashboards.objects import (
     to_ndjson,
 )
 from evalctl.indexers.index_layout import FACETS, IndexSettings, index_body, index_name, text_field, vector_field
+from real_data import OPS
 
 MODEL_VIEWS = ["T", "TAC"]
 BM25_VIEWS = ["T", "A", "C", "TA", "TAC", "TACD"]
@@ -131,7 +132,6 @@ def test_an_index_without_a_chart_field_gets_no_chart_for_it(indexes):
 # ---------------------------------------------------------------- real node
 
 
-OPS = REPO / "samples" / "ops-pizza-1990-2015"
 # The code prefix each chart field holds, cut here from the stored codes, not by the code under test.
 PREFIXES = {"cpc_subclass": ("cpc", 4), "ipc_subclass": ("ipc", 4), "ipc3": ("ipc", 3)}
 

@@ -84,6 +84,7 @@ def test_single_file_outputs_refuse_a_link(runs_here, tmp_path):
         assert target.read_bytes() == b"not yours\n" and link.is_symlink()
 
 
+@pytest.mark.data  # a real export, fetched through the catalogue (tests/real_data.py)
 @pytest.mark.parametrize("plant", ["link", "foreign"])
 def test_referee_out_is_an_output_folder(home, corpus, plant):
     out_dir = home / "ref"
@@ -101,6 +102,7 @@ def test_referee_out_is_an_output_folder(home, corpus, plant):
     assert listing(home) == before
 
 
+@pytest.mark.data  # a real export, fetched through the catalogue (tests/real_data.py)
 def test_referee_of_a_view_no_query_has_is_refused(home, corpus):
     """The Espacenet sample has titles only: no query has TA text, and MTEB crashed on the empty task."""
     out = invoke("referee", corpus, "--view", "TA", "--out", home / "ref-ta")

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import REPO
 from evalctl import paths
 from evalctl.output_folder import MARK
+from real_data import OPS
 
 EVALCTL = str(Path(sys.executable).parent / "evalctl")
 
@@ -68,7 +68,7 @@ def stored_runs(tmp_path, monkeypatch):
     from evalctl.corpus.store import load_corpus
     from evalctl.evaluators.scoring.runs import ranked, save_run
 
-    for args in (["corpus", "import", "--format", "ops", "--name", "pz", str(REPO / "samples" / "ops-pizza-1990-2015")],
+    for args in (["corpus", "import", "--format", "ops", "--name", "pz", str(OPS)],
                  ["corpus", "qrels", "pz"]):
         res = CliRunner().invoke(cli, args)
         assert res.exit_code == 0, res.output

@@ -2,10 +2,8 @@
 (pytrec_eval) agrees with evalctl's metrics on a hand-made run with ties; and on a real landscape,
 trec_eval, MTEB (dense, same model) and Pyserini (Lucene BM25) score the very task evalctl scores.
 
-The landscape is a parameter (LANDSCAPE): the bundled USPTO grants as a known-item task asked with the
-claims (C→TA, where the dense and BM25 rankings are not trivially perfect), or the EPO OPS pizza
-sample (view TA, citation qrels) when samples/ holds it. Each test naming an optional tool skips,
-naming it, when the tool is missing.
+The landscape is the EPO OPS pizza dataset's 2011-2015 pages (view TA, citation qrels). Each test naming an
+optional tool skips, naming it, when the tool is missing.
 """
 
 from __future__ import annotations
@@ -19,10 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from real_data import OPS, USPTO_60
 
-USPTO_SAMPLE = REPO / "samples" / "uspto-grants-2019" / "patent_grants_60.csv"
-OPS_SAMPLE = REPO / "samples" / "ops-pizza-1990-2015"
 MODEL = "all-minilm-l6-v2"
 
 
@@ -60,7 +56,7 @@ LAYOUT = [
 
 def _grants() -> list[dict]:
     csv.field_size_limit(1 << 24)
-    with open(USPTO_SAMPLE, newline="", encoding="utf-8") as f:
+    with open(USPTO_60, newline="", encoding="utf-8") as f:
         return [r for r in csv.DictReader(f) if r["patent_title"].strip() and r["abstract"].strip()]
 
 
@@ -86,6 +82,7 @@ def _citation_corpus(tmp_path: Path):
 # --------------------------------------------------------------------------- export round trips
 
 
+@pytest.mark.data  # a real export, fetched through the catalogue (tests/real_data.py)
 def test_beir_export_round_trips_through_the_beir_importer(tmp_path):
     from evalctl.corpus.export import export_landscape, read_beir_export
     from evalctl.corpus.importer import import_corpus
@@ -111,6 +108,7 @@ def test_beir_export_round_trips_through_the_beir_importer(tmp_path):
     assert task.corpus["US9000001"]["title"] == original["US9000001"].title
 
 
+@pytest.mark.data  # a real export, fetched through the catalogue (tests/real_data.py)
 def test_dapfam_export_round_trips_through_the_dapfam_importer(tmp_path):
     import pyarrow.parquet as pq
 
@@ -139,6 +137,7 @@ def test_dapfam_export_round_trips_through_the_dapfam_importer(tmp_path):
         {(p.query_id, p.doc_id): p.domain for p in qset.pairs}
 
 
+@pytest.mark.data  # a real export, fetched through the catalogue (tests/real_data.py)
 def test_export_names_a_bad_view_or_split(tmp_path):
     from evalctl.corpus.export import ExportError, export_landscape
 
@@ -210,24 +209,10 @@ def _ops_landscape(root: Path) -> dict:
 
     # The 2011-2015 pages (689 patents, 85 citation queries): every referee still sees real citations, and
     # MTEB's second encoding of the corpus costs a quarter of the whole sample's (that was 16 min of the suite).
-    pages = sorted(OPS_SAMPLE.glob("pizza_2011-2015_*.json.gz"))
+    pages = sorted(OPS.glob("pizza_2011-2015_*.json.gz"))
     corpus = import_corpus("ops", pages, name=f"ref-ops-{uuid.uuid4().hex[:8]}").corpus
     build_citation_qrels(corpus, QrelsSpec(direction="both"))
     return {"corpus": corpus.name, "view": "TA", "query_view": None, "qrels": "citations"}
-
-
-def _uspto_landscape(root: Path) -> dict:
-    from evalctl.corpus.importer import import_corpus
-    from evalctl.corpus.qrels import QrelsSpec, build_known_item_qrels
-
-    corpus = import_corpus("uspto", [USPTO_SAMPLE], name=f"ref-uspto-{uuid.uuid4().hex[:8]}").corpus
-    build_known_item_qrels(corpus, QrelsSpec(name="known-item", source="known_item", within_views=("TA", "C"),
-                                             dev_fraction=0.0))
-    return {"corpus": corpus.name, "view": "TA", "query_view": "C", "qrels": "known-item"}
-
-
-# The OPS pizza sample is the target landscape; the USPTO grants stand in where it is not bundled.
-LANDSCAPE = _ops_landscape if OPS_SAMPLE.is_dir() else _uspto_landscape
 
 
 @pytest.fixture(scope="module")
@@ -239,7 +224,7 @@ def refereed(tmp_path_factory, os_client):
     mp = pytest.MonkeyPatch()
     mp.setenv("EVALCTL_CACHE", str(root / "cache"))
     mp.setenv("HF_HUB_OFFLINE", "1")
-    land = LANDSCAPE(root)
+    land = _ops_landscape(root)
     try:
         yield referee_landscape(os_client, LandscapeSpec(model=MODEL, **land), root / "out")
     finally:

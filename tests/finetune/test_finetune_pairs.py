@@ -16,6 +16,8 @@ from evalctl.corpus.qrels import QrelsSpec, build_citation_qrels, load_qrels
 from evalctl.config_files import SpecError
 from evalctl.corpus.views import load_views
 
+pytestmark = pytest.mark.data  # real exports, fetched through the catalogue (tests/real_data.py)
+
 
 
 def uspto_rows(n: int) -> list[dict]:

@@ -26,9 +26,10 @@ from evalctl.indexers.runtime import Runtime, runtime_devices, using
 from evalctl.models import Endpoint, get_model
 
 from conftest import private_cache
+from real_data import USPTO_60
 
 REPO = Path(__file__).resolve().parents[2]
-GRANTS = REPO / "samples" / "uspto-grants-2019" / "patent_grants_60.csv"
+GRANTS = USPTO_60
 SPEC = get_model("all-minilm-l6-v2")
 KEY = dict(model_id="m", hf_id="org/m", revision="a" * 40, prompt_variant="plain", prompt="", role="document",
            view="tac", dim=384, precision="float32", versions="torch 2.15, transformers 5.24, sentence-transformers 6.3")

@@ -10,6 +10,8 @@ from evalctl.corpus.importer import import_corpus
 from evalctl.corpus.views import load_views
 from evalctl.indexers.index_loader import DOCUMENT_COLUMNS, document
 
+pytestmark = pytest.mark.data  # real exports, fetched through the catalogue (tests/real_data.py)
+
 
 @pytest.mark.parametrize("fmt, source", [("uspto", "uspto_grants_sample.csv"), ("lens", "lens_pizza_sample.csv"),
                                          ("espacenet", "espacenet_pizza_sample.csv")])

@@ -290,6 +290,7 @@ def test_settings_are_identities_and_a_reload_encodes_nothing_again(os_client, c
         _maxp(corpus, "64")
 
 
+@pytest.mark.data  # a real export, fetched through the catalogue (tests/real_data.py)
 def test_a_study_spec_asking_for_passages_is_refused_by_name(tmp_path, monkeypatch):
     """A study entry has no passage setting yet: a passage method there is refused naming the entry, not run."""
     import yaml

@@ -19,15 +19,16 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import REPO, private_cache
+from conftest import private_cache
 from fault_proxy import FaultProxy
 from retrieval_data import write_known_item_beir
 from served_server import SERVED_NAME
+from real_data import USPTO_60
 
 pytestmark = [pytest.mark.models]
 
 KEY_ENV = "EVALCTL_TEST_EMBEDDINGS_KEY"
-GRANTS = REPO / "samples" / "uspto-grants-2019" / "patent_grants_60.csv"
+GRANTS = USPTO_60
 PROMPT = "Represent this patent claim for finding related patents: "
 # A user's spec of the served model: all-MiniLM-L6-v2's facts, and where it is served.
 USER_SPEC = """\

@@ -22,9 +22,9 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import REPO
+from real_data import OPS
 
 pytestmark = [pytest.mark.cluster, pytest.mark.opensearch]
-OPS = REPO / "samples" / "ops-pizza-1990-2015"
 HTTP_PORT = 9410
 
 

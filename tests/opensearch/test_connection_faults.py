@@ -16,13 +16,13 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from conftest import REPO
 from dashboards_server import dashboards_server  # noqa: F401 - a fixture: the recording import endpoint
 from evalctl.cli.main import cli
 from evalctl.opensearch import retries
 from fault_proxy import FaultProxy
+from real_data import ESPACENET_SAMPLE
 
-PIZZA = REPO / "tests" / "fixtures" / "espacenet_pizza_sample.csv"  # 12 records, 3 citation queries (test split)
+PIZZA = ESPACENET_SAMPLE  # 12 records, 3 citation queries (test split)
 SECRET = "Pa55-" + uuid.uuid4().hex[:8]
 PREFIX = f"hf{uuid.uuid4().hex[:6]}"  # the module's own index prefix
 

@@ -104,6 +104,7 @@ def test_toy_fusion_method_runs_natively_everywhere(os_client, private_cache, su
         os_client.indices.delete(index=f"{corpus_alias(name)}--*", ignore_unavailable=True)
 
 
+@pytest.mark.data  # a real export, fetched through the catalogue (tests/real_data.py)
 def test_toy_import_format_imports_through_the_cli(private_cache, tsv_format):
     from evalctl.cli.main import cli
     from evalctl.corpus.store import load_corpus

@@ -103,7 +103,7 @@ def test_the_graph_holds_deferred_and_type_checking_imports(tmp_path, monkeypatc
 HEAVY = frozenset({
     "torch", "transformers", "sentence_transformers", "sklearn", "ranx", "mteb", "peft", "datasets", "numba",
     "pandas", "ir_datasets", "matplotlib", "joblib", "opensearchpy", "scipy", "pyarrow", "requests", "urllib3",
-    "huggingface_hub", "infinity_emb",
+    "huggingface_hub", "infinity_emb", "rdata",
 })
 REASONS = ("cycle:", "optional:", "after:")  # the reasons other than cost a deferred import may give
 

@@ -31,6 +31,7 @@ def test_needs_no_plugin():
 
 def test_an_unmarked_test_reaching_the_plugin_fails(pytester):
     pytester.makeconftest((REPO / "tests" / "conftest.py").read_text())
+    pytester.makepyfile(real_data=(REPO / "tests" / "real_data.py").read_text())
     pytester.makepyfile(test_inner=INNER)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=3, errors=1)  # the unmarked one errors at its teardown

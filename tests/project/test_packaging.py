@@ -11,12 +11,14 @@ import subprocess
 import sys
 import tomllib
 import uuid
+import zipfile
 from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO
+from test_no_third_party_data import data_files
 
 CODE = ("platform", "indexers", "evaluators")
 # Import name -> distribution name where they differ; any other import is its own distribution name.
@@ -91,7 +93,7 @@ def test_wheel_in_a_fresh_venv_runs_from_any_directory(tmp_path, os_client):
     PyPI takes minutes. The new venv gets a .pth file naming this interpreter's site-packages folders,
     like --system-site-packages would, so they come from here; evalctl itself is installed from the
     wheel into the venv's own site-packages, which comes first on sys.path. The test proves the
-    commands use that copy: evalctl's modules, configs, samples and Dashboards templates all resolve
+    commands use that copy: evalctl's modules, configs, dataset catalogue and Dashboards templates all resolve
     inside the venv."""
     assert int(version("setuptools").split(".")[0]) >= 77, (
         "the wheel is built with this environment's setuptools, which must be >= 77 as pyproject's "
@@ -124,9 +126,11 @@ def test_wheel_in_a_fresh_venv_runs_from_any_directory(tmp_path, os_client):
         "import evalctl.cli.main, evalctl.dashboards.objects as d, evalctl.config_files as s\n"
         "from evalctl.study.spec_loading import load_experiment\n"
         "q = load_experiment('quickstart')\n"
-        "for p in (evalctl.cli.main.__file__, s.configs_dir(), d.TEMPLATES, *(q.resolve_source(x) "
-        "for c in q.corpora for x in c.sources)): print(p)")], work, env).split()
-    assert len(where) == 3 + 1  # code, configs, Dashboards templates, the quickstart's one sample source
+        "from evalctl.datasets.catalogue import catalogue_dir, get_dataset\n"
+        "assert get_dataset(q.corpora[0].dataset).format == 'ops'\n"
+        "for p in (evalctl.cli.main.__file__, s.configs_dir(), d.TEMPLATES, catalogue_dir()): print(p)")],
+        work, env).split()
+    assert len(where) == 4  # code, configs, Dashboards templates, the dataset catalogue
     for p in where:
         assert Path(p).resolve().is_relative_to(site.resolve()), f"{p} is not the installed copy"
         assert not Path(p).resolve().is_relative_to(REPO), p
@@ -134,11 +138,14 @@ def test_wheel_in_a_fresh_venv_runs_from_any_directory(tmp_path, os_client):
     assert "version 0.1.0" in _run([evalctl, "--version"], work, env)
     assert re.search(r"^22 models \(", _run([evalctl, "models", "list"], work, env), re.M)
 
-    # dashboards export needs an evalctl index: import the installed sample and index it (BM25 only)
+    # the wheel carries the catalogue, not the data
+    with zipfile.ZipFile(wheel) as z:
+        assert data_files([n for n in z.namelist() if ".dist-info/" not in n]) == [] and any(n.endswith("configs/datasets/ops-pizza-1990-2015.yaml")
+                                                      for n in z.namelist())
+    # dashboards export needs an evalctl index: import a dataset of the catalogue and index it (BM25 only)
     name = f"pkg-{uuid.uuid4().hex[:8]}"
-    sample = site / "evalctl" / "samples" / "uspto-grants-2019" / "patent_grants_60.csv"
     try:
-        _run([evalctl, "corpus", "import", "--format", "uspto", "--name", name, sample], work, env)
+        _run([evalctl, "corpus", "import", "--dataset", "uspto-grants-2019-60", "--name", name], work, env)
         _run([evalctl, "index", "--corpus", name], work, env)
         out = _run([evalctl, "dashboards", "export", "--out", "objects.ndjson"], work, env)
         assert "wrote" in out and f"evalctl-{name}" in (work / "objects.ndjson").read_text()

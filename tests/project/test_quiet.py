@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from evalctl.quiet import QUIET_ENVIRONMENT
+from real_data import USPTO_SAMPLE
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "uspto_grants_sample.csv"
+FIXTURE = USPTO_SAMPLE
 EVALCTL = Path(sys.executable).parent / "evalctl"
 
 

@@ -11,9 +11,9 @@ import math
 import pytest
 from click.testing import CliRunner
 
-from conftest import REPO, USPTO, private_cache
+from conftest import USPTO, private_cache
+from real_data import OPS
 
-OPS = REPO / "samples" / "ops-pizza-1990-2015"
 MODEL = "all-minilm-l6-v2"
 
 
@@ -47,6 +47,7 @@ def quickstart(tmp_path_factory):
     mp.undo()
 
 
+@pytest.mark.data  # a real export, fetched through the catalogue (tests/real_data.py)
 def test_an_imported_corpus_is_priced_from_its_own_texts(quickstart):
     from evalctl.corpus.views import load_views
     from evalctl.models import get_model

@@ -41,6 +41,7 @@ def _spec(tmp_path, corpus: str, model: str, **retrieval) -> Path:
     return path
 
 
+@pytest.mark.data  # a real export, fetched through the catalogue (tests/real_data.py)
 @pytest.mark.parametrize("change, named", [
     ({"passages": []}, "retrieval[0]: method dense-maxp searches passages: give `passages:`"),
     ({"methods": ["dense"]}, "retrieval[0]: passages w32s24, w48s36 but no method searches them"),

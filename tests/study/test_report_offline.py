@@ -10,12 +10,12 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from conftest import REPO
+from real_data import ESPACENET
 
 pytestmark = [pytest.mark.opensearch, pytest.mark.models]
 
 MODEL = "all-minilm-l6-v2"
-PIZZA = REPO / "samples/espacenet-pizza-2013-2014/pizza_sliced_20132014_274.csv"
+PIZZA = ESPACENET
 
 
 def _without_timestamp(text: str) -> str:

@@ -22,14 +22,14 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from conftest import REPO, private_cache
+from conftest import private_cache
+from real_data import OPS
 
 pytestmark = [pytest.mark.opensearch, pytest.mark.models]
 
 MODEL = "all-minilm-l6-v2"
 SYSTEMS = {"BM25", "Dense · all-MiniLM-L6-v2"}  # as the report names bm25:all-minilm-l6-v2 and dense:all-minilm-l6-v2
 VIEWS = ("T", "TA")
-OPS = sorted((REPO / "samples/ops-pizza-1990-2015").glob("pizza_2011-2015_p*.json.gz"))
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def report_dir(os_client, tmp_path_factory):
     mp = private_cache(root)
     corpus = f"rp-{uuid.uuid4().hex[:6]}-pizza"
     doc = {"name": "report-page", "models": [{"id": MODEL}],
-           "corpora": [{"name": corpus, "format": "ops", "sources": [str(p) for p in OPS],
+           "corpora": [{"name": corpus, "format": "ops", "sources": [str(p) for p in sorted(OPS.glob("pizza_2011-2015_p*.json.gz"))],
                         "qrels": {"name": "citations", "direction": "both", "dev_fraction": 0.0}}],
            "retrieval": [{"corpus": corpus, "views": list(VIEWS), "methods": ["bm25", "dense"]}]}
     spec = root / "spec.yaml"

@@ -16,6 +16,8 @@ import yaml
 
 from cli_home import PIZZA, home, invoke, listing, plant_links, untouched  # noqa: F401 - home: a fixture
 
+pytestmark = pytest.mark.data  # real exports, fetched through the catalogue (tests/real_data.py)
+
 FOREIGN_HTML = b"<html><body>someone else's report</body></html>\n"
 
 

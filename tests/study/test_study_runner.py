@@ -14,7 +14,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from conftest import REPO
+from real_data import ESPACENET, USPTO_60
 
 pytestmark = [pytest.mark.opensearch, pytest.mark.models]
 
@@ -24,10 +24,10 @@ def spec_file(tmp_path, tag):
         "name": "runner-test",
         "corpora": [
             {"name": f"rt-{tag}-pizza", "format": "espacenet",
-             "sources": [str(REPO / "samples/espacenet-pizza-2013-2014/pizza_sliced_20132014_274.csv")],
+             "sources": [str(ESPACENET)],
              "qrels": {"name": "citations", "direction": "both", "dev_fraction": 0.0}},
             {"name": f"rt-{tag}-grants", "format": "uspto",
-             "sources": [str(REPO / "samples/uspto-grants-2019/patent_grants_60.csv")]},
+             "sources": [str(USPTO_60)]},
         ],
         "models": [{"id": "all-minilm-l6-v2"}],
         "indexes": [{"corpus": f"rt-{tag}-grants", "views": ["TA"]}, {"corpus": f"rt-{tag}-pizza", "views": ["T"]}],
@@ -287,7 +287,7 @@ def test_a_run_made_by_the_cli_is_the_study_steps_run(os_client, tmp_path, monke
     path.write_text(yaml.safe_dump({
         "name": "cli-reuse-test",
         "corpora": [{"name": pizza, "format": "espacenet",
-                     "sources": [str(REPO / "samples/espacenet-pizza-2013-2014/pizza_sliced_20132014_274.csv")],
+                     "sources": [str(ESPACENET)],
                      "qrels": {"name": "citations", "direction": "both", "dev_fraction": 0.0}}],
         "models": [{"id": model}],
         "retrieval": [{"corpus": pizza, "views": ["T"], "methods": ["bm25", "dense", "hybrid"], "fusion_mode": "client"}],

@@ -39,6 +39,7 @@ def test_entry_matches_the_command_parameters():
     assert {"warmup", "concurrency", "max_queries", "time_limit_s"} <= set(LatencyEntry.__dataclass_fields__)
 
 
+@pytest.mark.data  # a real export, fetched through the catalogue (tests/real_data.py)
 def test_bad_entries_and_expected_latencies_are_refused(tmp_path, monkeypatch):
     from evalctl.cli.main import cli
 

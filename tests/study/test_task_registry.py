@@ -10,10 +10,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from conftest import REPO
+from real_data import ESPACENET
 
 MODEL = "all-minilm-l6-v2"
-PIZZA = REPO / "samples/espacenet-pizza-2013-2014/pizza_sliced_20132014_274.csv"
+PIZZA = ESPACENET
 
 
 @pytest.fixture
@@ -49,6 +49,7 @@ def test_task_registry_holds_the_study_tasks():
     assert not set(TASKS.names()) & set(ExperimentSpec.__dataclass_fields__)
 
 
+@pytest.mark.data  # a real export, fetched through the catalogue (tests/real_data.py)
 def test_a_target_given_twice_is_refused(tmp_path, monkeypatch):
     """Two entries that plan one target would share its study record: the plan and the report refuse them."""
     from evalctl.config_files import SpecError
@@ -71,6 +72,7 @@ def test_a_target_given_twice_is_refused(tmp_path, monkeypatch):
         write_report(spec, tmp_path / "report")
 
 
+@pytest.mark.data  # a real export, fetched through the catalogue (tests/real_data.py)
 def test_a_bad_toy_entry_is_refused_naming_it(pair_task, tmp_path, monkeypatch):
     from evalctl.cli.main import cli
 

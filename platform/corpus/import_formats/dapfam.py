@@ -77,10 +77,16 @@ def _qrels(path: Path, log: ProblemLog) -> Iterator[GivenPair]:
             yield GivenPair(str(v["query_id"]), str(v["relevant_id"]), max(1, round(score)), domain, None, where)
 
 
+FILES = ("corpus.parquet", "queries.parquet", "qrels_all.parquet")
+
+
 def open_dapfam(paths: list[Path], log: ProblemLog) -> Source:
-    if len(paths) != 1 or not paths[0].is_dir():
-        raise CorpusImportError("--format dapfam takes one folder holding corpus.parquet, queries.parquet and qrels_all.parquet")
-    root = paths[0]
+    if len(paths) == 1 and paths[0].is_dir():
+        root = paths[0]
+    elif sorted(p.name for p in paths) == sorted(FILES) and len({p.parent for p in paths}) == 1:
+        root = paths[0].parent  # the three files named (as a fetched dataset gives them)
+    else:
+        raise CorpusImportError(f"--format dapfam takes one folder holding {', '.join(FILES)} (or those three files)")
     corpus = require_file(root / "corpus.parquet", "DAPFAM corpus")
     queries = require_file(root / "queries.parquet", "DAPFAM queries")
     qrels = require_file(root / "qrels_all.parquet", "DAPFAM relations")

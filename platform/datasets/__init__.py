@@ -1,0 +1,1 @@
+"""Declared datasets: the catalogue (configs/datasets/), fetching and verifying their files, preparing them for import."""
