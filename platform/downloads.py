@@ -57,13 +57,16 @@ class Policy:
     backoff: float = 0.5
 
 
+DEFAULT_POLICY = Policy()
+
+
 def partial_path(dest: Path) -> Path:
     """Where the bytes of an unfinished download of `dest` wait (hidden, beside it)."""
     return dest.with_name(f".{dest.name}.part")
 
 
-def download(url: str, dest: Path, *, sha256: str | None = None, size: int | None = None, policy: Policy = Policy(),
-             progress: Callable[[int, int | None], object] | None = None) -> str:
+def download(url: str, dest: Path, *, sha256: str | None = None, size: int | None = None,
+             policy: Policy = DEFAULT_POLICY, progress: Callable[[int, int | None], object] | None = None) -> str:
     """Fetch `url` (http, https or file) onto `dest` and return the sha256 hex of its bytes. `size` and `sha256`,
     where given, are checked before `dest` is written; a mismatch removes the partial file and raises
     ChecksumMismatch naming both values. `progress(done, total)` is called as bytes arrive."""

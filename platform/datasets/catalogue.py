@@ -6,7 +6,6 @@ evalctl fetches a dataset on first use (datasets/fetch.py); the repository holds
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import re
 import urllib.parse
@@ -116,7 +115,3 @@ def get_dataset(name: str) -> Dataset:
         raise UnknownDataset(f"unknown dataset {name!r}; the catalogue has {', '.join(datasets)} "
                              "(`evalctl data list`)")
     return datasets[name]
-
-
-def as_dict(ds: Dataset) -> dict:
-    return dataclasses.asdict(ds)

@@ -20,7 +20,8 @@ from tqdm import tqdm
 from evalctl.atomic import write_text
 from evalctl.datasets.catalogue import Dataset, DatasetFile, get_dataset
 from evalctl.datasets.prepare import prepared_folder
-from evalctl.downloads import ChecksumMismatch, DownloadError, NotThere, Offline, Policy, download, sha256_of
+from evalctl.downloads import (DEFAULT_POLICY, ChecksumMismatch, DownloadError, NotThere, Offline, Policy, download,
+                               sha256_of)
 from evalctl.errors import Failure
 from evalctl.paths import cache_root
 
@@ -97,7 +98,7 @@ def expected(f: DatasetFile, recorded: dict[str, dict]) -> tuple[str | None, int
 
 
 def fetch_file(ds: Dataset, f: DatasetFile, *, verify: bool = False, progress: bool = False,
-               policy: Policy = Policy(), root: Path | None = None) -> Path:
+               policy: Policy = DEFAULT_POLICY, root: Path | None = None) -> Path:
     folder = dataset_folder(ds, root)
     dest = folder / "files" / f.name
     recorded = _recorded(folder)
@@ -143,7 +144,7 @@ def dataset_sources(name: str, progress: bool = False) -> Fetched:
     return fetch(get_dataset(name), progress=progress)
 
 
-def fetch(ds: Dataset, *, verify: bool = False, progress: bool = False, policy: Policy = Policy(),
+def fetch(ds: Dataset, *, verify: bool = False, progress: bool = False, policy: Policy = DEFAULT_POLICY,
           root: Path | None = None) -> Fetched:
     """Every file of `ds` on disk and verified, prepared for import when the dataset declares a preparation."""
     files = {f.name: fetch_file(ds, f, verify=verify, progress=progress, policy=policy, root=root) for f in ds.files}

@@ -11,8 +11,8 @@ import csv
 import gzip
 import json
 import os
-from concurrent.futures import ProcessPoolExecutor
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,7 +93,7 @@ PREPARATIONS: Registry[Callable[[dict[str, Path], Path, dict], None]] = Registry
 })
 
 
-def prepared_folder(ds: "Dataset", files: dict[str, Path], dest: Path) -> Path:
+def prepared_folder(ds: Dataset, files: dict[str, Path], dest: Path) -> Path:
     """`dest` holding the preparation's output for these inputs, made now unless its stamp says it was."""
     assert ds.prepare is not None
     if ds.prepare.step not in PREPARATIONS:

@@ -12,14 +12,12 @@ import hashlib
 import re
 import shutil
 import subprocess
-import urllib.error
 import urllib.parse
-import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalctl.atomic import writing
+from evalctl.downloads import DownloadError, Policy, download
 from evalctl.errors import Failure
 from evalctl.provenance import file_sha256
 
@@ -153,9 +151,8 @@ def _download(url: str, downloads: Path, timeout: float) -> Path:
     if target.exists():
         return target
     try:
-        with writing(target) as tmp, urllib.request.urlopen(url, timeout=timeout) as r, open(tmp, "wb") as out:
-            shutil.copyfileobj(r, out)
-    except (urllib.error.URLError, OSError) as e:
+        download(url, target, policy=Policy(timeout=timeout))
+    except DownloadError as e:
         raise NodeError(f"could not download plugin {url}: {e}") from None
     return target
 
