@@ -28,7 +28,7 @@ class SpecError(BadInput, ValueError):
 
 
 def package_folder(name: str) -> Path:
-    """A data folder shipped as part of the evalctl package (`configs`, `samples`, `docker.dashboards`).
+    """A data folder shipped as part of the evalctl package (`configs`, `docker.dashboards`).
 
     Found through the import system, so it is the same folder whether evalctl runs from a source
     checkout, an editable install or an installed wheel (pyproject.toml maps the folders in)."""

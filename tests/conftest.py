@@ -199,8 +199,9 @@ def _neural_search_rule(request):
         if not has_neural_search(request.getfixturevalue("os_client")):
             if os.environ.get(REQUIRE_NEURAL_SEARCH):
                 pytest.fail(f"{REQUIRE_NEURAL_SEARCH} is set but the node has no opensearch-neural-search")
-            pytest.skip("opensearch-neural-search is not installed on this node (Maven Central does not publish it; "
-                        "use docker-compose or `evalctl opensearch start --plugin-zip`)")
+            pytest.skip("opensearch-neural-search is not installed on this node (Maven Central does not publish it: "
+                        "a distribution that includes it, e.g. docker-compose's image, or `evalctl opensearch start "
+                        "--plugin-zip` with a zip you hold)")
     del _plugin_events[:]
     yield
     if not marked and (what := _unadapted_requirement()):

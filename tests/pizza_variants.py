@@ -1,4 +1,4 @@
-"""The quickstart's corpus (the bundled OPS pizza sample, with the quickstart's citation qrels) indexed with
+"""The quickstart's corpus (the OPS pizza dataset, with the quickstart's citation qrels) indexed with
 MiniLM on titles once per variant of the index settings, each under an index prefix of its own and from one
 embedding cache (encoded once): the module fixture of tests that compare index settings on the same data."""
 

@@ -1,4 +1,4 @@
-"""Retrieval test corpora built from real USPTO grants (tests/data/uspto-grants-2019, 150 grants).
+"""Retrieval test corpora built from real USPTO grants (the dataset uspto-grants-2019, 150 grants).
 
 - `write_known_item_beir`: a BEIR folder where each query is a grant's title and its one relevant
   document is that grant (title + abstract): a sanity task (known-item search), not a citation task.

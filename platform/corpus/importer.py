@@ -98,7 +98,7 @@ def import_corpus(fmt: str, sources: list[Path], name: str | None = None, out: P
                   documents: str = "publication", dataset: dict | None = None) -> ImportResult:
     """`documents`: "publication" keeps each source record; "family" merges each family into one
     record (platform/corpus/family_records.py). `dataset`: the catalogue's account of where the sources were
-    published (datasets/sources.py), kept in the manifest."""
+    published (datasets/fetch.py, Fetched.provenance), kept in the manifest."""
     open_source = _opener(fmt)
     if documents not in DOCUMENT_LEVELS:
         raise CorpusImportError(f"unknown document level {documents!r}; known: {', '.join(DOCUMENT_LEVELS)}")

@@ -1,5 +1,5 @@
-"""Issue 25, inputs: each case replayed through the real CLI on real patent text (tests/fixtures, tests/data,
-samples/), asserting no traceback, the exit code, the exact records kept, and a message naming the option,
+"""Issue 25, inputs: each case replayed through the real CLI on real patent text (datasets of the
+catalogue, tests/real_data.py), asserting no traceback, the exit code, the exact records kept, and a message naming the option,
 record or path.
 
 - an index left half-loaded by a client killed (SIGKILL) mid-load: `index verify` says what is missing and

@@ -1,4 +1,4 @@
-"""Importing the real exports (fixtures cut from them, and the full files in tests/data and samples/)."""
+"""Importing the real exports (small samples cut from them and the full files, datasets of the catalogue: tests/real_data.py)."""
 
 import json
 
@@ -12,7 +12,7 @@ from evalctl.corpus.importer import import_corpus
 from evalctl.corpus.store import load_corpus
 from evalctl.corpus.import_formats.problems import CorpusImportError
 from evalctl.corpus.patent_record import PatentRecord
-from real_data import WIPO
+from real_data import USPTO_OTHER_4, WIPO
 
 pytestmark = pytest.mark.data  # real exports, fetched through the catalogue (tests/real_data.py)
 
@@ -133,6 +133,6 @@ def test_full_files_import_and_stats(fmt, path, records, problems):
 
 
 def test_uspto_both_files_share_one_grant():
-    # 150 + 4 rows with one id in common (PROVENANCE.md) -> 153 distinct grants, the repeat reported.
-    res = import_corpus("uspto", [USPTO, USPTO.with_name("sample_output_4.csv")], name="uspto-all")
+    # 150 + 4 rows with one id in common (US10360345) -> 153 distinct grants, the repeat reported.
+    res = import_corpus("uspto", [USPTO, USPTO_OTHER_4], name="uspto-all")
     assert len(res.corpus) == 153 and res.problem_counts == {"duplicate_id": 1}

@@ -1,7 +1,7 @@
-"""EPO OPS biblio JSON on the bundled real pages (samples/ops-pizza-1990-2015): OPS's shapes, languages,
+"""EPO OPS biblio JSON on the real pages of the dataset ops-pizza-1990-2015: OPS's shapes, languages,
 a broken page, the citation-phase filter and family-level documents in qrels.
 
-Expected counts are the ones samples/ops-pizza-1990-2015/SOURCE.md verified with a separate reader.
+Expected counts are the ones verified with a separate reader when the pages were first converted.
 """
 
 import gzip

@@ -1,6 +1,6 @@
 """ranx as the scorer, in fresh processes: numba's cache under evalctl's cache is written by the first process
 and only read by the next, and `evalctl compare` prints the same tables (and ranx's LaTeX and Markdown) in two
-processes. The compared runs are made from the bundled OPS pizza sample without a node: each test query's
+processes. The compared runs are made from the OPS pizza dataset without a node: each test query's
 candidates ranked by shared IPC codes, shared CPC codes and shared title words (real codes, real titles)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Every study architecture encodes as its model card says, from a folder: tiny random models (2 layers,
-hidden 64) of the real transformers classes with a BPE tokenizer trained here on the bundled patent text,
+hidden 64) of the real transformers classes with a BPE tokenizer trained here on real patent text (the dataset uspto-grants-2019),
 saved as sentence-transformers folders, against a plain reference of each recipe (each text alone, no
 padding, the pooling written out). Also: the token-budget batching, out-of-memory halving, several devices,
 shards merging through the cache, resident models bounded by memory, and format-1 cache entries."""

@@ -1,6 +1,6 @@
 """Lucene scalar quantisation (`encoder: sq` in configs/index.yaml): an index setting checked where it is given,
 part of the index identity (a load with another encoder is refused), and its cost in retrieval measured on the
-quickstart's own corpus (the bundled OPS pizza sample, citation qrels, title queries against titles, MiniLM):
+quickstart's own corpus (the OPS pizza dataset, citation qrels, title queries against titles, MiniLM):
 the sq index's HNSW hits against exact fp32 search and against the flat index's, on the shared node."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Vectors kept out of `_source` (`vectors_in_source: false` in configs/index.yaml): an index setting fixed when the
 index is made (a load with the other setting is refused), which changes no search result and no vector read back
 (read-back and `index verify` read the vector values, not _source), and whose saving is measured on the quickstart's
-own corpus (the bundled OPS pizza sample, MiniLM on titles): store size after the force-merge to one segment, per
+own corpus (the OPS pizza dataset, MiniLM on titles): store size after the force-merge to one segment, per
 vector dimension per document, against a text-only index of the same corpus, on the shared node."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The cost plan of `evalctl run SPEC --dry-run` (platform/study/cost_plan.py): its settings refused where
-wrong; the quickstart's plan on its imported corpus (the bundled OPS pizza sample) priced record by record,
+wrong; the quickstart's plan on its imported corpus (the OPS pizza dataset) priced record by record,
 checked against the texts themselves and OpenSearch's HNSW formula; a text-only index's size estimate
 against the index evalctl builds of it on the real node; and a corpus not imported yet, priced from the
 size given on the command line."""
@@ -88,7 +88,7 @@ def test_an_imported_corpus_is_priced_from_its_own_texts(quickstart):
 @pytest.mark.opensearch
 def test_a_text_index_estimate_is_near_the_index_built(os_client, quickstart, tmp_path, monkeypatch):
     """The text rates of configs/cost_plan.yaml (measured on the OPS sample's titles and abstracts) against an
-    index evalctl builds of other patents: the USPTO 2019 grants in tests/data, with their claims."""
+    index evalctl builds of other patents: the USPTO 2019 grants (dataset uspto-grants-2019), with their claims."""
     from evalctl.corpus.importer import import_corpus
     from evalctl.corpus.views import load_views
     from evalctl.indexers.index_loader import index_corpus

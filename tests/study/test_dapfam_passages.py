@@ -1,5 +1,5 @@
 """DAPFAM's document-vs-passage spec (configs/experiments/dapfam-passages.yaml) run on a small slice in DAPFAM's own
-layout: real USPTO grants (tests/data/uspto-grants-2019: title, abstract, full claims) written with DAPFAM's columns
+layout: real USPTO grants (the dataset uspto-grants-2019: title, abstract, full claims) written with DAPFAM's columns
 into corpus.parquet and queries.parquet, relations with relevance scores and IN/OUT labels made by hand in
 qrels_all.parquet. DAPFAM itself is out of reach here (Hugging Face), and no real description text is, so the slice
 has no description_en and the spec runs on its TAC view; its all-MiniLM-L6-v2 entry otherwise runs as shipped, with
@@ -52,7 +52,9 @@ def test_the_dapfam_spec_compares_documents_with_passages_on_a_slice(os_client, 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     doc = yaml.safe_load(experiment_path("dapfam-passages").read_text())
     corpus, model = f"dapfam-{uuid.uuid4().hex[:6]}", "all-minilm-l6-v2"
-    doc["corpora"][0].update(name=corpus, sources=[str(_slice(tmp_path / "dapfam"))])
+    # the spec's own corpus in DAPFAM's layout: a folder of DAPFAM's three files, as the dataset's are
+    doc["corpora"][0] = {**{k: v for k, v in doc["corpora"][0].items() if k != "dataset"}, "name": corpus,
+                         "format": "dapfam", "sources": [str(_slice(tmp_path / "dapfam"))]}
     entry = next(e for e in doc["retrieval"] if e["models"] == [model])
     entry.update(corpus=corpus, views=["TAC"], passages=entry["passages"][:1])
     doc.update(retrieval=[entry], models=[{"id": model}])

@@ -1,8 +1,8 @@
 """CSV exports: Lens, Espacenet, a USPTO grant table and the WIPO landscape table.
 
-Each mapper reads one row through a RowReader; column names are those of the real exports in
-tests/data (see tests/fixtures/README.md). Optional columns that richer exports add (Abstract,
-Claims) are read when present.
+Each mapper reads one row through a RowReader; column names are those of the real exports the catalogue declares
+(configs/datasets/: lens-pizza-1000, espacenet-pizza-2013-2014, uspto-grants-2019, wipo-ritonavir). Optional
+columns that richer exports add (Abstract, Claims) are read when present.
 """
 
 from __future__ import annotations
