@@ -69,6 +69,17 @@ class _Pace:
         time.sleep(start - now)
 
 
+_READ_ERROR_BYTES = 4096  # of an error answer, for its message (the scrubber is quadratic in a long word)
+
+
+def _without_key_prefix(text: str, key: str) -> str:
+    """`text` less a tail that is the start of `key` (a key cut in two by a read)."""
+    for n in range(min(len(key), len(text)), 0, -1):
+        if text.endswith(key[:n]):
+            return text[:-n]
+    return text
+
+
 class ServedEncoder:
     """The TextEncoder of a served model. `precision` is the spec's dtype (what the server is said to run at)."""
 
@@ -107,6 +118,15 @@ class ServedEncoder:
 
     def _scrub(self, text: str) -> str:
         return redact(text, self._key)
+
+    def _excerpt(self, body: bytes, limit: int = 300) -> str:
+        """The start of an error answer for a message: scrubbed whole before it is cut, so no part of the key
+        survives the cut (a body past what is read is cut first: a key it cut in two leaves no prefix at the end)."""
+        read = body[:_READ_ERROR_BYTES].decode("utf-8", "replace")
+        text = self._scrub(read)
+        if len(body) > _READ_ERROR_BYTES and self._key:
+            text = _without_key_prefix(text, self._key)
+        return text[:limit]
 
     def _estimate(self, text: str) -> int:
         """Tokens of a text as the server counts them: at most the spec's max_seq_length, where it cuts."""
@@ -174,7 +194,7 @@ class ServedEncoder:
                 retry_after = answer.headers.get("Retry-After", "")
                 wait_s = float(retry_after) if retry_after.replace(".", "", 1).isdigit() else None
                 if answer.status not in RETRIED_STATUS:
-                    detail = self._scrub(answer.data[:300].decode("utf-8", "replace"))
+                    detail = self._excerpt(answer.data)
                     hint = f"; check the key in {ep.api_key_env}" if answer.status in (401, 403) and ep.api_key_env else ""
                     raise EndpointError(f"model {self.spec.id}: {self.shown} answered {problem} ({detail}){hint}")
             except urllib3.exceptions.HTTPError as e:  # reset, refused, timed out, broken answer

@@ -16,8 +16,12 @@ from evalctl.config_files import SpecError
 
 PREFIX = "hf:"
 _REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
-# hf:ORG/NAME, the part of a reference before its @REVISION
-REFERENCE = re.compile(PREFIX + _REPO.pattern)
+# A revision as git allows a ref name (git check-ref-format) and the hub a commit, branch or tag: no `..`, `@{`,
+# `//`, control character, space or any of ~^:?*[\, no component starting with a dot, not starting or ending with a
+# slash, not ending in .lock. An `@` is allowed, so a reference is split at its first `@`.
+_REVISION = re.compile(r"(?!.*\.\.)(?!.*@\{)(?!.*//)(?!/)(?!.*/$)(?!.*\.lock$)(?!\.)(?!.*/\.)[^\x00-\x20\x7f~^:?*\[\\]+")
+# hf:ORG/NAME[@REVISION]: a whole reference (the message scrubber keeps it as written)
+REFERENCE = re.compile(PREFIX + _REPO.pattern + f"(?:@{_REVISION.pattern})?")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 # Exports for other runtimes and other frameworks' weights: never read by sentence-transformers' torch route.
 _NOT_DOWNLOADED = ["onnx/*", "openvino/*", "*.onnx", "*.h5", "*.msgpack", "*.ot", "flax_model*", "tf_model*",
@@ -46,6 +50,10 @@ class HubRef:
         repo, _, revision = ref.removeprefix(PREFIX).partition("@")
         if not _REPO.fullmatch(repo) or ".." in repo or (revision == "" and "@" in ref):
             raise SpecError(f"model {ref!r}: write a Hugging Face model as hf:ORG/NAME or hf:ORG/NAME@REVISION")
+        if revision and not _REVISION.fullmatch(revision):
+            raise SpecError(f"model {ref!r}: revision {revision!r} is not a commit, branch or tag name (no '..', "
+                            "'@{', '//', space, control character or any of ~^:?*[\\, no part starting with a dot, "
+                            "not starting or ending with '/', not ending in .lock)")
         return cls(repo, revision or None)
 
     def __str__(self) -> str:
@@ -94,7 +102,7 @@ def snapshot(ref: HubRef) -> tuple[str, Path]:
 
 def missing_message(ref: HubRef, reason: str) -> str:
     revision = ref.revision or "main"
-    refs = "" if _COMMIT.fullmatch(revision) else f", and refs/{revision} holding that commit"
+    refs = "" if _COMMIT.fullmatch(revision) else ", and in refs/ a file named as the revision holding that commit"
     return "\n".join([
         f"model {ref}: {ref.repo} at revision {revision} is not in the Hugging Face cache and cannot be downloaded "
         f"({reason}). Place it in the cache:",

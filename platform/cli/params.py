@@ -19,6 +19,15 @@ class FiniteFloatRange(click.FloatRange):
         return v
 
 
+def comma_items(value: object) -> list[str]:
+    """The items of a comma-separated list, stripped; "" is no item. An empty item (`1,,4`, a comma at an end) is a
+    mistake, refused (ValueError) rather than read as a shorter list."""
+    items = [v.strip() for v in str(value).split(",")]
+    if "" in items and items != [""]:
+        raise ValueError(f"{value!r} has an empty item (two commas together, or one at an end)")
+    return [v for v in items if v]
+
+
 class CommaChoices(click.ParamType):
     """A comma-separated list, each item one of `choices`; converted to a tuple (empty for "")."""
 
@@ -33,7 +42,10 @@ class CommaChoices(click.ParamType):
     def convert(self, value, param, ctx):
         if isinstance(value, tuple):
             return value
-        items = tuple(v.strip() for v in value.split(",") if v.strip())
+        try:
+            items = tuple(comma_items(value))
+        except ValueError as e:
+            self.fail(f"{e}.", param, ctx)
         if unknown := [v for v in items if v not in self.choices]:
             self.fail(f"{', '.join(map(repr, unknown))}: not among {', '.join(self.choices)}.", param, ctx)
         return items
@@ -53,7 +65,10 @@ class CommaList(click.ParamType):
     def convert(self, value, param, ctx):
         if isinstance(value, tuple):
             return value
-        items = [v.strip() for v in str(value).split(",") if v.strip()]
+        try:
+            items = comma_items(value)
+        except ValueError as e:
+            self.fail(f"{e}.", param, ctx)
         if not items:
             self.fail(f"{value!r}: expected one or more comma-separated values.", param, ctx)
         return tuple(self.item.convert(v, param, ctx) for v in items)

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from evalctl.cli.dataclass_options import build, dataclass_options
+from evalctl.cli.params import comma_items
 from evalctl.config_files import SpecError
 from evalctl.corpus.default import corpus_for_command
 from evalctl.corpus.store import CorpusNotFound
@@ -152,7 +153,7 @@ def compare(runs, baseline, fmt, out, latex, markdown, cost, force, **params) ->
 def fusion_sweep(weights, mode, **params) -> None:
     """Tune the BM25/dense weight on dev queries, report the chosen weight on --split (test)."""
     try:
-        grid = [float(w) for w in weights.split(",")]
+        grid = [float(w) for w in comma_items(weights)]
     except ValueError:
         raise UserError(f"--weights {weights!r}: expected comma-separated numbers") from None
     spec = _spec(params, method="hybrid")

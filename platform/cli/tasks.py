@@ -10,6 +10,7 @@ import click
 
 from evalctl.cli.choices import MODEL, MODEL_HELP
 from evalctl.cli.dataclass_options import build, dataclass_options
+from evalctl.cli.params import comma_items
 from evalctl.corpus.default import corpus_for_command
 from evalctl.corpus.label_sets import LABEL_SOURCES, load_label_sets
 from evalctl.corpus.store import CorpusNotFound, load_corpus
@@ -94,7 +95,7 @@ def _vectors_line(manifest: dict) -> str:
 
 def _seeds(text: str) -> tuple[int, ...]:
     try:
-        return tuple(int(s) for s in text.split(",") if s.strip())
+        return tuple(int(s) for s in comma_items(text))
     except ValueError:
         raise UserError(f"--seeds {text!r}: expected comma-separated integers, e.g. 0,1,2") from None
 

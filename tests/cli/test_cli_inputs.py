@@ -31,6 +31,7 @@ import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -175,6 +176,8 @@ def test_verify_reports_an_index_half_loaded_by_a_killed_client(home, indexes):
     (("finetune", "--model", "m", "--recipe", "R3", "--corpus", "c", "--lr", "-1e-5"), "--lr"),
     (("finetune", "--model", "m", "--recipe", "R3", "--corpus", "c", "--epochs", "inf"), "--epochs"),
     (("pairs", "--recipe", "R3", "--corpus", "c", "--match-size", "0"), "--match-size"),
+    (("latency", "--corpus", "c", "--method", "bm25", "--concurrency", "1,,4"), "--concurrency"),  # was 1,4
+    (("cluster", "--model", "m", "--levels", "class,"), "--levels"),
 ])
 def test_an_option_out_of_range_is_a_usage_error_naming_it(home, args, option):
     out = invoke(*args)
@@ -187,8 +190,10 @@ def test_cluster_levels_are_parsed_into_known_levels(home):
     from evalctl.cli.params import CommaChoices
     from evalctl.corpus.class_codes import LEVELS
 
-    assert CommaChoices(LEVELS).convert(" section, class ,", None, None) == ("section", "class")
+    assert CommaChoices(LEVELS).convert(" section, class ", None, None) == ("section", "class")
     assert CommaChoices(LEVELS).convert("", None, None) == ()
+    with pytest.raises(click.BadParameter, match="empty item"):
+        CommaChoices(LEVELS).convert("section,,class", None, None)
 
 
 # --------------------------------------------------------------------------- a full or read-only disk

@@ -71,3 +71,18 @@ def test_cli_index_says_so_without_traceback_and_creates_no_index(empty_hf_cache
     assert out.exit_code == 2 and out.exception is not None and isinstance(out.exception, SystemExit)  # BadInput
     assert "Traceback" not in out.output and f"It needs {REPO_ID} at revision {REVISION}" in out.output
     assert not os_client.indices.exists(index=f"evalctl-{name}--{MODEL}")
+
+
+def test_a_revision_with_an_at_sign_is_shown_as_written(empty_hf_cache):
+    """A git ref may hold an `@`: the reference, the revision and the cache path it suggests are printed as
+    written, not scrubbed as if `org/name@v1` were a URL's user and password."""
+    out = CliRunner().invoke(cli, ["models", "show", "hf:org/name@v1@x"])
+    assert out.exit_code == 2 and "***" not in out.output, out.output
+    assert "model hf:org/name@v1@x:" in out.output and "--revision v1@x" in out.output
+
+
+@pytest.mark.parametrize("revision", ["../../etc", "a b", "x@{1}", ".hidden", "a/.b", "x.lock", "/x", "x/", "a//b"])
+def test_a_revision_the_hub_cannot_hold_is_refused_naming_it(empty_hf_cache, revision):
+    out = CliRunner().invoke(cli, ["models", "show", f"hf:org/name@{revision}"])
+    assert out.exit_code == 2 and f"revision {revision!r} is not a commit, branch or tag name" in out.output
+    assert "refs/" not in out.output and "Traceback" not in out.output
