@@ -69,6 +69,7 @@ class _Pace:
         time.sleep(start - now)
 
 
+_NEAR_ZERO = 1e-6  # a norm at or below which a cosine model's vector has no direction
 _READ_ERROR_BYTES = 4096  # of an error answer, for its message (the scrubber is quadratic in a long word)
 
 
@@ -230,6 +231,16 @@ class ServedEncoder:
         vectors[order] = vectors.copy()
         if not np.isfinite(vectors).all():
             raise EndpointError(f"model {self.spec.id}: {self.shown} answered non-finite vectors")
+        # a zero vector has no direction: under cosine it can be neither scored nor indexed (nor can one a float32
+        # normalisation blows up), and dot-product scores it 0 against everything
+        norms = np.linalg.norm(vectors, axis=1)
+        floor = _NEAR_ZERO if self.spec.similarity == "cosine" else 0.0
+        if (bad := np.flatnonzero(norms <= floor)).size:
+            i = int(bad[0])
+            raise EndpointError(f"model {self.spec.id}: {self.shown} answered {bad.size} vector(s) of norm "
+                                f"{norms[i]:.3g} (zero, or too close to it to have a direction), first for the text "
+                                f"{inputs[i][:60]!r}; nothing of this answer was kept or cached: the server failed to "
+                                "embed it (check its logs), and a rerun asks again")
         if self.spec.normalize:  # as the local encoder does: the spec's rule, whatever the server did
             vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         usage = answer.get("usage") or {}

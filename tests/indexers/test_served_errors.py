@@ -53,3 +53,77 @@ def test_an_error_answer_never_shows_part_of_the_key(echoing_server, monkeypatch
     shown = str(e.value)
     assert "HTTP 401" in shown and "EVALCTL_TEST_KEY" in shown
     assert not any(KEY[:n] in shown for n in range(6, len(KEY) + 1)), shown  # "sk-tes..." never
+
+
+USER_SPEC = """\
+models:
+  - id: zero-served
+    hf_id: sentence-transformers/all-MiniLM-L6-v2
+    revision: 8b3219a92973c328a8e22fadcfa821b5dc75636a
+    family: sbert-all
+    params_m: 22.7
+    dim: 4
+    max_seq_length: 256
+    pooling: mean
+    normalize: true
+    similarity: cosine
+    dtype: float32
+    named_by_study: false
+    source: a test server
+    endpoint: {{url: "{url}", model: m, revision: r, retries: 0, max_texts: 8}}
+"""
+
+
+@pytest.fixture
+def embedding_server():
+    """An embeddings endpoint answering 4-d vectors, a zero one for a text holding ZERO while `zero` is set."""
+    import json
+
+    state = {"zero": True, "asked": []}
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            texts = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["input"]
+            state["asked"] += texts
+            data = [{"index": i, "embedding": [0.0] * 4 if "ZERO" in t and state["zero"] else [1.0, i + 1.0, 0.5, 0.0]}
+                    for i, t in enumerate(texts)]
+            body = json.dumps({"data": data}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", state
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_a_zero_vector_is_refused_on_arrival_and_never_cached(embedding_server, tmp_path, monkeypatch):
+    import json
+
+    from click.testing import CliRunner
+
+    from evalctl.cli.main import cli
+
+    url, state = embedding_server
+    monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("EVALCTL_MODELS_DIR", str(tmp_path / "models"))
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "mine.yaml").write_text(USER_SPEC.format(url=url))
+    records = [{"id": f"P{i}", "title": f"A folding pizza box, variant {i}" + (" ZERO" if i == 2 else "")}
+               for i in range(4)]
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    run = CliRunner()
+    assert run.invoke(cli, ["corpus", "import", "--format", "native", "--name", "z", str(tmp_path / "c.jsonl")]).exit_code == 0
+    out = run.invoke(cli, ["encode", "--corpus", "z", "--model", "zero-served", "--view", "T"])
+    assert out.exit_code == 1 and "vector(s) of norm 0" in out.output and "ZERO" in out.output, out.output
+    assert "Traceback" not in out.output
+    state.update(zero=False, asked=[])
+    again = run.invoke(cli, ["encode", "--corpus", "z", "--model", "zero-served", "--view", "T"])
+    assert again.exit_code == 0, again.output
+    assert any("ZERO" in t for t in state["asked"])  # asked again: the refused answer was not cached
