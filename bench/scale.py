@@ -10,7 +10,7 @@ distinct texts), no aliases, and its citations mapped into replica k (a citation
 lacks is dropped), so each replica holds the sample's citation graph; the last replica is cut to reach
 N. Vectors: the sample's texts are encoded once with the real model (kept under --workdir
 and reused by later runs); a replica's vector is its seed's plus Gaussian noise of standard deviation
---noise per component, renormalised (0.005 on 384-d MiniLM: cosine to the seed about 0.995). They enter
+--noise per component (one draw per distinct text of the replica: records sharing a text share a vector), renormalised (0.005 on 384-d MiniLM: cosine to the seed about 0.995). They enter
 through `evalctl vectors import` (document and query role), so nothing else is encoded.
 
 Timed steps, each one `evalctl` process (its wall time and peak RSS from wait4): corpus import, vectors
@@ -120,10 +120,14 @@ def replicate(workdir: Path, n: int, noise: float, out: Path) -> None:
                 if r.id in row_of:
                     ids.append(r2.id)
                     vec_rows.append(row_of[r.id])
-                    noisy.append(k > 0)
+                    noisy.append((k, r2.title, r2.abstract) if k else None)
     vecs = seed_vecs[vec_rows]
-    moved = np.array(noisy)  # replica 0 keeps the real vectors
-    vecs[moved] += rng.normal(0.0, noise, size=(int(moved.sum()), vecs.shape[1])).astype(np.float32)
+    # one noise per distinct text of a replica: records that share a text share its vector, as the product requires
+    # (replica 0 keeps the real vectors)
+    texts = {key: i for i, key in enumerate(dict.fromkeys(key for key in noisy if key is not None))}
+    draws = rng.normal(0.0, noise, size=(len(texts), vecs.shape[1])).astype(np.float32)
+    moved = np.array([key is not None for key in noisy])
+    vecs[moved] += draws[[texts[key] for key in noisy if key is not None]]
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
     np.save(out / "vecs.npy", vecs.astype(np.float32))
     (out / "ids.txt").write_text("\n".join(ids) + "\n")

@@ -511,6 +511,9 @@ def index_corpus(client, corpus, views, model=None, *, encoding: EncodeOptions =
                     **({"backend": encoder.backend} if encoder.backend != "torch" else {}))
     if imported is not None:
         meta["vectors_import"] = imported.provenance
+    # every window against the model before the mapping or _meta names it: a refused setting leaves the index as it was
+    for p in dict.fromkeys(p for ps in passages.values() for p in ps):
+        check_window(p, content_limit(model.max_seq_length, encoder.tokenizer(), prompt or ""), model.id)
     if imported is None and encoder is not None and read_manifest(client, name) is None \
             and not _dim_proven(model, views, variant, prompt):
         encoder.check_dim()  # a spec whose dim disagrees with its model fails here, before an empty index exists

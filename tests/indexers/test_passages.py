@@ -290,6 +290,28 @@ def test_settings_are_identities_and_a_reload_encodes_nothing_again(os_client, c
         _maxp(corpus, "64")
 
 
+def test_a_window_longer_than_the_model_takes_is_refused_before_the_index_changes(os_client, corpus):
+    """A window over the model's 254 tokens is refused before the mapping or _meta names it: the index stays as it
+    was, and the next load of its own settings goes on (it once failed naming the refused setting, every time)."""
+    from evalctl.corpus.store import load_corpus
+    from evalctl.corpus.views import load_views
+    from evalctl.indexers.index_layout import index_name
+    from evalctl.indexers.index_loader import index_corpus, read_manifest
+    from evalctl.indexers.passages import PassageError, PassageSpec
+    from evalctl.models import get_model
+
+    model, c, view = get_model(MODEL), load_corpus(corpus), load_views()["A"]
+    name = index_name(c.name, MODEL)
+    before = (read_manifest(os_client, name), os_client.indices.get_mapping(index=name)[name]["mappings"]["properties"])
+    with pytest.raises(PassageError, match="a window of 1000 tokens is longer than model all-minilm-l6-v2 takes"):
+        index_corpus(os_client, c, [view], model, passages={"A": (PassageSpec.parse("1000"),)}, progress=False)
+    after = (read_manifest(os_client, name), os_client.indices.get_mapping(index=name)[name]["mappings"]["properties"])
+    assert after == before
+    again = index_corpus(os_client, c, [view], model, passages={"A": (PassageSpec.parse(SETTINGS[0]),)},
+                         progress=False)
+    assert again.n_loaded == 0
+
+
 @pytest.mark.data  # a real export, fetched through the catalogue (tests/real_data.py)
 def test_a_study_spec_asking_for_passages_is_refused_by_name(tmp_path, monkeypatch):
     """A study entry has no passage setting yet: a passage method there is refused naming the entry, not run."""
