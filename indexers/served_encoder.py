@@ -186,7 +186,7 @@ class ServedEncoder:
             self._pace.wait()
             wait_s = None
             try:
-                answer = self._http.request("POST", self.url, body=payload, headers=self._headers)
+                answer = self._post(payload)
                 with self._lock:
                     self.requests += 1
                 if answer.status == 200:
@@ -210,6 +210,30 @@ class ServedEncoder:
             if stop.wait(delay):
                 raise EndpointError(f"model {self.spec.id}: stopped (another request to {self.shown} failed)")
         raise AssertionError("unreachable")
+
+    def _post(self, payload: bytes):
+        """The answer to one POST, whole within timeout_s from connecting to its last byte: urllib3's read timeout
+        counts between bytes, so a server sending a byte at a time would hold a try for as long as it likes. The
+        request runs on a daemon thread; one past the limit is left to end on its own and counts as a timed-out
+        try."""
+        import urllib3  # deferred: urllib3
+
+        box: dict = {}
+
+        def send() -> None:
+            try:
+                box["answer"] = self._http.request("POST", self.url, body=payload, headers=self._headers)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread as it is
+                box["error"] = e
+
+        worker = threading.Thread(target=send, daemon=True)
+        worker.start()
+        worker.join(self.endpoint.timeout_s)
+        if worker.is_alive():
+            raise urllib3.exceptions.TimeoutError(f"no whole answer within timeout_s {self.endpoint.timeout_s:g} s")
+        if "error" in box:
+            raise box["error"]
+        return box["answer"]
 
     def _vectors(self, data: bytes, inputs: list[str]) -> np.ndarray:
         """The answer's vectors in input order (by `index`), checked; its usage counted and calibrating the

@@ -127,3 +127,45 @@ def test_a_zero_vector_is_refused_on_arrival_and_never_cached(embedding_server, 
     again = run.invoke(cli, ["encode", "--corpus", "z", "--model", "zero-served", "--view", "T"])
     assert again.exit_code == 0, again.output
     assert any("ZERO" in t for t in state["asked"])  # asked again: the refused answer was not cached
+
+
+def test_timeout_s_bounds_a_whole_request_against_a_server_sending_a_byte_at_a_time(monkeypatch):
+    """A server that answers at once but sends its answer a byte every 0.1 s: each try ends at timeout_s (1 s), not
+    when the last byte comes (urllib3's read timeout counts between bytes)."""
+    import time
+
+    from evalctl.indexers.served_encoder import EndpointError, ServedEncoder
+    from evalctl.models import Endpoint, get_model
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            body = b'{"data": [{"index": 0, "embedding": [0.5, 0.5, 0.5, 0.5]}]}' + b" " * 100
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            try:
+                for i in range(len(body)):
+                    self.wfile.write(body[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(0.1)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        spec = dataclasses.replace(get_model("all-minilm-l6-v2"), path=None, offline=None, dim=4, endpoint=Endpoint(
+            url=f"http://127.0.0.1:{httpd.server_address[1]}/v1", model="m", revision="r", timeout_s=1.0, retries=1,
+            backoff_s=0.1))
+        t0 = time.monotonic()
+        with pytest.raises(EndpointError, match="failed 2 tries .*no whole answer within timeout_s 1 s"):
+            ServedEncoder(spec, announce=lambda message: None).check_dim()
+        assert time.monotonic() - t0 < 4  # two tries of 1 s and a back-off; the answer alone takes 16 s
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
