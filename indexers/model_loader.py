@@ -237,12 +237,47 @@ def load_model(spec: ModelSpec, device: str | None = None, source: Source = "aut
     else:  # the exported graph runs in its own (float32) precision: no torch dtype or attention to pass
         common = {**common, "model_kwargs": dict(spec.model_kwargs)}
         model = load_exported(spec, backend, lambda: _load_route(spec, source, {**common, "backend": backend}), common)
-    model.max_seq_length = spec.max_seq_length
-    actual = model.get_embedding_dimension()
-    if actual != spec.dim:
-        raise ModelLoadError(f"model {spec.id}: loaded weights give {actual}-dim vectors, the spec says {spec.dim}")
-    check_pooling(spec, model)
+    check_loaded(spec, model)
     return model
+
+
+# a vocabulary this small is what transformers builds from special tokens alone, when the tokenizer's files are
+# missing: every word would become [UNK], and every text one vector
+_MIN_VOCABULARY = 100
+
+
+def check_loaded(spec: ModelSpec, model) -> None:
+    """What the loaded model does against what its spec says, before any text is encoded: a vocabulary (its
+    tokenizer's files were there), max_seq_length within the positions its weights have, and the width that one
+    text's forward pass gives equal to the spec's (a Pooling config can state another), then the pooling."""
+    first = model[0]
+    tokenizer, config = getattr(first, "tokenizer", None), getattr(getattr(first, "auto_model", None), "config", None)
+    if tokenizer is not None and len(tokenizer) < _MIN_VOCABULARY:
+        raise ModelLoadError(f"model {spec.id}: its tokenizer has {len(tokenizer)} tokens, no vocabulary: the "
+                             f"tokenizer's files (tokenizer.json, vocab.txt, ...) are missing from {_where(spec)}; "
+                             "every word would be [UNK]. Put them back beside the weights")
+    positions = getattr(config, "max_position_embeddings", None)
+    if isinstance(positions, int) and spec.max_seq_length > positions:
+        raise ModelLoadError(f"model {spec.id}: max_seq_length {spec.max_seq_length} is more than the {positions} "
+                             f"positions its weights have (config.json max_position_embeddings in {_where(spec)}); "
+                             f"set max_seq_length at most {positions} in its spec")
+    model.max_seq_length = spec.max_seq_length
+    stated = model.get_embedding_dimension()
+    produced = int(model.encode(["width check"], convert_to_numpy=True).shape[-1])
+    if produced != spec.dim or stated != spec.dim:
+        raise ModelLoadError(f"model {spec.id}: one text's forward pass gives {produced}-dim vectors, the model's "
+                             f"modules state {stated} (1_Pooling/config.json, a Dense module) and the spec says "
+                             f"{spec.dim}, in {_where(spec)}; correct the folder's Pooling config or the spec's dim")
+    check_pooling(spec, model)
+
+
+def _where(spec: ModelSpec) -> str:
+    """The folder the spec's weights load from, as a message names it."""
+    if spec.path is not None:
+        return spec.path
+    if spec.offline is not None and choose_source(spec) == "offline":
+        return str(offline_model_dir(spec))
+    return f"{spec.hf_id}@{spec.revision}"
 
 
 def _load_route(spec: ModelSpec, source: Source, common: dict) -> SentenceTransformer:

@@ -102,7 +102,7 @@ def snapshot(ref: HubRef) -> tuple[str, Path]:
 
 def missing_message(ref: HubRef, reason: str) -> str:
     revision = ref.revision or "main"
-    refs = "" if _COMMIT.fullmatch(revision) else ", and in refs/ a file named as the revision holding that commit"
+    refs = "" if _COMMIT.fullmatch(revision) else f", and refs/{revision} holding that commit"
     return "\n".join([
         f"model {ref}: {ref.repo} at revision {revision} is not in the Hugging Face cache and cannot be downloaded "
         f"({reason}). Place it in the cache:",

@@ -30,6 +30,9 @@ FOLDER_HASH_CHARS = 16
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 _TOKENIZER_SUFFIXES = (".json", ".txt", ".model", ".tiktoken")
 _SKIPPED_DIRS = ("onnx", "openvino")
+# A tokenizer's vocabulary, in the forms transformers reads (fast tokenizer, WordPiece, BPE, SentencePiece)
+_TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
+                    "tokenizer.model")
 
 # sentence-transformers' Pooling modes -> ModelSpec.pooling (the others evalctl does not compute)
 _POOLING = {"mean": "mean", "cls": "cls", "lasttoken": "last-token"}
@@ -83,6 +86,12 @@ def model_facts(folder: Path, pooling: str | None = None) -> dict[str, Any]:
     if not isinstance(dim, int) or dim <= 0:
         raise SpecError(f"{folder}: the vector width is stated nowhere (Pooling word_embedding_dimension, a Dense "
                         "module's out_features or config.json hidden_size)")
+    transformer = kinds.get("Transformer", folder)
+    places = {folder, transformer}
+    if not any((place / name).is_file() for place in places for name in _TOKENIZER_FILES) and not any(
+            next(place.glob("*.tiktoken"), None) for place in places):
+        raise SpecError(f"{folder}: no tokenizer files ({', '.join(_TOKENIZER_FILES)}): without them every word "
+                        "becomes one unknown token; copy them in beside the weights")
     st_config = _json(folder / "config_sentence_transformers.json")
     similarity = st_config.get("similarity_fn_name")
     if similarity not in _SIMILARITY:
@@ -94,7 +103,7 @@ def model_facts(folder: Path, pooling: str | None = None) -> dict[str, Any]:
     variants, default = _prompt_variants(st_config, folder)
     return {
         "family": str(config.get("model_type") or "unknown"), "params_m": round(param_count(folder) / 1e6, 1),
-        "dim": dim, "max_seq_length": _max_seq_length(folder, kinds.get("Transformer", folder), config),
+        "dim": dim, "max_seq_length": _max_seq_length(folder, transformer, config),
         "pooling": pooling, "normalize": "Normalize" in kinds, "similarity": _SIMILARITY[similarity],
         "dtype": dtype, "prompt_variants": variants, "default_variant": default,
     }

@@ -150,7 +150,9 @@ _SCHEME = re.compile(r"[a-z][a-z0-9+.-]*:?/+|/+", re.IGNORECASE)
 
 def _scrub(m: re.Match) -> str:
     word = m["word"]
-    if (":" not in word and "/" not in word) or hf_cache.REFERENCE.fullmatch(word):
+    # userinfo stands after a scheme's // (RFC 3986) or, written without one, as user:password: a word with neither
+    # is a mail address or a path (refs/v1@x), and a model reference is no URL
+    if (":" not in word and "//" not in word) or hf_cache.REFERENCE.fullmatch(word):
         return m.group()
     scheme = _SCHEME.match(word)
     return f"{scheme.group() if scheme else ''}***@"

@@ -206,6 +206,8 @@ def test_redact_scrubs_userinfo_wherever_it_stands():
     kept = "model hf:BAAI/bge-small-en-v1.5@v1.0: not cached; 'hf:org/x@0123abcd'"
     assert redact(kept) == kept
     assert redact(f"hf:org/x@0123 https://user:{SECRET}@h:1") == "hf:org/x@0123 https://***@h:1"
+    kept = "place it at models--org--x/refs/v1@x; hf:org/x@v1@x"  # a path, and a revision holding an @
+    assert redact(kept) == kept
 
 
 # --------------------------------------------------------------------------- (c) messages, not tracebacks

@@ -303,3 +303,38 @@ def test_a_plain_transformers_folder_loads_with_its_stated_pooling(offline, mini
     got = load_model(spec, device="cpu").encode(texts)
     assert np.abs(got / np.linalg.norm(got, axis=1, keepdims=True) - expected).max() < 1e-6
     assert load_model(get_model("plain-cls"), device="cpu")[1].pooling_mode == "cls"
+
+
+@pytest.mark.models
+@pytest.mark.parametrize("defect, says", [
+    ("no tokenizer", "no tokenizer files (tokenizer.json, vocab.txt"),
+    ("pooling width", "one text's forward pass gives 384-dim vectors, the model's modules state 512"),
+])
+def test_a_folder_that_would_give_wrong_vectors_is_refused_before_any(offline, minilm, tmp_path, defect, says):
+    """A copy of the MiniLM folder without its tokenizer (transformers would build a 5-token vocabulary: every
+    word [UNK], vectors unrelated to the real ones) or whose Pooling config states a width the model does not
+    produce: refused naming the folder, before anything is encoded or an index is made."""
+    folder = _linked_copy(minilm, tmp_path / "MiniLM")
+    if defect == "no tokenizer":
+        for f in ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+            (folder / f).unlink()
+    else:
+        _edit_json(folder, "1_Pooling/config.json", word_embedding_dimension=512)
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"id": f"P{i}", "title": f"A pizza oven, variant {i}"}) + "\n"
+                                              for i in range(3)))
+    assert invoke("corpus", "import", "--format", "native", "--name", "pz", tmp_path / "c.jsonl").exit_code == 0
+    out = invoke("encode", "--corpus", "pz", "--model", str(folder), "--view", "T")
+    assert out.exit_code == 2 and says in out.output and str(folder) in out.output, out.output
+    assert "Traceback" not in out.output
+
+
+@pytest.mark.models
+def test_a_spec_whose_length_is_past_the_models_positions_is_refused_when_loaded(offline):
+    import dataclasses
+
+    from evalctl.indexers.model_loader import load_model
+
+    for n in (1024, 10**11):
+        spec = dataclasses.replace(get_model("all-minilm-l6-v2"), max_seq_length=n)
+        with pytest.raises(ModelLoadError, match=f"max_seq_length {n} is more than the 512 positions its weights"):
+            load_model(spec, device="cpu")

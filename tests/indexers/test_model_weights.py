@@ -78,7 +78,7 @@ def test_a_revision_with_an_at_sign_is_shown_as_written(empty_hf_cache):
     written, not scrubbed as if `org/name@v1` were a URL's user and password."""
     out = CliRunner().invoke(cli, ["models", "show", "hf:org/name@v1@x"])
     assert out.exit_code == 2 and "***" not in out.output, out.output
-    assert "model hf:org/name@v1@x:" in out.output and "--revision v1@x" in out.output
+    assert "model hf:org/name@v1@x:" in out.output and "--revision v1@x" in out.output and "refs/v1@x" in out.output
 
 
 @pytest.mark.parametrize("revision", ["../../etc", "a b", "x@{1}", ".hidden", "a/.b", "x.lock", "/x", "x/", "a//b"])
