@@ -7,6 +7,7 @@ through the embedding cache, so a rerun after a crash or a dead node encodes not
 
 from __future__ import annotations
 
+import json
 import queue
 import threading
 import time
@@ -83,6 +84,8 @@ class IndexReport:
     n_already: int = 0
     missing_view: dict[str, int] = field(default_factory=dict)  # view -> records lacking its fields
     failed: list[str] = field(default_factory=list)
+    # of the refusals, those whose cause evalctl names (refusal_cause): the setting or vector, not the record
+    explained: int = 0
     seconds: float = 0.0
     segments: int | None = None  # segments of the index's primaries after the load (and merge)
     segments_loaded: int | None = None  # the same before the merge: 1 means no merge rebuilt the graph
@@ -415,6 +418,23 @@ def _created_before(op: dict) -> bool:
     return op["status"] == 409 and (op.get("error") or {}).get("type") == "version_conflict_engine_exception"
 
 
+def refusal_cause(error, line: bytes) -> str | None:
+    """What made the node refuse a document, where it is not the record's text: a passage setting that cuts it into
+    more passages than a document may hold, or a vector cosine cannot score. None: the node's own words stand."""
+    reason = str((error or {}).get("reason", "") if isinstance(error, dict) else error)
+    if "nested documents has exceeded the allowed limit" in reason:
+        source = json.loads(line.split(b"\n")[1])
+        counts = {k: len(v) for k, v in source.items() if isinstance(v, list) and v and isinstance(v[0], dict)}
+        limit = reason.split("limit of [")[1].split("]")[0] if "limit of [" in reason else "?"
+        worst = max(counts, key=counts.get) if counts else "?"
+        return (f"its passages ({counts.get(worst, '?')} in {worst}, {sum(counts.values())} in all) are more than the "
+                f"{limit} nested objects a document may hold (index.mapping.nested_objects.limit): the passage setting "
+                "cuts this text too fine; use a longer window or stride for it")
+    if "zero vector" in reason.lower() or "zero-vector" in reason.lower():
+        return f"a vector of norm 0, which its space cannot score ({reason}); the model or server gave it for this text"
+    return None
+
+
 def send_bulk(client, request: list[tuple[str, bytes]], bulk, report: "IndexReport") -> None:
     """Post one pre-built `_bulk` request; documents refused with 429 (queue full) are sent again after
     a backoff that doubles from bulk.initial_backoff, up to bulk.max_retries times (as opensearch-py's
@@ -444,7 +464,9 @@ def send_bulk(client, request: list[tuple[str, bytes]], bulk, report: "IndexRepo
                                                              "of the same command loads the rest")
                 retry.append((doc_id, line))
             else:
-                report.failed.append(f"{doc_id}: {op.get('error')}")
+                cause = refusal_cause(op.get("error"), line)
+                report.explained += cause is not None
+                report.failed.append(f"{doc_id}: {cause or op.get('error')}")
         if not retry:
             return
         time.sleep(min(backoff, bulk.max_backoff))

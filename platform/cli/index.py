@@ -88,6 +88,10 @@ def index(ctx, corpus_name, model_id, view_names, chunk_docs, shards, replicas, 
         click.echo(f"warning: {why}", err=True)
     if rep.failed:
         shown = "\n  ".join(rep.failed[:20])
+        if rep.explained == len(rep.failed):  # a setting or a vector, named for each: not the records' text
+            raise UserError(f"{len(rep.failed)} documents were refused by OpenSearch, each for the cause named below; "
+                            "the others are loaded. A rerun sends the same again: change what is named (the "
+                            f"passage setting, the model or its server) first:\n  {shown}")
         # the loader has already retried what a busy node refused (429); any other refusal is the document's own
         raise UserError(f"{len(rep.failed)} documents were refused by OpenSearch (its reason for each below); the "
                         "others are loaded. A rerun sends only these again, which helps only where the reason is a "

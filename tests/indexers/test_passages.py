@@ -312,6 +312,32 @@ def test_a_window_longer_than_the_model_takes_is_refused_before_the_index_change
     assert again.n_loaded == 0
 
 
+def test_a_document_over_the_nested_object_limit_is_refused_naming_the_setting_and_the_count(os_client, corpus):
+    """The node refuses a document with more passages than index.mapping.nested_objects.limit: the load says so, with
+    the count, instead of advising to correct the record (lowered here to 3 on one document sent again)."""
+    from evalctl.corpus.store import load_corpus
+    from evalctl.corpus.views import load_views
+    from evalctl.indexers.index_layout import index_name
+    from evalctl.indexers.index_loader import index_corpus
+    from evalctl.indexers.passages import PassageSpec
+    from evalctl.models import get_model
+
+    model, c, view = get_model(MODEL), load_corpus(corpus), load_views()["A"]
+    name = index_name(c.name, MODEL)
+    victim = next(iter(c.records())).id
+    os_client.delete(index=name, id=victim, refresh=True)
+    os_client.indices.put_settings(index=name, body={"index.mapping.nested_objects.limit": 3})
+    try:
+        report = index_corpus(os_client, c, [view], model, passages={"A": (PassageSpec.parse(SETTINGS[0]),)},
+                              progress=False)
+    finally:
+        os_client.indices.put_settings(index=name, body={"index.mapping.nested_objects.limit": 10000})
+    assert report.explained == 1 and len(report.failed) == 1 and report.failed[0].startswith(f"{victim}: its passages (")
+    assert "are more than the 3 nested objects a document may hold" in report.failed[0]
+    assert index_corpus(os_client, c, [view], model, passages={"A": (PassageSpec.parse(SETTINGS[0]),)},
+                        progress=False).n_loaded == 1  # the limit back: the rerun loads it
+
+
 @pytest.mark.data  # a real export, fetched through the catalogue (tests/real_data.py)
 def test_a_study_spec_asking_for_passages_is_refused_by_name(tmp_path, monkeypatch):
     """A study entry has no passage setting yet: a passage method there is refused naming the entry, not run."""
