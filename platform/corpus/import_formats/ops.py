@@ -75,12 +75,40 @@ def ops_files(paths: list[Path]) -> list[Path]:
     return files
 
 
+# An OPS page is about 1.5 MB of JSON (100 documents); past these a file is no page, and reading it whole could
+# take the machine's memory (a few kilobytes of gzip can hold gigabytes of whitespace).
+MAX_PAGE_BYTES = 64 << 20
+MAX_GZIP_RATIO = 100  # OPS's pretty-printed JSON compresses about 18 times
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _page_bytes(path: Path) -> bytes:
+    """The page's bytes, decompressed a megabyte at a time and given up past MAX_PAGE_BYTES or MAX_GZIP_RATIO."""
+    if not path.name.endswith(".gz"):
+        if (size := path.stat().st_size) > MAX_PAGE_BYTES:
+            raise _TooLarge(f"{size:,} bytes, over the {MAX_PAGE_BYTES:,} an OPS page can be")
+        return path.read_bytes()
+    out = bytearray()
+    with gzip.open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            out += block
+            read = max(1, f.fileobj.tell())
+            if len(out) > MAX_PAGE_BYTES or (len(out) > 8 << 20 and len(out) > MAX_GZIP_RATIO * read):
+                raise _TooLarge(f"{len(out):,} bytes from the first {read:,} of the gzip file (over "
+                                f"{MAX_PAGE_BYTES:,} bytes, or {MAX_GZIP_RATIO} times its size): not an OPS page")
+    return bytes(out)
+
+
 def read_page(path: Path, log: ProblemLog) -> list[dict] | None:
     """The exchange documents of one page; None (problem logged) when the page is unreadable."""
-    opener = gzip.open if path.name.endswith(".gz") else open
-    try:
-        with opener(path, "rt", encoding="utf-8-sig", errors="surrogateescape") as f:  # json.load refuses a BOM
-            page = json.load(f)
+    try:  # utf-8-sig: json.loads refuses a byte-order mark
+        page = json.loads(_page_bytes(path).decode("utf-8-sig", errors="surrogateescape"))
+    except _TooLarge as e:
+        log.add("malformed_row", Where(path.name), None, f"decompresses to {e}; page skipped")
+        return None
     except json.JSONDecodeError as e:
         log.add("malformed_row", Where(path.name, e.lineno), None, f"not valid JSON ({e.msg}); page skipped")
         return None
