@@ -47,6 +47,13 @@ def configs_dir() -> Path:
     return package_folder("configs")
 
 
+# A spec, a models file or a study is a few kilobytes; a file this large is no config (parsing 5 MB of YAML takes
+# seconds even with libyaml), and is refused before it is read.
+MAX_CONFIG_BYTES = 1 << 20
+# libyaml's safe loader where PyYAML was built with it (4 times faster), else the pure-Python one: the same YAML
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_yaml(path: str | Path) -> Any:
     """Parse a YAML file; a relative path is taken inside configs_dir(). Parsed once per process while the
     file is unchanged (a study plan reads the same configs for every step); callers get their own copy."""
@@ -57,6 +64,9 @@ def load_yaml(path: str | Path) -> Any:
         st = p.stat()
     except FileNotFoundError:
         raise SpecError(f"config file not found: {p}") from None
+    if st.st_size > MAX_CONFIG_BYTES:
+        raise SpecError(f"{p}: {st.st_size:,} bytes, more than a config file holds (at most {MAX_CONFIG_BYTES:,}); "
+                        "not read")
     return copy.deepcopy(_parsed(p, st.st_mtime_ns, st.st_size))
 
 
@@ -64,7 +74,7 @@ def load_yaml(path: str | Path) -> Any:
 def _parsed(p: Path, mtime_ns: int, size: int) -> Any:
     try:
         with open(p, encoding="utf-8") as f:
-            return yaml.safe_load(f)
+            return yaml.load(f, Loader=_LOADER)  # noqa: S506 - a safe loader (CSafeLoader or SafeLoader)
     except FileNotFoundError:
         raise SpecError(f"config file not found: {p}") from None
     except yaml.YAMLError as e:

@@ -395,3 +395,19 @@ def test_a_nan_title_is_recorded_as_missing(home):
     assert corpus.manifest["fields"]["title"] == len(rows) - 1
     assert problems == [{"kind": "bad_value", "file": "nan.jsonl", "line": 1, "row": None, "field": "title",
                          "message": "nan is not a text; left empty"}]
+
+
+def test_a_config_file_far_larger_than_a_spec_is_refused_unread(home, monkeypatch):
+    """A 5 MB models file took 20 s to parse on every command; one over 1 MiB is refused naming it, at once."""
+    import time
+
+    models = home.root / "my-models"
+    models.mkdir()
+    monkeypatch.setenv("EVALCTL_MODELS_DIR", str(models))
+    big = models / "huge.yaml"
+    big.write_text("models:\n" + "".join(f"  - {{id: m{i}, hf_id: org/m, revision: main, dim: 384}}\n"
+                                         for i in range(30000)))
+    t0 = time.monotonic()
+    out = invoke("models", "list")
+    assert out.exit_code == 2 and str(big) in out.output and "more than a config file holds" in out.output, out.output
+    assert time.monotonic() - t0 < 5
