@@ -7,6 +7,7 @@ through the embedding cache, so a rerun after a crash or a dead node encodes not
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import threading
@@ -489,13 +490,30 @@ def _dim_proven(model, views, variant: str | None, prompt: str | None) -> bool:
     return all(len(EmbeddingCache(cache_key(model, "document", v.name, variant, prompt))) for v in views)
 
 
-def index_corpus(client, corpus, views, model=None, *, encoding: EncodeOptions = EncodeOptions(),
+def index_corpus(client, corpus, views, model=None, **options) -> IndexReport:
+    """Load `corpus` (text of every view, and `model`'s vectors when given) into its index (_load_corpus's
+    options). A load that fails after creating the index before any document is in it removes that index: what
+    is left is the index as it was, or none."""
+    name = index_name(corpus.name, model.id if model else None)
+    existed = client.indices.exists(index=name)
+    try:
+        return _load_corpus(client, corpus, views, model, **options)
+    except BaseException:
+        if not existed:
+            with contextlib.suppress(Exception):  # the node may be what failed: the load's own error is the news
+                client.indices.refresh(index=name)
+                if client.count(index=name)["count"] == 0:
+                    client.indices.delete(index=name)
+        raise
+
+
+def _load_corpus(client, corpus, views, model=None, *, encoding: EncodeOptions = EncodeOptions(),
                  settings: IndexSettings | None = None, chunk_docs: int = 2000,
                  label_tasks: dict[str, list[str]] | None = None,
                  passages: Mapping[str, Sequence[PassageSpec]] | None = None, progress: bool = True) -> IndexReport:
-    """Load `corpus` (text of every view, and `model`'s vectors when given) into its index. `encoding`: the
-    prompt variant, device and batch size of the vectors (each field's prompt and the cache entry are the
-    index's own). `passages` ({view: settings}, views among those given): each a nested field (indexers.passages).
+    """`encoding`: the prompt variant, device and batch size of the vectors (each field's prompt and the cache
+    entry are the index's own). `passages` ({view: settings}, views among those given): each a nested field
+    (indexers.passages).
 
     `label_tasks` ({task: views}; default every label task on every view given) adds a task field per
     view where the model's prompt for that task differs from its document prompt ({} adds none)."""

@@ -4,8 +4,9 @@ OpenAI-compatible endpoint would: never any part of the API key, wherever it sta
 from __future__ import annotations
 
 import dataclasses
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import threading
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -169,3 +170,36 @@ def test_timeout_s_bounds_a_whole_request_against_a_server_sending_a_byte_at_a_t
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+@pytest.mark.opensearch
+def test_a_load_that_fails_before_its_first_document_leaves_no_index(embedding_server, tmp_path, monkeypatch,
+                                                                     os_client):
+    """The server's zero vector comes after the index was created: the failed load removes the index it made empty,
+    and the next load (the server mended) makes it and loads every record."""
+    import json
+
+    from click.testing import CliRunner
+
+    from evalctl.cli.main import cli
+
+    url, state = embedding_server
+    prefix = f"zi{uuid.uuid4().hex[:8]}"
+    for var, value in (("EVALCTL_CACHE", tmp_path / "cache"), ("EVALCTL_MODELS_DIR", tmp_path / "models"),
+                       ("EVALCTL_INDEX_PREFIX", prefix)):
+        monkeypatch.setenv(var, str(value))
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "mine.yaml").write_text(USER_SPEC.format(url=url))
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"id": f"P{i}", "title": f"A pizza box {i}" + (
+        " ZERO" if i == 2 else "")}) + "\n" for i in range(4)))
+    run = CliRunner()
+    assert run.invoke(cli, ["corpus", "import", "--format", "native", "--name", "z", str(tmp_path / "c.jsonl")]).exit_code == 0
+    try:
+        out = run.invoke(cli, ["index", "--corpus", "z", "--model", "zero-served", "--view", "T"])
+        assert out.exit_code == 1 and "vector(s) of norm 0" in out.output, out.output
+        assert not os_client.indices.get(index=f"{prefix}-*", ignore_unavailable=True)
+        state["zero"] = False
+        again = run.invoke(cli, ["index", "--corpus", "z", "--model", "zero-served", "--view", "T"])
+        assert again.exit_code == 0 and "loaded 4" in again.output.replace(",", ""), again.output
+    finally:
+        os_client.indices.delete(index=f"{prefix}-*", ignore_unavailable=True)
