@@ -54,7 +54,7 @@ def _quickstart_files() -> list[str]:
 def mirror_copy(tmp_path):
     if not MIRROR.is_dir():
         pytest.fail(f"the dataset {QUICKSTART} needs its files: set EVALCTL_DATA_MIRROR to a copy of the data mirror "
-                    "(the Makefile and .ci/run set it from ../shared/data/mirror) or run where the network reaches "
+                    "(the Makefile and .ci/run set it from the data mirror beside the checkout) or run where the network reaches "
                     "its URLs")
     return _mirror_copy(tmp_path / "mirror", _quickstart_files())
 

@@ -6,11 +6,25 @@ from __future__ import annotations
 import dataclasses
 import threading
 import uuid
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 KEY = "sk-test-0123456789abcdefghijklmnopqrstu"  # 38 characters
+
+
+@contextmanager
+def _serving(handler):
+    """`handler` answering on a loopback port; the endpoint's base URL."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
 
 
 @pytest.fixture
@@ -32,11 +46,8 @@ def echoing_server():
             self.end_headers()
             self.wfile.write(body)
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", offsets
-    httpd.shutdown()
-    httpd.server_close()
+    with _serving(Handler) as url:
+        yield url, offsets
 
 
 @pytest.mark.parametrize("at", [0, 270, 279, 290, 299, 4096 - 30])
@@ -97,11 +108,8 @@ def embedding_server():
             self.end_headers()
             self.wfile.write(body)
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", state
-    httpd.shutdown()
-    httpd.server_close()
+    with _serving(Handler) as url:
+        yield url, state
 
 
 def test_a_zero_vector_is_refused_on_arrival_and_never_cached(embedding_server, tmp_path, monkeypatch):
@@ -156,20 +164,13 @@ def test_timeout_s_bounds_a_whole_request_against_a_server_sending_a_byte_at_a_t
             except (BrokenPipeError, ConnectionResetError):
                 pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
+    with _serving(Handler) as url:
         spec = dataclasses.replace(get_model("all-minilm-l6-v2"), path=None, offline=None, dim=4, endpoint=Endpoint(
-            url=f"http://127.0.0.1:{httpd.server_address[1]}/v1", model="m", revision="r", timeout_s=1.0, retries=1,
-            backoff_s=0.1))
+            url=url, model="m", revision="r", timeout_s=1.0, retries=1, backoff_s=0.1))
         t0 = time.monotonic()
         with pytest.raises(EndpointError, match="failed 2 tries .*no whole answer within timeout_s 1 s"):
             ServedEncoder(spec, announce=lambda message: None).check_dim()
         assert time.monotonic() - t0 < 4  # two tries of 1 s and a back-off; the answer alone takes 16 s
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 @pytest.mark.opensearch
