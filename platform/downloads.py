@@ -7,7 +7,6 @@ partial file is never read as data. A connection that cannot be made (refused, n
 from __future__ import annotations
 
 import errno
-import hashlib
 import http.client
 import os
 import socket
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalctl.errors import Failure
+from evalctl.provenance import file_sha256
 
 CHUNK = 1 << 20
 RETRY_STATUS = {408, 429, 500, 502, 503, 504}
@@ -96,8 +96,8 @@ def download(url: str, dest: Path, *, sha256: str | None = None, size: int | Non
 
 
 def sha256_of(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+    """The hex sha256 of a file's bytes, as catalogues and checksum files write it."""
+    return file_sha256(path).removeprefix("sha256:")
 
 
 class _Retry(Exception):
