@@ -210,6 +210,21 @@ def test_redact_scrubs_userinfo_wherever_it_stands():
     assert redact(kept) == kept
 
 
+
+def test_redact_does_not_hang_on_a_long_word():
+    """A bulk refusal may quote a whole text: a 1 MB word once took hours (each position rescanned the rest)."""
+    import threading
+
+    from evalctl.opensearch.connection import redact
+
+    word = "x" * 1_000_000
+    out = {}
+    t = threading.Thread(target=lambda: out.update(r=redact(f"{word} {word}@ https://u:{SECRET}@h:1")), daemon=True)
+    t.start()
+    t.join(60)  # seconds to a few hours before: a hang, not a speed target
+    assert not t.is_alive(), "redact hung on a 1 MB word"
+    assert out["r"] == f"{word} {word}@ https://***@h:1"
+
 # --------------------------------------------------------------------------- (c) messages, not tracebacks
 
 
