@@ -1,7 +1,7 @@
 """Where the time of a cold `evalctl run quickstart` goes, on an empty private cache; then the rerun and
 `evalctl report` (cold and up to date). Prints one table and the overhead share.
 
-    python bench/quickstart.py [--spec quickstart] [--keep] [--cold-jit]
+    python bench/quickstart.py [--spec quickstart|PATH] [--keep] [--cold-jit]
 
 The cache is empty except for numba's compiled ranx kernels, which stay the machine's (compiled once per
 machine, on its first evalctl run; --cold-jit empties them too and so measures that first run).
@@ -208,8 +208,9 @@ def private_spec(spec_name: str, prefix: str, out: Path) -> tuple[Path, list[str
         return names.get(node, node) if isinstance(node, str) else node
 
     raw = rename(raw)
-    for c in raw["corpora"]:
-        c["sources"] = [str(spec.resolve_source(s)) for s in c["sources"]]
+    for c in raw["corpora"]:  # a corpus read from files names them relative to the spec; a dataset's are fetched
+        if c.get("sources"):
+            c["sources"] = [str(spec.resolve_source(s)) for s in c["sources"]]
     path = out / f"{raw['name']}.yaml"
     path.write_text(json.dumps(raw, indent=1))  # JSON is YAML
     return path, list(names.values())
@@ -278,6 +279,8 @@ def main() -> None:
     print(f"rerun (everything done):   {rerun:6.2f} s (target <= 2 s)")
     print(f"evalctl report, first:     {report_cold:6.2f} s")
     print(f"evalctl report, up to date: {report_warm:5.2f} s (target <= 1 s)")
+    if args.keep:  # where to look (EVALCTL_CACHE=... evalctl report ...): one JSON line
+        print("kept: " + json.dumps({"cache": str(work / "cache"), "corpora": corpora}))
 
 
 if __name__ == "__main__":

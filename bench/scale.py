@@ -2,14 +2,16 @@
 `evalctl` CLI itself, on replicated corpora of N records built from the quickstart's OPS pizza dataset.
 
     python bench/scale.py [--sizes 10000,30000] [--full] [--noise 0.005] [--view TA] [--query-sample 2000] [--keep]
+                          [--seed-records N]
 
-Corpus of size N: replica 0 is the sample itself (2,973 records); replica k >= 1 copies every record
+Corpus of size N: replica 0 is the sample itself (2,973 records, or its first --seed-records: the smallest run
+tests/bench/test_benches.py makes); replica k >= 1 copies every record
 with id `r<k>-<id>` (not a publication number, so the native import keeps it as written), family
 `r<k>-<family>`, the token `zr<k>` appended to title and abstract (BM25 and the embedding cache see
 distinct texts), no aliases, and its citations mapped into replica k (a citation of a record the replica
 lacks is dropped), so each replica holds the sample's citation graph; the last replica is cut to reach
-N. Vectors: the sample's texts are encoded once with the real model (kept under --workdir
-and reused by later runs); a replica's vector is its seed's plus Gaussian noise of standard deviation
+N. Vectors: the sample's texts are encoded once with the real model (kept under --workdir per model, view and
+sample size, and reused by later runs); a replica's vector is its seed's plus Gaussian noise of standard deviation
 --noise per component (one draw per distinct text of the replica: records sharing a text share a vector), renormalised (0.005 on 384-d MiniLM: cosine to the seed about 0.995). They enter
 through `evalctl vectors import` (document and query role), so nothing else is encoded.
 
@@ -55,8 +57,9 @@ METHODS = ("bm25", "dense", "exact", "hybrid", "rrf")
 
 # ---- children (run in processes of their own: numpy, torch and the model never count in the steps' RSS)
 
-def prepare_seed(workdir: Path, model_id: str, view_name: str) -> None:
-    """The sample's records and their real vectors under the view, encoded once (cached in workdir)."""
+def prepare_seed(workdir: Path, model_id: str, view_name: str, records: int | None) -> None:
+    """The sample's records (its first `records`, or all) and their real vectors under the view, encoded once
+    (cached in workdir)."""
     import numpy as np
 
     from evalctl.corpus.importer import import_corpus
@@ -69,7 +72,7 @@ def prepare_seed(workdir: Path, model_id: str, view_name: str) -> None:
     os.environ["EVALCTL_CACHE"] = str(workdir / "seed-cache")
     corpus = import_corpus("ops", [SAMPLE], out=workdir / "seed-corpus", overwrite=True).corpus
     view = load_views()[view_name]
-    records = list(corpus.records())
+    records = list(corpus.records())[:records]
     rows = [r for r in records if view.render(r)]
     vectors = get_or_encode(get_model(model_id), "document", view.name, [r.id for r in rows],
                             [view.render(r) for r in rows], progress=False)
@@ -159,6 +162,12 @@ def ann_fidelity(ann_run: str, exact_run: str) -> dict:
 
 # ---- the parent: times each evalctl process
 
+def seed_args(args) -> list[str]:
+    """What names the seed a child reads (see main)."""
+    return ["--workdir", str(args.workdir), "--model", args.model, "--view", args.view,
+            *(["--seed-records", str(args.seed_records)] if args.seed_records else [])]
+
+
 def child(*args: str) -> str:
     return subprocess.run([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True, check=True,
                           env=os.environ).stdout.strip().splitlines()[-1]
@@ -204,8 +213,7 @@ def delete_indexes(prefix: str) -> None:
 def run_size(n: int, args, tmp: Path, prefix: str) -> dict:
     evalctl = [str(Path(sys.executable).with_name("evalctl"))]
     data = tmp / f"data-{n}"
-    made = json.loads(child("--replicate", str(n), "--workdir", str(args.workdir), "--out", str(data),
-                            "--noise", str(args.noise)))
+    made = json.loads(child("--replicate", str(n), *seed_args(args), "--out", str(data), "--noise", str(args.noise)))
     name = f"scale-{n}"
     model = ["--corpus", name, "--model", args.model, "--view", args.view]
     vec = ["--npy", str(data / "vecs.npy"), "--ids", str(data / "ids.txt"), "--precision", "float32"]
@@ -363,6 +371,7 @@ def main() -> None:
                     help="keeps the sample's encoded vectors between runs")
     ap.add_argument("--variants", type=lambda v: [x for x in v.split(",") if x], default=[],
                     help="configs/index.yaml settings to index again and compare, e.g. encoder=sq,data_type=byte")
+    ap.add_argument("--seed-records", type=int, help="replicate only the sample's first N records (a smallest run)")
     ap.add_argument("--keep", action="store_true", help="keep the bench's indexes and data")
     ap.add_argument("--replicate", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -371,10 +380,14 @@ def main() -> None:
     ap.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    if args.prepare:
-        return prepare_seed(args.workdir, args.model, args.view)
+    # the seed's vectors are kept per model, view and sample size
+    seed = args.workdir / f"{args.model}-{args.view}-{args.seed_records or 'all'}"
+    if args.prepare or args.replicate:
+        prepare_seed(seed, args.model, args.view, args.seed_records)
     if args.replicate:
-        return replicate(args.workdir, args.replicate, args.noise, args.out)
+        return replicate(seed, args.replicate, args.noise, args.out)
+    if args.prepare:
+        return
     if args.ann_fidelity:
         print(json.dumps(ann_fidelity(*args.ann_fidelity)))
         return
@@ -391,8 +404,7 @@ def main() -> None:
     os.environ.update(EVALCTL_CACHE=str(tmp / "cache"), EVALCTL_RESULTS=str(tmp / "results"),
                       EVALCTL_INDEX_PREFIX=prefix)
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, __file__, "--prepare", "--workdir", str(args.workdir), "--model", args.model,
-                    "--view", args.view], check=True)
+    subprocess.run([sys.executable, __file__, "--prepare", *seed_args(args)], check=True)
     print(f"seed vectors ready in {time.perf_counter() - t0:.0f} s; machine: {load()}", flush=True)
     results = []
     try:

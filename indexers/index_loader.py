@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import queue
+import re
 import threading
 import time
 from collections import defaultdict
@@ -419,10 +420,13 @@ def _created_before(op: dict) -> bool:
     return op["status"] == 409 and (op.get("error") or {}).get("type") == "version_conflict_engine_exception"
 
 
+_ZERO_VECTOR = re.compile(r"zero[ -]vector[^'\"}]*", re.IGNORECASE)
+
+
 def refusal_cause(error, line: bytes) -> str | None:
     """What made the node refuse a document, where it is not the record's text: a passage setting that cuts it into
     more passages than a document may hold, or a vector cosine cannot score. None: the node's own words stand."""
-    reason = str((error or {}).get("reason", "") if isinstance(error, dict) else error)
+    reason = str(error)  # the cause may stand in a caused_by of the node's error, not its own reason
     if "nested documents has exceeded the allowed limit" in reason:
         source = json.loads(line.split(b"\n")[1])
         counts = {k: len(v) for k, v in source.items() if isinstance(v, list) and v and isinstance(v[0], dict)}
@@ -432,7 +436,8 @@ def refusal_cause(error, line: bytes) -> str | None:
                 f"{limit} nested objects a document may hold (index.mapping.nested_objects.limit): the passage setting "
                 "cuts this text too fine; use a longer window or stride for it")
     if "zero vector" in reason.lower() or "zero-vector" in reason.lower():
-        return f"a vector of norm 0, which its space cannot score ({reason}); the model or server gave it for this text"
+        return ("a vector of norm 0, which its space cannot score; the model or server gave it for this text "
+                f"({_ZERO_VECTOR.search(reason).group()})")
     return None
 
 
@@ -492,19 +497,26 @@ def _dim_proven(model, views, variant: str | None, prompt: str | None) -> bool:
 
 def index_corpus(client, corpus, views, model=None, **options) -> IndexReport:
     """Load `corpus` (text of every view, and `model`'s vectors when given) into its index (_load_corpus's
-    options). A load that fails after creating the index before any document is in it removes that index: what
-    is left is the index as it was, or none."""
+    options). A load that fails (or whose every document is refused) after creating the index, before any document
+    is in it, removes that index: what is left is the index as it was, or none."""
     name = index_name(corpus.name, model.id if model else None)
     existed = client.indices.exists(index=name)
     try:
-        return _load_corpus(client, corpus, views, model, **options)
+        report = _load_corpus(client, corpus, views, model, **options)
     except BaseException:
         if not existed:
-            with contextlib.suppress(Exception):  # the node may be what failed: the load's own error is the news
-                client.indices.refresh(index=name)
-                if client.count(index=name)["count"] == 0:
-                    client.indices.delete(index=name)
+            _remove_if_empty(client, name)
         raise
+    if not existed and report.failed and not report.n_loaded and not report.n_already:
+        _remove_if_empty(client, name)
+    return report
+
+
+def _remove_if_empty(client, name: str) -> None:
+    with contextlib.suppress(Exception):  # the node may be what failed: the load's own error is the news
+        client.indices.refresh(index=name)
+        if client.count(index=name)["count"] == 0:
+            client.indices.delete(index=name)
 
 
 def _load_corpus(client, corpus, views, model=None, *, encoding: EncodeOptions = EncodeOptions(),

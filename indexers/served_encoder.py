@@ -13,6 +13,7 @@ Authorization header and nowhere else: every message is scrubbed of it.
 from __future__ import annotations
 
 import random
+import re
 import sys
 import threading
 import time
@@ -26,7 +27,7 @@ from evalctl.errors import BadInput, Failure
 from evalctl.indexers.encode_options import Encoded, PartlyEncoded
 from evalctl.indexers.endpoints import api_key, shown_url
 from evalctl.models import ModelSpec
-from evalctl.opensearch.connection import redact
+from evalctl.opensearch.connection import redact, secret_forms
 
 RETRIED_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 _MAX_WAIT_S = 60.0  # the longest back-off (or Retry-After) between two tries
@@ -69,15 +70,20 @@ class _Pace:
         time.sleep(start - now)
 
 
+_SECONDS = re.compile(r"[0-9]+(\.[0-9]+)?", re.ASCII)
+_NON_JSON_NUMBER = re.compile(rb"\b(NaN|-?Infinity)\b")
 _NEAR_ZERO = 1e-6  # a norm at or below which a cosine model's vector has no direction
 _READ_ERROR_BYTES = 4096  # of an error answer, for its message (the scrubber is quadratic in a long word)
 
 
 def _without_key_prefix(text: str, key: str) -> str:
-    """`text` less a tail that is the start of `key` (a key cut in two by a read)."""
-    for n in range(min(len(key), len(text)), 0, -1):
-        if text.endswith(key[:n]):
-            return text[:-n]
+    """`text` less a tail that is the start of `key`, in any form a message may quote it (a key cut in two by a
+    read)."""
+    for form in secret_forms(key):
+        for n in range(min(len(form), len(text)), 0, -1):
+            if text.endswith(form[:n]):
+                text = text[:-n]
+                break
     return text
 
 
@@ -193,7 +199,7 @@ class ServedEncoder:
                     return self._vectors(answer.data, inputs)
                 problem = f"HTTP {answer.status}"
                 retry_after = answer.headers.get("Retry-After", "")
-                wait_s = float(retry_after) if retry_after.replace(".", "", 1).isdigit() else None
+                wait_s = float(retry_after) if _SECONDS.fullmatch(retry_after.strip()) else None  # or an HTTP date
                 if answer.status not in RETRIED_STATUS:
                     detail = self._excerpt(answer.data)
                     hint = f"; check the key in {ep.api_key_env}" if answer.status in (401, 403) and ep.api_key_env else ""
@@ -244,6 +250,10 @@ class ServedEncoder:
             order = [int(item["index"]) for item in items]
             vectors = np.asarray([item["embedding"] for item in items], dtype=np.float32)
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+            if m := _NON_JSON_NUMBER.search(data):
+                raise EndpointError(f"model {self.spec.id}: {self.shown} answered {m.group().decode()} where a "
+                                    "number belongs (JSON has no NaN or Infinity): the server failed to embed these "
+                                    "texts (check its logs); nothing of this answer was kept") from None
             raise EndpointError(f"model {self.spec.id}: {self.shown} answered no embeddings list "
                                 f"({e.__class__.__name__}: {self._scrub(str(e))[:200]})") from None
         if sorted(order) != list(range(len(inputs))):
@@ -255,9 +265,11 @@ class ServedEncoder:
         vectors[order] = vectors.copy()
         if not np.isfinite(vectors).all():
             raise EndpointError(f"model {self.spec.id}: {self.shown} answered non-finite vectors")
-        # a zero vector has no direction: under cosine it can be neither scored nor indexed (nor can one a float32
-        # normalisation blows up), and dot-product scores it 0 against everything
-        norms = np.linalg.norm(vectors, axis=1)
+        # a zero vector has no direction: under cosine it can be neither scored nor indexed, and dot-product scores
+        # it 0 against everything. Norms in float64: float32 values near its largest overflow a float32 norm to
+        # infinity, and dividing by it gives the zero vector
+        wide = vectors.astype(np.float64)
+        norms = np.linalg.norm(wide, axis=1)
         floor = _NEAR_ZERO if self.spec.similarity == "cosine" else 0.0
         if (bad := np.flatnonzero(norms <= floor)).size:
             i = int(bad[0])
@@ -266,8 +278,12 @@ class ServedEncoder:
                                 f"{inputs[i][:60]!r}; nothing of this answer was kept or cached: the server failed to "
                                 "embed it (check its logs), and a rerun asks again")
         if self.spec.normalize:  # as the local encoder does: the spec's rule, whatever the server did
-            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-        usage = answer.get("usage") or {}
+            vectors = (wide / norms[:, None]).astype(np.float32)
+        elif not np.isfinite(np.linalg.norm(vectors, axis=1)).all():
+            raise EndpointError(f"model {self.spec.id}: {self.shown} answered vectors too long for float32 scores "
+                                "(their norm overflows it); nothing of this answer was kept")
+        usage = answer.get("usage")  # optional, and only informative: an answer without a usable one counts no tokens
+        usage = usage if isinstance(usage, dict) else {}
         tokens = usage.get("prompt_tokens") or usage.get("total_tokens")
         if isinstance(tokens, int) and tokens > 0:
             with self._lock:

@@ -50,6 +50,8 @@ def configs_dir() -> Path:
 # A spec, a models file or a study is a few kilobytes; a file this large is no config (parsing 5 MB of YAML takes
 # seconds even with libyaml), and is refused before it is read.
 MAX_CONFIG_BYTES = 1 << 20
+# and at most this many values once YAML aliases are expanded (a few lines of nested aliases can mean billions)
+MAX_CONFIG_VALUES = 1_000_000
 # libyaml's safe loader where PyYAML was built with it (4 times faster), else the pure-Python one: the same YAML
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -74,11 +76,38 @@ def load_yaml(path: str | Path) -> Any:
 def _parsed(p: Path, mtime_ns: int, size: int) -> Any:
     try:
         with open(p, encoding="utf-8") as f:
-            return yaml.load(f, Loader=_LOADER)  # noqa: S506 - a safe loader (CSafeLoader or SafeLoader)
+            loader = _LOADER(f)  # a safe loader (CSafeLoader or SafeLoader)
+            try:
+                node = loader.get_single_node()
+                if node is not None and (n := _expanded_size(node)) > MAX_CONFIG_VALUES:
+                    raise SpecError(f"{p}: its aliases expand to {n:,} values, more than a config file holds (at "
+                                    f"most {MAX_CONFIG_VALUES:,}); not read")
+                return None if node is None else loader.construct_document(node)
+            finally:
+                loader.dispose()
     except FileNotFoundError:
         raise SpecError(f"config file not found: {p}") from None
     except yaml.YAMLError as e:
         raise SpecError(f"{p}: not valid YAML: {e}") from None
+    except RecursionError:
+        raise SpecError(f"{p}: nested deeper than a config file is") from None
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int] | None = None) -> int:
+    """How many values the document holds once every alias is replaced by what it names (each node counted once,
+    so a few lines of nested aliases cost their lines here, not the billions they expand to)."""
+    sizes = {} if sizes is None else sizes
+    if (known := sizes.get(id(node))) is not None:
+        return known
+    sizes[id(node)] = 1
+    if isinstance(node, yaml.SequenceNode):
+        total = 1 + sum(_expanded_size(c, sizes) for c in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        total = 1 + sum(_expanded_size(k, sizes) + _expanded_size(v, sizes) for k, v in node.value)
+    else:
+        total = 1
+    sizes[id(node)] = total
+    return total
 
 
 def build(cls: type[T], data: Any, where: str) -> T:

@@ -34,3 +34,12 @@ class UserError(BadInput, click.ClickException):
 
     def __init__(self, message: str):
         click.ClickException.__init__(self, message)
+
+
+def quoted(value: object, limit: int = 200) -> str:
+    """`value` as a message quotes it (repr), its middle left out past `limit` characters: a message names a long
+    value without printing all of it."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit // 2]}...({len(text) - limit:,} characters left out)...{text[-limit // 2:]}"

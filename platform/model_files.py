@@ -124,10 +124,17 @@ def _pooling(module: Path | None, folder: Path) -> tuple[str | None, int | None]
 
 
 def _max_seq_length(folder: Path, transformer: Path, config: dict) -> int:
-    for cfg in (transformer / "sentence_bert_config.json", folder / "sentence_bert_config.json"):
-        if isinstance(n := _json(cfg).get("max_seq_length"), int) and n > 0:
-            return n
     positions = config.get("max_position_embeddings")
+    for cfg in (transformer / "sentence_bert_config.json", folder / "sentence_bert_config.json"):
+        n = _json(cfg).get("max_seq_length")
+        if n is None:
+            continue
+        if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+            raise SpecError(f"{cfg}: max_seq_length {n!r} is not a whole number of tokens above 0")
+        if isinstance(positions, int) and n > positions:
+            raise SpecError(f"{cfg}: max_seq_length {n} is more than the model's {positions} positions "
+                            "(config.json max_position_embeddings)")
+        return n
     tokenizer = _json(folder / "tokenizer_config.json").get("model_max_length")
     limits = [n for n in (positions, tokenizer) if isinstance(n, int) and 0 < n < 1_000_000]
     if not limits:
@@ -171,10 +178,24 @@ def param_count(folder: Path) -> int:
 
 
 def _safetensors_count(path: Path) -> int:
-    with open(path, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(n))
-    return sum(math.prod(t["shape"]) for k, t in header.items() if k != "__metadata__")
+    """The tensors' element count from the header; a file shorter than its header says (a cut download) or
+    with a header that does not parse is refused here, naming it, not by a loader's traceback."""
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            if n > size - 8:
+                raise ValueError(f"a header of {n:,} bytes")
+            header = json.loads(f.read(n))
+        tensors = {k: t for k, t in header.items() if k != "__metadata__"}
+        end = max((t["data_offsets"][1] for t in tensors.values()), default=0)
+        count = sum(math.prod(t["shape"]) for t in tensors.values())
+    except (struct.error, ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+        raise SpecError(f"{path}: not a readable safetensors file ({e}); copy or download it again") from None
+    if size < 8 + n + end:
+        raise SpecError(f"{path}: cut short: {size:,} bytes where its header states {8 + n + end:,}; copy or download "
+                        "it again")
+    return count
 
 
 def hashed_files(folder: Path) -> list[Path]:

@@ -58,6 +58,10 @@ _FILTER_PATH = "took,timed_out,hits.hits._id,hits.hits._score"  # what a run kee
 _MULTI_FILTER_PATH = "took,responses.timed_out,responses.error,responses.hits.hits._id,responses.hits.hits._score"
 
 
+# requests in flight at most: each is a thread and a pooled connection, made before anything is sent
+MAX_IN_FLIGHT = 256
+
+
 class LatencyError(BadInput, ValueError):
     """A latency measurement that cannot be made as asked: one message naming the setting."""
 
@@ -67,16 +71,16 @@ class LatencyParams:
     """How a latency is measured (the options of `evalctl latency` and of a study's `latency:` entry)."""
 
     warmup: int = param(20, min=0, help="Queries sent first and not measured (graphs paged in, the JIT warm).")
-    concurrency: tuple[int, ...] = param((1, 4), min=1, comma=True,
+    concurrency: tuple[int, ...] = param((1, 4), min=1, max=MAX_IN_FLIGHT, comma=True,
                                          help="Requests in flight, one measured pass each, e.g. 1,4.")
     max_queries: int = param(200, min=1, help="Queries per pass at most: the split's first ones, in order.")
     time_limit_s: float = param(60.0, min=0, min_open=True, flag="--time-limit",
                                 help="Seconds per pass at most: no query is sent after them.")
 
     def __post_init__(self):  # the command's options are checked by click first: these name the fields
-        if not self.concurrency or min(self.concurrency) < 1:
+        if not self.concurrency or not 1 <= min(self.concurrency) <= max(self.concurrency) <= MAX_IN_FLIGHT:
             raise LatencyError(f"concurrency {','.join(map(str, self.concurrency)) or '(none)'}: each level must be 1 "
-                               "or more requests in flight")
+                               f"to {MAX_IN_FLIGHT} requests in flight")
         if self.warmup < 0:
             raise LatencyError(f"warmup {self.warmup}: must be 0 or more queries")
         if self.max_queries < 1:

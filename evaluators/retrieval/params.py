@@ -52,7 +52,7 @@ class RetrievalOptions:
     """How queries are sent; not part of a run's identity."""
 
     batch_size: int = param(32, min=1, help="Queries per _msearch.")
-    concurrency: int = param(2, min=1, help="_msearch calls in flight.")
+    concurrency: int = param(2, min=1, max=256, help="_msearch calls in flight.")
     progress: bool = True
     inline_pipeline: bool = False  # hybrid: put the pipeline body in each request instead of a stored one
     reuse: bool = True  # return a stored run with the same identity instead of searching again

@@ -9,6 +9,7 @@ transient refusals, a line when the node is slow to answer).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -16,13 +17,14 @@ import stat
 import sys
 import threading
 from dataclasses import dataclass, field
-from urllib.parse import unquote, urlparse, urlunparse
+from urllib.parse import quote, unquote, urlparse, urlunparse
 
 import cbor2
 import orjson
 
 from evalctl import hf_cache, paths
 from evalctl.config_files import SpecError, build, load_yaml
+from evalctl.errors import quoted
 from evalctl.opensearch.node import ManagedNode
 from evalctl.opensearch.retries import forget_answers, node_answered  # noqa: F401 - cli.main imports them from here
 from evalctl.opensearch.retries import send_with_retries, unparseable
@@ -82,7 +84,7 @@ def url_problem(url: str) -> str | None:
         port = u.port
         urllib3.util.parse_url(url)  # what the client will parse: also refuses e.g. a space in the host
     except ValueError as e:  # LocationParseError is a ValueError
-        return (f"not a valid URL ({redact(str(e))}); write it as http(s)://HOST:PORT, an IPv6 host in brackets "
+        return (f"not a valid URL ({quoted(redact(str(e)))[1:-1]}); write it as http(s)://HOST:PORT, an IPv6 host in brackets "
                 "(http://[::1]:9200)")
     if u.scheme not in ("http", "https"):
         return "use an http:// or https:// URL"
@@ -161,14 +163,23 @@ def _scrub(m: re.Match) -> str:
 
 
 def redact(text: str, *secrets: object) -> str:
-    """`text` without URL userinfo, however malformed the URL, and without any of `secrets` (as written or
-    as repr): the one scrubber of every message, log line and stored value that may quote a URL."""
+    """`text` without URL userinfo, however malformed the URL, and without any of `secrets` (as written, as repr,
+    as a JSON string writes it, with or without '/' escaped, or percent-encoded): the one scrubber of every message,
+    log line and stored value that may quote a URL or a server's echo of a key."""
     text = _USERINFO.sub(_scrub, str(text))
     for s in secrets:
         if s not in (None, ""):
-            for form in {str(s), repr(s)}:
+            for form in secret_forms(str(s)):
                 text = text.replace(form, "***")
     return text
+
+
+def secret_forms(secret: str) -> list[str]:
+    """The ways a message may quote `secret`, longest first: as written, as repr, as a JSON string writes it (with
+    '/' escaped or not), percent-encoded."""
+    json_form = json.dumps(secret)[1:-1]
+    return sorted({secret, repr(secret), json_form, json_form.replace("/", "\\/"), quote(secret, safe="")},
+                  key=len, reverse=True)
 
 
 def _split_userinfo(data: dict) -> None:
@@ -257,7 +268,7 @@ def build_settings(cls, data: dict, origin: dict[str, str], section: str, env: s
     for key, value in data.items():
         problem = check(key, value, checks)
         if problem:
-            raise SpecError(f"{origin[key]}={redact(str(value), data.get('password'))!r}: {problem}")
+            raise SpecError(f"{origin[key]}={quoted(redact(str(value), data.get('password')))}: {problem}")
     try:
         return build(cls, data, f"{paths.config_file()} ({section}:) / {env}")
     except SpecError as e:  # the message may quote the offending value: never a secret

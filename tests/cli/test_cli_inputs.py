@@ -177,6 +177,9 @@ def test_verify_reports_an_index_half_loaded_by_a_killed_client(home, indexes):
     (("finetune", "--model", "m", "--recipe", "R3", "--corpus", "c", "--epochs", "inf"), "--epochs"),
     (("pairs", "--recipe", "R3", "--corpus", "c", "--match-size", "0"), "--match-size"),
     (("latency", "--corpus", "c", "--method", "bm25", "--concurrency", "1,,4"), "--concurrency"),  # was 1,4
+    # a pool of 99,999,999 connections was made before anything was checked: minutes, then no answer
+    (("latency", "--corpus", "c", "--method", "bm25", "--concurrency", "1,99999999"), "--concurrency"),
+    (("retrieve", "--corpus", "c", "--method", "bm25", "--view", "T", "--concurrency", "100000"), "--concurrency"),
     (("cluster", "--model", "m", "--levels", "class,"), "--levels"),
 ])
 def test_an_option_out_of_range_is_a_usage_error_naming_it(home, args, option):
@@ -411,3 +414,23 @@ def test_a_config_file_far_larger_than_a_spec_is_refused_unread(home, monkeypatc
     out = invoke("models", "list")
     assert out.exit_code == 2 and str(big) in out.output and "more than a config file holds" in out.output, out.output
     assert time.monotonic() - t0 < 5
+
+
+def test_a_config_whose_aliases_expand_past_any_spec_is_refused_unexpanded(home, tmp_path):
+    """Nine lines of nested YAML aliases mean 9^9 values: the spec took 91 s and a MemoryError, naming nothing."""
+    import time
+
+    levels = ["a: &a [" + ", ".join(['"x"'] * 9) + "]"] + [
+        f"{b}: &{b} [" + ", ".join([f"*{a}"] * 9) + "]" for a, b in zip("abcdefg", "bcdefgh")]
+    spec = tmp_path / "bomb.yaml"
+    spec.write_text("name: bomb\n" + "\n".join(levels) + "\ndescription: [" + ", ".join(["*h"] * 9) + "]\n")
+    t0 = time.monotonic()
+    out = invoke("run", spec, "--dry-run")
+    assert out.exit_code == 2 and str(spec) in out.output and "its aliases expand to" in out.output, out.output
+    assert time.monotonic() - t0 < 30  # a hang guard: it ran out of memory after 91 s
+    from evalctl.config_files import load_yaml
+
+    small = tmp_path / "anchors.yaml"  # anchors a spec may use are read as ever
+    small.write_text("base: &b {k: 1, views: [T, A]}\nx: *b\ny: {<<: *b, k: 2}\n")
+    assert load_yaml(small) == {"base": {"k": 1, "views": ["T", "A"]}, "x": {"k": 1, "views": ["T", "A"]},
+                                "y": {"k": 2, "views": ["T", "A"]}}

@@ -481,3 +481,36 @@ def test_every_message_is_scrubbed(home, monkeypatch):
     out = invoke("dashboards", "install")
     # the credentials are taken out of the URL (tests/opensearch/test_connection_faults.py checks where they go)
     assert out.exit_code != 0 and SECRET not in out.output and "kibana" not in out.output
+
+
+def test_a_new_index_whose_every_document_is_refused_is_removed(home, os_client):
+    """Every document refused by the node (here a family id longer than a term may be) left an empty index behind,
+    which later commands took for a made one; the index the load created is removed, the refusals named."""
+    import json
+
+    name = f"hr-{uuid.uuid4().hex[:8]}"
+    records = [{"id": f"P{i}", "title": f"pizza box {i}", "family_id": "F" * 40000 + str(i)} for i in range(3)]
+    (home / "c.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert invoke("corpus", "import", "--format", "native", "--name", name, home / "c.jsonl").exit_code == 0
+    out = invoke("index", "--corpus", name, "--view", "T")
+    assert out.exit_code == 2 and "3 documents were refused" in out.output and "immense term" in out.output
+    assert not os_client.indices.get(index=f"evalctl-{name}*", ignore_unavailable=True)
+
+
+def test_a_refusal_is_explained_from_the_cause_the_node_nests():
+    """The node names a zero vector in the caused_by of its error, not in its reason: the advice was the record's."""
+    from evalctl.indexers.index_loader import refusal_cause
+
+    error = {"type": "mapper_parsing_exception", "reason": "failed to parse field [vec_TA] of type [knn_vector]",
+             "caused_by": {"type": "illegal_argument_exception",
+                           "reason": "zero vector is not supported when space type is [cosinesimil]"}}
+    assert refusal_cause(error, b"").startswith("a vector of norm 0, which its space cannot score")
+    assert refusal_cause({"type": "x", "reason": "immense term"}, b"") is None
+
+
+def test_a_long_setting_is_named_without_printing_all_of_it(home):
+    """A 200,000-character URL setting was printed whole (twice: the value and the parser's words)."""
+    value = "a" * 200_000 + f" https://user:{SECRET}@127.0.0.1:9200"
+    out = invoke("index", "status", env={"EVALCTL_OPENSEARCH_URL": value})
+    assert out.exit_code == 2 and "EVALCTL_OPENSEARCH_URL=" in out.output and "characters left out" in out.output
+    assert len(out.output) < 2000 and SECRET not in out.output, out.output[:3000]

@@ -309,15 +309,26 @@ def test_a_plain_transformers_folder_loads_with_its_stated_pooling(offline, mini
 @pytest.mark.parametrize("defect, says", [
     ("no tokenizer", "no tokenizer files (tokenizer.json, vocab.txt"),
     ("pooling width", "one text's forward pass gives 384-dim vectors, the model's modules state 512"),
+    ("cut weights", "model.safetensors: cut short: 1,048,576 bytes where its header states"),
+    ("length 1e11", "sentence_bert_config.json: max_seq_length 100000000000.0 is not a whole number of tokens"),
+    ("length 1024", "sentence_bert_config.json: max_seq_length 1024 is more than the model's 512 positions"),
 ])
 def test_a_folder_that_would_give_wrong_vectors_is_refused_before_any(offline, minilm, tmp_path, defect, says):
     """A copy of the MiniLM folder without its tokenizer (transformers would build a 5-token vocabulary: every
-    word [UNK], vectors unrelated to the real ones) or whose Pooling config states a width the model does not
-    produce: refused naming the folder, before anything is encoded or an index is made."""
+    word [UNK], vectors unrelated to the real ones), whose Pooling config states a width the model does not
+    produce, whose weights file was cut short (a traceback from the loader), or whose length setting is past its
+    positions or no whole number (1e11 was read as 512 and nothing said): refused naming the folder and file, before
+    anything is encoded or an index is made."""
     folder = _linked_copy(minilm, tmp_path / "MiniLM")
     if defect == "no tokenizer":
         for f in ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
             (folder / f).unlink()
+    elif defect == "cut weights":
+        head = (folder / "model.safetensors").read_bytes()[: 1 << 20]
+        (folder / "model.safetensors").unlink()
+        (folder / "model.safetensors").write_bytes(head)
+    elif defect.startswith("length"):
+        _edit_json(folder, "sentence_bert_config.json", max_seq_length=1e11 if defect == "length 1e11" else 1024)
     else:
         _edit_json(folder, "1_Pooling/config.json", word_embedding_dimension=512)
     (tmp_path / "c.jsonl").write_text("".join(json.dumps({"id": f"P{i}", "title": f"A pizza oven, variant {i}"}) + "\n"

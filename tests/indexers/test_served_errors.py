@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 KEY = "sk-test-0123456789abcdefghijklmnopqrstu"  # 38 characters
+SLASHED_KEY = "sk-test/0123456789/abcdefghijklmnopqrst"  # a JSON echo may write it with every '/' escaped
 
 
 @contextmanager
@@ -38,9 +39,11 @@ def echoing_server():
 
         def do_POST(self):
             self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            at = offsets.pop(0)
-            body = ("x" * at + f"invalid key {self.headers.get('Authorization', '').removeprefix('Bearer ')} " +
-                    "y" * 200).encode()
+            at, form = offsets.pop(0)
+            key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+            if form == "json":  # as PHP's json_encode writes it: every '/' escaped
+                key = key.replace("/", "\\/")
+            body = ("x" * at + f"invalid key {key} " + "y" * 200).encode()
             self.send_response(401)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -50,21 +53,24 @@ def echoing_server():
         yield url, offsets
 
 
-@pytest.mark.parametrize("at", [0, 270, 279, 290, 299, 4096 - 30])
-def test_an_error_answer_never_shows_part_of_the_key(echoing_server, monkeypatch, at):
+@pytest.mark.parametrize("at, form", [(0, "plain"), (270, "plain"), (279, "plain"), (290, "plain"), (299, "plain"),
+                                      (4096 - 30, "plain"), (0, "json"), (290, "json"), (4096 - 30, "json")])
+def test_an_error_answer_never_shows_part_of_the_key(echoing_server, monkeypatch, at, form):
     from evalctl.indexers.served_encoder import EndpointError, ServedEncoder
     from evalctl.models import Endpoint, get_model
 
     url, offsets = echoing_server
-    offsets.append(at)
-    monkeypatch.setenv("EVALCTL_TEST_KEY", KEY)
+    offsets.append((at, form))
+    key = KEY if form == "plain" else SLASHED_KEY
+    monkeypatch.setenv("EVALCTL_TEST_KEY", key)
     spec = dataclasses.replace(get_model("all-minilm-l6-v2"), path=None, offline=None, endpoint=Endpoint(
         url=url, model="m", revision="r", api_key_env="EVALCTL_TEST_KEY", retries=0))
     with pytest.raises(EndpointError) as e:
         ServedEncoder(spec).check_dim()
     shown = str(e.value)
     assert "HTTP 401" in shown and "EVALCTL_TEST_KEY" in shown
-    assert not any(KEY[:n] in shown for n in range(6, len(KEY) + 1)), shown  # "sk-tes..." never
+    fragments = {key[:n] for n in range(6, len(key) + 1)} | {key.replace("/", "\\/")[:n] for n in range(6, len(key) + 1)}
+    assert not any(f in shown for f in fragments), shown  # "sk-tes..." never
 
 
 USER_SPEC = """\
@@ -88,7 +94,8 @@ models:
 
 @pytest.fixture
 def embedding_server():
-    """An embeddings endpoint answering 4-d vectors, a zero one for a text holding ZERO while `zero` is set."""
+    """An embeddings endpoint answering 4-d vectors: a zero one for a text holding ZERO while `zero` is set, float32's
+    near-largest values for HUGE, NaN for NAN; its usage a string where a text holds USAGE."""
     import json
 
     state = {"zero": True, "asked": []}
@@ -100,9 +107,11 @@ def embedding_server():
         def do_POST(self):
             texts = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["input"]
             state["asked"] += texts
-            data = [{"index": i, "embedding": [0.0] * 4 if "ZERO" in t and state["zero"] else [1.0, i + 1.0, 0.5, 0.0]}
+            data = [{"index": i, "embedding": [0.0] * 4 if "ZERO" in t and state["zero"] else
+                     [3e38] * 4 if "HUGE" in t else [float("nan")] * 4 if "NAN" in t else [1.0, i + 1.0, 0.5, 0.0]}
                     for i, t in enumerate(texts)]
-            body = json.dumps({"data": data}).encode()
+            usage = "n/a" if any("USAGE" in t for t in texts) else {"prompt_tokens": 7}
+            body = json.dumps({"data": data, "usage": usage}).encode()  # json writes NaN as NaN, which no JSON is
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -204,3 +213,59 @@ def test_a_load_that_fails_before_its_first_document_leaves_no_index(embedding_s
         assert again.exit_code == 0 and "loaded 4" in again.output.replace(",", ""), again.output
     finally:
         os_client.indices.delete(index=f"{prefix}-*", ignore_unavailable=True)
+
+
+def _served(url: str, **endpoint):
+    """A 4-d served model at `url` (no retries unless asked)."""
+    from evalctl.indexers.served_encoder import ServedEncoder
+    from evalctl.models import Endpoint, get_model
+
+    ep = Endpoint(url=url, model="m", revision="r", **{"retries": 0, **endpoint})
+    return ServedEncoder(dataclasses.replace(get_model("all-minilm-l6-v2"), path=None, offline=None, dim=4,
+                                             endpoint=ep), announce=lambda message: None)
+
+
+def test_huge_values_are_normalised_not_turned_into_a_zero_vector(embedding_server):
+    """3e38 is a float32, but the float32 norm of four of them overflows: divided by it, the vector became 0."""
+    import numpy as np
+
+    url, _ = embedding_server
+    got = _served(url).encode(["a HUGE text", "a plain one"], "").vectors
+    assert np.allclose(got[0], [0.5] * 4) and np.allclose(np.linalg.norm(got, axis=1), 1.0)
+
+
+def test_nan_in_an_answer_is_named(embedding_server):
+    from evalctl.indexers.encode_options import PartlyEncoded
+
+    url, _ = embedding_server
+    with pytest.raises(PartlyEncoded, match="answered NaN where a number belongs"):
+        _served(url).encode(["a NAN text"], "")
+
+
+def test_an_answer_whose_usage_is_no_object_still_gives_its_vectors(embedding_server):
+    url, _ = embedding_server
+    enc = _served(url)
+    assert enc.encode(["USAGE unknown"], "").vectors.shape == (1, 4) and enc.tokens == 0
+
+
+def test_a_retry_after_that_is_no_number_is_ignored():
+    """Retry-After '²' passed str.isdigit and failed float(): the message was "could not convert string to float"."""
+    asked = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            asked.append(1)
+            body = b'{"data": [{"index": 0, "embedding": [0.5, 0.5, 0.5, 0.5]}]}'
+            self.send_response(503 if len(asked) == 1 else 200)
+            self.send_header("Retry-After", "\u00b2".encode().decode("latin-1"))
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    with _serving(Handler) as url:
+        assert _served(url, retries=1, backoff_s=0.1).encode(["retried"], "").vectors.shape == (1, 4)
+        assert len(asked) == 2
