@@ -3,7 +3,7 @@ folder the cold round filled): import, first score (ranx.evaluate, 6 metrics), f
 (ranx.fuse), first paired randomisation test (numpy, the study's protocol: 10,000 flips) and ranx Report,
 each in its own fresh process per round.
 
-    python bench/ranx_first_call.py [--rounds 2] [--queries 500]
+    python bench/ranx_first_call.py [--rounds 2] [--queries 500] [--caches cold,warm]
 
 Seconds per step; the data are synthetic rankings of evalctl's sizes (500 queries, depth 100).
 """
@@ -16,6 +16,8 @@ import os
 import subprocess
 import sys
 import tempfile
+
+from evalctl.paths import numba_cache
 
 STEPS = r"""
 import json, random, sys, time
@@ -57,20 +59,25 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--queries", type=int, default=500)
+    ap.add_argument("--caches", default="cold,warm",
+                    help="warm alone: this user's numba cache, as filled by earlier evalctl runs (no compiling)")
     args = ap.parse_args()
-    rows: dict[str, list[dict]] = {"cold": [], "warm": []}
+    kinds = [k for k in ("cold", "warm") if k in args.caches.split(",")]
+    rows: dict[str, list[dict]] = {k: [] for k in kinds}
     for _ in range(args.rounds):
         with tempfile.TemporaryDirectory() as cache:
-            env = {**os.environ, "NUMBA_CACHE_DIR": cache}
-            for kind in ("cold", "warm"):
+            # the cold round fills its empty folder, which the warm round then reads
+            env = {**os.environ, "NUMBA_CACHE_DIR": cache if "cold" in kinds else
+                   os.environ.get("NUMBA_CACHE_DIR") or str(numba_cache())}
+            for kind in kinds:
                 proc = subprocess.run([sys.executable, "-c", STEPS, str(args.queries)], env=env, capture_output=True,
                                       text=True, check=True)
                 rows[kind].append(json.loads(proc.stdout.strip().splitlines()[-1]))
     print(f"load {os.getloadavg()[0]:.1f}; seconds, min / max over {args.rounds} rounds")
-    print(f"{'step':36} {'cold cache':>16} {'warm cache':>16}")
-    for step in rows["cold"][0]:
-        cells = [f"{min(r[step] for r in rows[k]):.2f} / {max(r[step] for r in rows[k]):.2f}" for k in ("cold", "warm")]
-        print(f"{step:36} {cells[0]:>16} {cells[1]:>16}")
+    print(f"{'step':36}" + "".join(f" {k + ' cache':>16}" for k in kinds))
+    for step in rows[kinds[0]][0]:
+        cells = [f"{min(r[step] for r in rows[k]):.2f} / {max(r[step] for r in rows[k]):.2f}" for k in kinds]
+        print(f"{step:36}" + "".join(f" {c:>16}" for c in cells))
 
 
 if __name__ == "__main__":

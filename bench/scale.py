@@ -50,14 +50,13 @@ from benchlib import load  # bench/ is on sys.path
 from evalctl.paths import numba_cache
 
 REPO = Path(__file__).resolve().parents[1]
-SAMPLE = dataset_sources("ops-pizza-1990-2015").sources[0]  # fetched on first use (EVALCTL_DATA_MIRROR offline)
 FULL_SIZE = 113148  # the study's landscape
 METHODS = ("bm25", "dense", "exact", "hybrid", "rrf")
 
 
 # ---- children (run in processes of their own: numpy, torch and the model never count in the steps' RSS)
 
-def prepare_seed(workdir: Path, model_id: str, view_name: str, records: int | None) -> None:
+def prepare_seed(workdir: Path, sample: Path | None, model_id: str, view_name: str, records: int | None) -> None:
     """The sample's records (its first `records`, or all) and their real vectors under the view, encoded once
     (cached in workdir)."""
     import numpy as np
@@ -70,7 +69,7 @@ def prepare_seed(workdir: Path, model_id: str, view_name: str, records: int | No
     if (workdir / "seed.npy").exists():
         return
     os.environ["EVALCTL_CACHE"] = str(workdir / "seed-cache")
-    corpus = import_corpus("ops", [SAMPLE], out=workdir / "seed-corpus", overwrite=True).corpus
+    corpus = import_corpus("ops", [sample or sample_pages()], out=workdir / "seed-corpus", overwrite=True).corpus
     view = load_views()[view_name]
     records = list(corpus.records())[:records]
     rows = [r for r in records if view.render(r)]
@@ -82,6 +81,10 @@ def prepare_seed(workdir: Path, model_id: str, view_name: str, records: int | No
     (workdir / "seed-ids.txt").write_text("\n".join(r.id for r in rows) + "\n")
     np.save(workdir / "seed.npy.tmp.npy", np.asarray(vectors, dtype=np.float32))
     os.replace(workdir / "seed.npy.tmp.npy", workdir / "seed.npy")
+
+
+def sample_pages() -> Path:
+    return dataset_sources("ops-pizza-1990-2015").sources[0]
 
 
 def _suffixed(text: str | None, token: str) -> str | None:
@@ -165,6 +168,7 @@ def ann_fidelity(ann_run: str, exact_run: str) -> dict:
 def seed_args(args) -> list[str]:
     """What names the seed a child reads (see main)."""
     return ["--workdir", str(args.workdir), "--model", args.model, "--view", args.view,
+            *(["--sample", str(args.sample)] if args.sample else []),
             *(["--seed-records", str(args.seed_records)] if args.seed_records else [])]
 
 
@@ -226,7 +230,7 @@ def run_size(n: int, args, tmp: Path, prefix: str) -> dict:
     steps["index"] = timed(evalctl + ["index", *model])
     qs = json.loads(child("--query-set", name, "--view", args.view))
     queries = qs["queries"]
-    for method in METHODS:
+    for method in args.methods:
         steps[f"retrieve {method}"] = retrieve_step(method, evalctl, model, args, tmp, name, queries)
     steps["read-back (vectors export)"] = timed(evalctl + ["vectors", "export", *model, "--force"])
     seeds = ["--label-set", args.label_set, "--seeds", args.task_seeds]
@@ -235,11 +239,10 @@ def run_size(n: int, args, tmp: Path, prefix: str) -> dict:
     steps["cluster"] = timed(evalctl + ["cluster", *model, *seeds])
     for s in ("classify", "cluster"):
         steps[s]["units"] = n_seeds
-    exact_run = newest_run(tmp, name, "exact")
+    exact_run = newest_run(tmp, name, "exact") if args.variants else None  # variants need exact among --methods
     for variant in args.variants:
         steps.update(run_variant(variant, evalctl, model, args, tmp, prefix, name, queries, exact_run))
-    spec = study_spec(data / "study.yaml", name, data / "corpus.jsonl", args.model, args.view, args.label_set,
-                      args.query_sample)
+    spec = study_spec(data / "study.yaml", name, data / "corpus.jsonl", args, args.query_sample)
     steps["run --dry-run"] = timed(evalctl + ["run", str(spec), "--dry-run"])
     state = node_state(prefix)
     return {"n": made["records"], "vectors": made["vectors"], "dim": made["dim"], "queries": queries,
@@ -252,10 +255,16 @@ def newest_run(tmp: Path, corpus: str, method: str) -> Path:
 
 def retrieve_step(method: str, evalctl: list[str], model: list[str], args, tmp: Path, name: str, queries: int,
                   env: dict | None = None) -> dict:
-    step = timed(evalctl + ["retrieve", "--method", method, *model, "--query-sample", str(args.query_sample)], env)
+    # hybrid and RRF fused by the node where it has neural-search, else by ranx (their fused run has no search of
+    # its own: its searches are the BM25 and dense runs')
+    fusion = ["--fusion", args.fusion] if method in ("hybrid", "rrf") else []
+    step = timed(evalctl + ["retrieve", "--method", method, *model, *fusion, "--query-sample", str(args.query_sample)],
+                 env)
     step["units"] = min(queries, args.query_sample)
     # the run's own search time (its _msearch batches), without the process's fixed costs
-    step["search_seconds"] = json.loads((newest_run(tmp, name, method) / "manifest.json").read_text())["search_seconds"]
+    manifest = json.loads((newest_run(tmp, name, method) / "manifest.json").read_text())
+    if "search_seconds" in manifest:
+        step["search_seconds"] = manifest["search_seconds"]
     return step
 
 
@@ -280,11 +289,11 @@ def run_variant(variant: str, evalctl: list[str], model: list[str], args, tmp: P
     return {f"index {variant}": index, f"retrieve dense {variant}": dense}
 
 
-def study_spec(path: Path, name: str, corpus_file: Path, model: str, view: str, label_set: str,
-               query_sample: int) -> Path:
+def study_spec(path: Path, name: str, corpus_file: Path, args, query_sample: int) -> Path:
     """The same steps as a study spec, for `evalctl run --dry-run` (item 3: <= 5 s at 113k, and the plan
     should find the CLI's runs done: one identity for both)."""
-    who = f"corpus: {name}\n    models: [{model}]\n    views: [{view}]"
+    model, label_set = args.model, args.label_set
+    who = f"corpus: {name}\n    models: [{model}]\n    views: [{args.view}]"
     path.write_text(f"""name: {name}
 corpora:
   - name: {name}
@@ -295,7 +304,7 @@ models:
   - id: {model}
 retrieval:
   - {who}
-    methods: [{", ".join(METHODS)}]
+    methods: [{", ".join(args.methods)}]
     query_sample: {query_sample}
 classification:
   - {who}
@@ -329,8 +338,9 @@ def report(results: list[dict]) -> None:
               "may differ): " + "; ".join(line.strip() for line in plan.splitlines() if ": to run" in line))
         print(f"retrieve's query set (load_query_set, test split) built in {res['query_set_seconds']:.2f} s "
               "(target at 113k: <= 1 s)")
-        print("exact vs dense (HNSW) on the sample: " + " | ".join(
-            line.strip() for line in res["steps"]["retrieve exact"]["out"].splitlines() if "ANN vs exact" in line))
+        if "retrieve exact" in res["steps"]:
+            print("exact vs dense (HNSW) on the sample: " + " | ".join(
+                line.strip() for line in res["steps"]["retrieve exact"]["out"].splitlines() if "ANN vs exact" in line))
         for label, step in res["steps"].items():
             if "fidelity" in step:
                 print(f"{label} vs float32 exact: " + "  ".join(f"{k}={v:.4f}" for k, v in step["fidelity"].items()))
@@ -350,7 +360,7 @@ def report(results: list[dict]) -> None:
             e = math.log(cost(b["steps"][label]) / cost(a["steps"][label])) / math.log(b["n"] / a["n"])
             rss = (b["steps"][label]["peak_mb"] - a["steps"][label]["peak_mb"]) / matrix_growth
             print(f"  {label:<30}{e:>9.2f}{rss:>42.2f}")
-            if "search_seconds" in a["steps"][label]:
+            if "search_seconds" in a["steps"][label] and "search_seconds" in b["steps"][label]:
                 per_q = [r["steps"][label]["search_seconds"] / r["queries"] for r in (a, b)]
                 print(f"  {'  its search time per query':<30}{math.log(per_q[1] / per_q[0]) / math.log(b['n'] / a['n']):>9.2f}")
         print(f"  (the matrix grows by {matrix_growth:.1f} MB; target for classify and cluster: <= 2)")
@@ -364,6 +374,8 @@ def main() -> None:
     ap.add_argument("--model", default="all-minilm-l6-v2")
     ap.add_argument("--view", default="TA")
     ap.add_argument("--label-set", default="cpc_subclass")
+    ap.add_argument("--methods", type=lambda v: [x for x in v.split(",") if x], default=list(METHODS),
+                    help=f"retrieval methods timed (default {','.join(METHODS)})")
     ap.add_argument("--task-seeds", default="0", help="classify/cluster --seeds")
     ap.add_argument("--query-sample", type=int, default=2000,
                     help="every retrieve searches this seeded sample of the test queries (per-query costs)")
@@ -378,12 +390,13 @@ def main() -> None:
     ap.add_argument("--query-set", help=argparse.SUPPRESS)
     ap.add_argument("--ann-fidelity", nargs=2, help=argparse.SUPPRESS)
     ap.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--sample", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     # the seed's vectors are kept per model, view and sample size
     seed = args.workdir / f"{args.model}-{args.view}-{args.seed_records or 'all'}"
     if args.prepare or args.replicate:
-        prepare_seed(seed, args.model, args.view, args.seed_records)
+        prepare_seed(seed, args.sample, args.model, args.view, args.seed_records)
     if args.replicate:
         return replicate(seed, args.replicate, args.noise, args.out)
     if args.prepare:
@@ -398,11 +411,19 @@ def main() -> None:
     args.workdir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="evalctl-bench-scale-"))
     prefix = f"bscale{os.getpid()}"
+    # the sample's pages from this user's dataset cache (fetched on first use), found before EVALCTL_CACHE is
+    # pointed at the bench's private folder: the children read the same pages, never convert them again
+    args.sample = sample_pages()
     # ranx's compiled kernels stay where this user's evalctl keeps them: a cold numba cache would put
     # minutes of one-off compiling into whichever retrieve runs first.
     os.environ.setdefault("NUMBA_CACHE_DIR", str(numba_cache()))
     os.environ.update(EVALCTL_CACHE=str(tmp / "cache"), EVALCTL_RESULTS=str(tmp / "results"),
                       EVALCTL_INDEX_PREFIX=prefix)
+    from evalctl.evaluators.fusion.search_pipelines import has_neural_search
+    from evalctl.opensearch.connection import make_client
+
+    args.fusion = "native" if has_neural_search(make_client()) else "client"
+    print(f"hybrid and rrf: {args.fusion} fusion", flush=True)
     t0 = time.perf_counter()
     subprocess.run([sys.executable, __file__, "--prepare", *seed_args(args)], check=True)
     print(f"seed vectors ready in {time.perf_counter() - t0:.0f} s; machine: {load()}", flush=True)

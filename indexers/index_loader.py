@@ -40,8 +40,8 @@ from evalctl.indexers import view_tokens
 from evalctl.indexers.passages import (PassageError, PassageSpec, check_window, content_limit, passage_path,
                                        passage_spans, passage_unit)
 from evalctl.indexers.vectors_import import imported_for_index, require_covered
-from evalctl.opensearch.cluster_info import (require_available, require_engine, simd_vectors, snapshot_read,
-                                             wait_until_settled)
+from evalctl.opensearch.cluster_info import (IndexUnavailable, require_available, require_engine, simd_vectors,
+                                             snapshot_read, wait_until_settled)
 from evalctl.provenance import code_version
 
 # Manifest keys that must match for new documents to join an existing index.
@@ -310,11 +310,13 @@ def unplaced_replicas(client, index: str, replicas: int) -> str | None:
             f"Index with --replicas {max(nodes - 1, 0)} (the most this cluster places), or add nodes.")
 
 
-def _restore(client, index: str, settings: IndexSettings) -> None:
-    # Restored from the config, not from the index: a load killed mid-way left "-1" behind.
+def _restore(client, index: str, settings: IndexSettings, refresh: bool = True) -> None:
+    # Restored from the config, not from the index: a load killed mid-way left "-1" behind. A red index is not
+    # refreshed: the refresh waits on the lost shard until the client gives up (two minutes for nothing).
     client.indices.put_settings(index=index, body={"index": {"refresh_interval": None,
                                                              "number_of_replicas": settings.replicas}})
-    client.indices.refresh(index=index)
+    if refresh:
+        client.indices.refresh(index=index)
 
 
 # The record columns `document` reads besides the views' texts: the loading pass reads only these
@@ -503,6 +505,8 @@ def index_corpus(client, corpus, views, model=None, **options) -> IndexReport:
     existed = client.indices.exists(index=name)
     try:
         report = _load_corpus(client, corpus, views, model, **options)
+    except IndexUnavailable:
+        raise  # a red index stays as the node holds it (its count and refresh would wait on the lost shard)
     except BaseException:
         if not existed:
             _remove_if_empty(client, name)
@@ -664,6 +668,7 @@ def _load_corpus(client, corpus, views, model=None, *, encoding: EncodeOptions =
     _relax(client, name)
     t0 = time.perf_counter()
     bar = tqdm(total=report.n_corpus - report.n_already, unit="doc", desc=f"index {name}", disable=not progress)
+    red = False
     with long_lived_frozen():  # a load builds ~20 objects per patent: see evalctl.gc_tuning
         try:
             # whole request bodies are built in the producer thread, so the next one is ready the moment the
@@ -673,11 +678,14 @@ def _load_corpus(client, corpus, views, model=None, *, encoding: EncodeOptions =
                 send_bulk(client, request, settings.bulk, report)
                 bar.set_postfix(docs_per_s=f"{report.n_loaded / (time.perf_counter() - t0):.0f}", refresh=False)
                 bar.update(len(request))
+        except IndexUnavailable:
+            red = True
+            raise
         finally:
             bar.close()
             if encoder is not None:
                 encoder.close()
-            _restore(client, name, settings)
+            _restore(client, name, settings, refresh=not red)
     report.seconds = time.perf_counter() - t0
     if (why := unplaced_replicas(client, name, settings.replicas)) is not None:
         report.warnings.append(why)

@@ -49,6 +49,20 @@ def private_cache(root: Path) -> pytest.MonkeyPatch:
     return mp
 
 
+# One embedding cache for the module fixtures that encode the same real texts with the same model (the OPS pizza
+# titles, its 2011-2015 abstracts): each text encoded once per session. The cache is content-addressed (model,
+# prompt, precision, text), so a module reading another's vectors gets what it would have encoded itself; tests
+# of encoding and caching keep caches of their own.
+SHARED_EMBEDDINGS = Path(tempfile.mkdtemp(prefix="evalctl-test-embeddings-"))
+atexit.register(shutil.rmtree, SHARED_EMBEDDINGS, True)
+
+
+def share_embeddings(cache: Path) -> None:
+    """Make the cache folder `cache` read and write the session's shared embedding cache."""
+    cache.mkdir(parents=True, exist_ok=True)
+    (cache / "embeddings").symlink_to(SHARED_EMBEDDINGS)
+
+
 _used_cluster: dict = {}
 
 # What makes a test an integration test: it talks to the node (a fixture built on os_client) or loads a real

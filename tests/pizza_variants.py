@@ -1,13 +1,14 @@
 """The quickstart's corpus (the OPS pizza dataset, with the quickstart's citation qrels) indexed with
 MiniLM on titles once per variant of the index settings, each under an index prefix of its own and from one
-embedding cache (encoded once): the module fixture of tests that compare index settings on the same data."""
+embedding cache (the session's shared one: encoded once for every module of tests that compare index settings on
+the same data)."""
 
 from __future__ import annotations
 
 import uuid
 from typing import Iterator
 
-from conftest import private_cache
+from conftest import private_cache, share_embeddings
 from real_data import OPS
 
 MODEL = "all-minilm-l6-v2"
@@ -24,6 +25,7 @@ def indexed_variants(root, os_client, variants: dict) -> Iterator[dict]:
     from evalctl.models import get_model
 
     mp = private_cache(root)
+    share_embeddings(root / "cache")
     tag = uuid.uuid4().hex[:6]
     corpus = import_corpus("ops", [OPS], name=f"pizza-{tag}").corpus
     build_qrels(corpus, QrelsSpec(dev_fraction=0.15, train_fraction=0.15))

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import share_embeddings
 from real_data import OPS, USPTO_60
 
 MODEL = "all-minilm-l6-v2"
@@ -224,6 +225,7 @@ def refereed(tmp_path_factory, os_client):
     mp = pytest.MonkeyPatch()
     mp.setenv("EVALCTL_CACHE", str(root / "cache"))
     mp.setenv("HF_HUB_OFFLINE", "1")
+    share_embeddings(root / "cache")  # the 2011-2015 texts the report page's tests encode too
     land = _ops_landscape(root)
     try:
         yield referee_landscape(os_client, LandscapeSpec(model=MODEL, **land), root / "out")

@@ -164,11 +164,11 @@ def test_second_model_keeps_first_and_mismatch_is_refused(os_client, env, minilm
     before = (os_client.count(index=first)["count"], read_manifest(os_client, first))
 
     mpnet = get_model("all-mpnet-base-v2")
-    rep = index_corpus(os_client, corpus, [views["TA"]], mpnet, progress=False)
+    rep = index_corpus(os_client, corpus, [views["T"]], mpnet, progress=False)  # titles: mpnet is slow on a CPU
     assert rep.index != first and rep.n_loaded == N_RECORDS
     assert (os_client.count(index=first)["count"], read_manifest(os_client, first)) == before
     mapping = os_client.indices.get_mapping(index=rep.index)[rep.index]["mappings"]["properties"]
-    assert mapping["vec_TA"]["dimension"] == 768
+    assert mapping["vec_T"]["dimension"] == 768
 
     other = import_corpus("uspto", [write_rows(env["root"] / "other.csv", 5, skip=N_RECORDS)],
                           out=env["root"] / "other").corpus

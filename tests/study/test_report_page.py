@@ -22,7 +22,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from conftest import private_cache
+from conftest import private_cache, share_embeddings
 from real_data import OPS
 
 pytestmark = [pytest.mark.opensearch, pytest.mark.models]
@@ -38,6 +38,7 @@ def report_dir(os_client, tmp_path_factory):
 
     root = tmp_path_factory.mktemp("report-page")
     mp = private_cache(root)
+    share_embeddings(root / "cache")  # the 2011-2015 texts the referee's tests encode too
     corpus = f"rp-{uuid.uuid4().hex[:6]}-pizza"
     doc = {"name": "report-page", "models": [{"id": MODEL}],
            "corpora": [{"name": corpus, "format": "ops", "sources": [str(p) for p in sorted(OPS.glob("pizza_2011-2015_p*.json.gz"))],
