@@ -437,9 +437,9 @@ def refusal_cause(error, line: bytes) -> str | None:
         return (f"its passages ({counts.get(worst, '?')} in {worst}, {sum(counts.values())} in all) are more than the "
                 f"{limit} nested objects a document may hold (index.mapping.nested_objects.limit): the passage setting "
                 "cuts this text too fine; use a longer window or stride for it")
-    if "zero vector" in reason.lower() or "zero-vector" in reason.lower():
+    if zero := _ZERO_VECTOR.search(reason):
         return ("a vector of norm 0, which its space cannot score; the model or server gave it for this text "
-                f"({_ZERO_VECTOR.search(reason).group()})")
+                f"({zero.group()})")
     return None
 
 

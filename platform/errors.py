@@ -36,10 +36,9 @@ class UserError(BadInput, click.ClickException):
         click.ClickException.__init__(self, message)
 
 
-def quoted(value: object, limit: int = 200) -> str:
-    """`value` as a message quotes it (repr), its middle left out past `limit` characters: a message names a long
-    value without printing all of it."""
-    text = repr(value)
+def shortened(text: str, limit: int = 200) -> str:
+    """`text` with its middle left out past `limit` characters: a message names a long value without printing all
+    of it."""
     if len(text) <= limit:
         return text
     return f"{text[:limit // 2]}...({len(text) - limit:,} characters left out)...{text[-limit // 2:]}"

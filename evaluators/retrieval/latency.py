@@ -43,7 +43,7 @@ from evalctl.clock import utc_now_us
 from evalctl.corpus.store import load_corpus
 from evalctl.errors import BadInput
 from evalctl.evaluators.fusion.search_pipelines import NeuralSearchMissing, require_neural_search
-from evalctl.evaluators.retrieval.params import RetrievalOptions
+from evalctl.evaluators.retrieval.params import MAX_IN_FLIGHT, RetrievalOptions
 from evalctl.evaluators.retrieval.retrieve import RetrievalSpec, chunk_bodies, identify, search_bodies, search_type
 from evalctl.evaluators.retrieval.serving_conditions import (BUSY_SHARE, client_host, is_busy, load_average,
                                                              node_load, node_settings)
@@ -56,10 +56,6 @@ KIND = "latency"
 TIMINGS = "queries.csv"
 _FILTER_PATH = "took,timed_out,hits.hits._id,hits.hits._score"  # what a run keeps of an answer (retrieve.py)
 _MULTI_FILTER_PATH = "took,responses.timed_out,responses.error,responses.hits.hits._id,responses.hits.hits._score"
-
-
-# requests in flight at most: each is a thread and a pooled connection, made before anything is sent
-MAX_IN_FLIGHT = 256
 
 
 class LatencyError(BadInput, ValueError):

@@ -47,12 +47,16 @@ class RetrievalParams:
                                "query is encoded whole, cut at the model's limit.")
 
 
+# requests in flight at most: each is a thread and a pooled connection, made before anything is sent
+MAX_IN_FLIGHT = 256
+
+
 @dataclass
 class RetrievalOptions:
     """How queries are sent; not part of a run's identity."""
 
     batch_size: int = param(32, min=1, help="Queries per _msearch.")
-    concurrency: int = param(2, min=1, max=256, help="_msearch calls in flight.")
+    concurrency: int = param(2, min=1, max=MAX_IN_FLIGHT, help="_msearch calls in flight.")
     progress: bool = True
     inline_pipeline: bool = False  # hybrid: put the pipeline body in each request instead of a stored one
     reuse: bool = True  # return a stored run with the same identity instead of searching again

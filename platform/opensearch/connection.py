@@ -24,7 +24,7 @@ import orjson
 
 from evalctl import hf_cache, paths
 from evalctl.config_files import SpecError, build, load_yaml
-from evalctl.errors import quoted
+from evalctl.errors import shortened
 from evalctl.opensearch.node import ManagedNode
 from evalctl.opensearch.retries import forget_answers, node_answered  # noqa: F401 - cli.main imports them from here
 from evalctl.opensearch.retries import send_with_retries, unparseable
@@ -84,8 +84,8 @@ def url_problem(url: str) -> str | None:
         port = u.port
         urllib3.util.parse_url(url)  # what the client will parse: also refuses e.g. a space in the host
     except ValueError as e:  # LocationParseError is a ValueError
-        return (f"not a valid URL ({quoted(redact(str(e)))[1:-1]}); write it as http(s)://HOST:PORT, an IPv6 host in brackets "
-                "(http://[::1]:9200)")
+        return (f"not a valid URL ({shortened(redact(str(e)))}); write it as http(s)://HOST:PORT, an IPv6 host in "
+                "brackets (http://[::1]:9200)")
     if u.scheme not in ("http", "https"):
         return "use an http:// or https:// URL"
     if not u.hostname:
@@ -268,7 +268,7 @@ def build_settings(cls, data: dict, origin: dict[str, str], section: str, env: s
     for key, value in data.items():
         problem = check(key, value, checks)
         if problem:
-            raise SpecError(f"{origin[key]}={quoted(redact(str(value), data.get('password')))}: {problem}")
+            raise SpecError(f"{origin[key]}={shortened(repr(redact(str(value), data.get('password'))))}: {problem}")
     try:
         return build(cls, data, f"{paths.config_file()} ({section}:) / {env}")
     except SpecError as e:  # the message may quote the offending value: never a secret

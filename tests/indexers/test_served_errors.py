@@ -15,6 +15,23 @@ KEY = "sk-test-0123456789abcdefghijklmnopqrstu"  # 38 characters
 SLASHED_KEY = "sk-test/0123456789/abcdefghijklmnopqrst"  # a JSON echo may write it with every '/' escaped
 
 
+class _Endpoint(BaseHTTPRequestHandler):
+    """A loopback endpoint's handler: quiet, reading the request body, answering with `answer`."""
+
+    def log_message(self, *args):
+        pass
+
+    def body(self) -> bytes:
+        return self.rfile.read(int(self.headers.get("Content-Length", 0)))
+
+    def answer(self, status: int, body: bytes, **headers: str) -> None:
+        self.send_response(status)
+        for name, value in {**headers, "Content-Length": str(len(body))}.items():
+            self.send_header(name.replace("_", "-"), value)
+        self.end_headers()
+        self.wfile.write(body)
+
+
 @contextmanager
 def _serving(handler):
     """`handler` answering on a loopback port; the endpoint's base URL."""
@@ -33,21 +50,14 @@ def echoing_server():
     """Answers every request 401 with a body that quotes the key (as some gateways do) at the offset asked."""
     offsets = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
+    class Handler(_Endpoint):
         def do_POST(self):
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.body()
             at, form = offsets.pop(0)
             key = self.headers.get("Authorization", "").removeprefix("Bearer ")
             if form == "json":  # as PHP's json_encode writes it: every '/' escaped
                 key = key.replace("/", "\\/")
-            body = ("x" * at + f"invalid key {key} " + "y" * 200).encode()
-            self.send_response(401)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.answer(401, ("x" * at + f"invalid key {key} " + "y" * 200).encode())
 
     with _serving(Handler) as url:
         yield url, offsets
@@ -100,22 +110,15 @@ def embedding_server():
 
     state = {"zero": True, "asked": []}
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
+    class Handler(_Endpoint):
         def do_POST(self):
-            texts = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["input"]
+            texts = json.loads(self.body())["input"]
             state["asked"] += texts
             data = [{"index": i, "embedding": [0.0] * 4 if "ZERO" in t and state["zero"] else
                      [3e38] * 4 if "HUGE" in t else [float("nan")] * 4 if "NAN" in t else [1.0, i + 1.0, 0.5, 0.0]}
                     for i, t in enumerate(texts)]
             usage = "n/a" if any("USAGE" in t for t in texts) else {"prompt_tokens": 7}
-            body = json.dumps({"data": data, "usage": usage}).encode()  # json writes NaN as NaN, which no JSON is
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.answer(200, json.dumps({"data": data, "usage": usage}).encode())  # NaN written as NaN: no JSON
 
     with _serving(Handler) as url:
         yield url, state
@@ -155,12 +158,9 @@ def test_timeout_s_bounds_a_whole_request_against_a_server_sending_a_byte_at_a_t
     from evalctl.indexers.served_encoder import EndpointError, ServedEncoder
     from evalctl.models import Endpoint, get_model
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
+    class Handler(_Endpoint):
         def do_POST(self):
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.body()
             body = b'{"data": [{"index": 0, "embedding": [0.5, 0.5, 0.5, 0.5]}]}' + b" " * 100
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
@@ -252,19 +252,12 @@ def test_a_retry_after_that_is_no_number_is_ignored():
     """Retry-After '²' passed str.isdigit and failed float(): the message was "could not convert string to float"."""
     asked = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
+    class Handler(_Endpoint):
         def do_POST(self):
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.body()
             asked.append(1)
-            body = b'{"data": [{"index": 0, "embedding": [0.5, 0.5, 0.5, 0.5]}]}'
-            self.send_response(503 if len(asked) == 1 else 200)
-            self.send_header("Retry-After", "\u00b2".encode().decode("latin-1"))
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.answer(503 if len(asked) == 1 else 200, b'{"data": [{"index": 0, "embedding": [0.5, 0.5, 0.5, 0.5]}]}',
+                        Retry_After="\u00b2".encode().decode("latin-1"))
 
     with _serving(Handler) as url:
         assert _served(url, retries=1, backoff_s=0.1).encode(["retried"], "").vectors.shape == (1, 4)
