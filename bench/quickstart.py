@@ -193,7 +193,7 @@ def profile_cold_run(spec_path: str) -> dict:
 
 def private_spec(spec_name: str, prefix: str, out: Path) -> tuple[Path, list[str]]:
     """The spec with every corpus renamed `prefix`+name and sources made absolute; and the new names."""
-    from evalctl.study.spec_loading import load_experiment
+    from evalctl.study.plan.loading import load_experiment
     from evalctl.config_files import load_yaml
 
     spec = load_experiment(spec_name)

@@ -72,7 +72,7 @@ def main() -> None:
     name = f"bench-retrieve-{os.getpid()}"
     if args.workload == "quickstart":
         from evalctl.corpus.qrels import build_qrels
-        from evalctl.study.spec_loading import load_experiment
+        from evalctl.study.plan.loading import load_experiment
 
         study = load_experiment("quickstart")
         entry = study.corpora[0]

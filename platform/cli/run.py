@@ -12,10 +12,10 @@ from evalctl.errors import UserError
 from evalctl.indexers.encode_options import DEVICE_HELP
 from evalctl.indexers.runtime import Runtime, using
 from evalctl.results_store import results_root
-from evalctl.study.cost_plan import cost_plan, parse_sizes
-from evalctl.study.report import write_report
-from evalctl.study.runner import check_expected, execute, plan
-from evalctl.study.spec_loading import load_experiment, missing_sources
+from evalctl.study.plan.cost_plan import cost_plan, parse_sizes
+from evalctl.study.report.write import write_report
+from evalctl.study.plan.runner import check_expected, execute, plan
+from evalctl.study.plan.loading import load_experiment, missing_sources
 
 
 @click.command()

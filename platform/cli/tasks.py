@@ -226,7 +226,7 @@ def cluster_cmd(corpus_name, model_id, view_name, label_set, min_support, seeds,
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write here, not stdout.")
 def tables(task, corpus_name, fmt, out) -> None:
     """Classification or clustering results across models and views, with bootstrap 95% CIs."""
-    from evalctl.study.task_tables import task_table, to_csv, to_markdown  # pandas, scipy
+    from evalctl.study.tasks.labels.tables import task_table, to_csv, to_markdown  # pandas, scipy
 
     if out:
         check_file(out)

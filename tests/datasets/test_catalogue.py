@@ -29,7 +29,7 @@ def test_every_shipped_dataset_pins_its_files():
 
 
 def test_a_spec_names_a_dataset_and_reads_it_in_its_format(tmp_path, monkeypatch):
-    from evalctl.study.spec_loading import load_experiment
+    from evalctl.study.plan.loading import load_experiment
 
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
     spec = load_experiment(_spec(tmp_path, {"name": "c", "dataset": "lens-pizza-1000"}))
@@ -46,7 +46,7 @@ def test_a_spec_names_a_dataset_and_reads_it_in_its_format(tmp_path, monkeypatch
 ])
 def test_a_wrong_dataset_entry_is_refused_naming_it(tmp_path, corpus, says):
     from evalctl.config_files import SpecError
-    from evalctl.study.spec_loading import load_experiment
+    from evalctl.study.plan.loading import load_experiment
 
     with pytest.raises(SpecError, match=re.escape(says)):
         load_experiment(_spec(tmp_path, corpus))

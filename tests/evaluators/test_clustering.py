@@ -69,7 +69,7 @@ def test_tables_from_stored_results(tmp_path):
     from evalctl import results_store
     from evalctl.evaluators.scoring.significance import bootstrap_ci
     from evalctl.evaluators.scoring.significance_params import StatsProtocol
-    from evalctl.study.task_tables import task_table, to_csv, to_markdown
+    from evalctl.study.tasks.labels.tables import task_table, to_csv, to_markdown
 
     spec = {"name": "ipc3"}
     for model, base in (("model-b", 0.3), ("model-a", 0.5)):

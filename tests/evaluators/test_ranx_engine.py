@@ -121,7 +121,7 @@ def test_scoring_and_plotting_write_nothing_under_home(tmp_path):
     env.update(HOME=str(home), EVALCTL_CACHE=str(cache))
     _fresh(env, "from evalctl.evaluators.scoring import ranx_engine\n"
                 "ranx_engine.load()\n"
-                "from evalctl.study.page import plt_module\n"
+                "from evalctl.study.page.document import plt_module\n"
                 "plt_module().subplots()\n")
     assert [p.relative_to(home) for p in home.rglob("*")] == []
     assert {p.name for p in cache.iterdir()} >= {"numba", "ir_datasets", "matplotlib", "mteb"}

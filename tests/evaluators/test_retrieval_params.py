@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from evalctl.cli.dataclass_options import build, dataclass_options
 from evalctl.evaluators.retrieval.params import RetrievalOptions, RetrievalParams
 from evalctl.parameters import differences, param, parameters
-from evalctl.study.tasks import TASKS
+from evalctl.study.abstasks.registry import TASKS
 
 
 def test_the_study_entry_declares_the_retrieval_parameters_it_shares_alike():

@@ -11,7 +11,7 @@ from evalctl.cli.dataclass_options import build, dataclass_options
 from evalctl.evaluators.scoring.significance_params import StatsProtocol
 from evalctl.evaluators.tasks.transfer_params import TransferParams
 from evalctl.parameters import differences, parameters
-from evalctl.study.task_transfer import TransferEntry, _settings
+from evalctl.study.tasks.transfer.task import TransferEntry, _settings
 
 
 def _command(cls):

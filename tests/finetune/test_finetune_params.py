@@ -10,7 +10,7 @@ from evalctl.cli.dataclass_options import build, dataclass_options
 from evalctl.finetune.params import FinetuneOptions, FinetuneParams
 from evalctl.finetune.recipes import get_recipe
 from evalctl.parameters import differences, parameters
-from evalctl.study.experiment import FinetuneEntry
+from evalctl.study.spec.experiment import FinetuneEntry
 
 
 def test_the_study_entry_declares_the_parameters_it_shares_alike():

@@ -16,7 +16,7 @@ from pizza_variants import MODEL, indexed_variants, on_variant
 def test_byte_vectors_need_encoder_flat_and_the_lucene_engine():
     from evalctl.config_files import SpecError
     from evalctl.indexers.index_layout import load_index_settings, vector_properties
-    from evalctl.study.cost_plan import component_bytes
+    from evalctl.study.plan.cost_plan import component_bytes
 
     byte = load_index_settings(data_type="byte")
     field = vector_properties(["T"], 384, "cosine", byte)["vec_T"]

@@ -25,7 +25,7 @@ def test_every_reader_applies_the_same_contract(os_client, tmp_path, monkeypatch
     from evalctl.corpus.importer import import_corpus
     from evalctl.evaluators.vectors.export import ReadbackError, export_vectors
     from evalctl.evaluators.retrieval.retrieve import RetrievalError, RetrievalSpec, resolve_index
-    from evalctl.study.runner import index_step
+    from evalctl.study.plan.runner import index_step
     from evalctl.indexers.index_contract import IndexUnavailable, inspect_index, open_index
     from evalctl.indexers.index_layout import corpus_alias
     from evalctl.indexers.index_loader import index_corpus

@@ -17,8 +17,8 @@ from cli_home import corpus, home, invoke  # noqa: F401
 from evalctl.config_files import SpecError
 from evalctl.indexers.model_loader import ModelLoadError, offline_model_dir, require_weights
 from evalctl.models import get_model, load_models, origin, resolve_model_id
-from evalctl.study.runner import plan
-from evalctl.study.spec_loading import load_experiment
+from evalctl.study.plan.runner import plan
+from evalctl.study.plan.loading import load_experiment
 
 REPO_ID = "sentence-transformers/all-MiniLM-L6-v2"
 COMMIT = "8b3219a92973c328a8e22fadcfa821b5dc75636a"  # the registry spec's revision of these weights

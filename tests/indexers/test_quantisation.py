@@ -80,7 +80,7 @@ def test_exact_queries_is_checked_at_spec_load(tmp_path):
     import yaml
 
     from evalctl.config_files import SpecError
-    from evalctl.study.spec_loading import experiment_path, load_experiment
+    from evalctl.study.plan.loading import experiment_path, load_experiment
 
     data = yaml.safe_load(experiment_path("quickstart").read_text())
     data["retrieval"][0]["exact_queries"] = 0

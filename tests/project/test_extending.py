@@ -42,8 +42,8 @@ def tsv_format():
 
 
 def _spec(corpus: str, fmt: str, method: str):
-    from evalctl.study.experiment import CorpusEntry, ExperimentSpec, ModelEntry
-    from evalctl.study.task_retrieval import RetrievalEntry
+    from evalctl.study.spec.experiment import CorpusEntry, ExperimentSpec, ModelEntry
+    from evalctl.study.tasks.retrieval.task import RetrievalEntry
 
     return ExperimentSpec(name="toy", corpora=(CorpusEntry(corpus, fmt, ("x",)),), models=(ModelEntry(MODEL),),
                           tasks={"retrieval": (RetrievalEntry(corpus, views=("TA",), methods=("dense", method)),)},
@@ -57,8 +57,8 @@ def test_toy_fusion_method_runs_natively_everywhere(os_client, private_cache, su
     from evalctl.corpus.importer import import_corpus
     from evalctl.evaluators.retrieval.methods import fused_methods
     from evalctl.evaluators.retrieval.retrieve import RetrievalOptions, RetrievalSpec, retrieve
-    from evalctl.study.runner import plan
-    from evalctl.study.spec_loading import validate
+    from evalctl.study.plan.runner import plan
+    from evalctl.study.plan.loading import validate
     from evalctl.indexers.index_layout import corpus_alias
     from evalctl.indexers.index_loader import index_corpus
     from evalctl.models import get_model
@@ -108,7 +108,7 @@ def test_toy_fusion_method_runs_natively_everywhere(os_client, private_cache, su
 def test_toy_import_format_imports_through_the_cli(private_cache, tsv_format):
     from evalctl.cli.main import cli
     from evalctl.corpus.store import load_corpus
-    from evalctl.study.spec_loading import validate
+    from evalctl.study.plan.loading import validate
     from evalctl.config_files import SpecError
 
     rows = grants(5)

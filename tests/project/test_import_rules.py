@@ -2,8 +2,9 @@
 (docs/architecture.md draws them: the rooms, the sub-packages inside evaluators/ and the modules inside
 study/), and every room and core module is placed in a layer, so a new one cannot slip past the contract
 unplaced (inside evaluators/ and study/, the contracts are exhaustive: lint-imports itself fails on an
-unplaced sub-package or module). The study contract is shown to break when a circle comes back, and the
-graph it is checked on to hold deferred and TYPE_CHECKING imports (the ones that once hid the circle)."""
+unplaced sub-package). The study contracts are shown to break when a circle comes back or one task room imports
+another, and the graph they are checked on to hold deferred and TYPE_CHECKING imports (the ones that once hid a
+circle)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from pathlib import Path
 import grimp
 import pytest
 from importlinter import api
+from importlinter.contracts.independence import IndependenceContract
 from importlinter.contracts.layers import LayersContract
 
 from conftest import REPO
@@ -37,7 +39,7 @@ def test_import_directions_hold():
     assert exe, "lint-imports is not installed: pip install -e '.[test]'"
     out = subprocess.run([exe, "--no-cache"], cwd=REPO, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
-    assert "3 kept, 0 broken" in out.stdout
+    assert "4 kept, 0 broken" in out.stdout
 
 
 def test_every_room_and_core_module_has_a_layer():
@@ -50,27 +52,29 @@ def test_every_room_and_core_module_has_a_layer():
 
 
 @pytest.fixture(scope="module")
-def study_contract():
-    """The study contract as pyproject.toml writes it, and the real import graph lint-imports checks it on."""
+def study_contracts():
+    """The study contracts as pyproject.toml writes them, and the real import graph lint-imports checks them on."""
     config = api.read_configuration(str(REPO / "pyproject.toml"))
-    (options,) = [c for c in config["contracts_options"] if c["id"] == "study"]
     session = config["session_options"]
-    contract = LayersContract(name=options["name"], session_options=session, contract_options=options)
-    return contract, grimp.build_graph(*session["root_packages"], cache_dir=None)
+    contracts = [(LayersContract if c["type"] == "layers" else IndependenceContract)(
+        name=c["name"], session_options=session, contract_options=c)
+        for c in config["contracts_options"] if c["id"] in ("study", "task-rooms")]
+    return contracts, grimp.build_graph(*session["root_packages"], cache_dir=None)
 
 
 @pytest.mark.parametrize("importer, imported", [
-    ("page", "report"),  # the page model tasks draw with, importing the report that runs the tasks
-    ("experiment", "tasks"),  # the spec types, importing the registry whose tasks import them
-    ("task_transfer", "task_retrieval"),  # one task importing another
+    ("page.document", "report.write"),  # the page model tasks draw with, importing the report that runs the tasks
+    ("spec.experiment", "abstasks.registry"),  # the spec types, importing the registry whose tasks import them
+    ("abstasks.base", "tasks.retrieval.task"),  # the task base, importing a task built on it
+    ("tasks.transfer.task", "tasks.retrieval.groups"),  # one task room importing another
 ])
-def test_study_contract_breaks_when_a_circle_comes_back(study_contract, importer, imported):
-    contract, graph = study_contract
-    assert contract.check(copy.deepcopy(graph), verbose=False).kept
+def test_study_contracts_break_when_a_circle_comes_back(study_contracts, importer, imported):
+    contracts, graph = study_contracts
+    assert all(c.check(copy.deepcopy(graph), verbose=False).kept for c in contracts)
     circled = copy.deepcopy(graph)
     circled.add_import(importer=f"evalctl.study.{importer}", imported=f"evalctl.study.{imported}",
-                       line_number=1, line_contents=f"from evalctl.study import {imported}")
-    assert not contract.check(circled, verbose=False).kept
+                       line_number=1, line_contents=f"import evalctl.study.{imported}")
+    assert not all(c.check(copy.deepcopy(circled), verbose=False).kept for c in contracts)
 
 
 def test_the_graph_holds_deferred_and_type_checking_imports(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""A step key, a run label, a system name and a comparison's system strings are built from data (study/step_ids.py,
+"""A step key, a run label, a system name and a comparison's system strings are built from data (study/spec/step_ids.py,
 evaluators/scoring/runs.py, ComparisonReport's letters and labels) and never read back: no source file splits
 or partitions one of them into its parts again."""
 

@@ -124,7 +124,7 @@ def test_wheel_in_a_fresh_venv_runs_from_any_directory(tmp_path, os_client):
 
     where = _run([py, "-c", (
         "import evalctl.cli.main, evalctl.dashboards.objects as d, evalctl.config_files as s\n"
-        "from evalctl.study.spec_loading import load_experiment\n"
+        "from evalctl.study.plan.loading import load_experiment\n"
         "q = load_experiment('quickstart')\n"
         "from evalctl.datasets.catalogue import catalogue_dir, get_dataset\n"
         "assert get_dataset(q.corpora[0].dataset).format == 'ops'\n"

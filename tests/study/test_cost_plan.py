@@ -1,4 +1,4 @@
-"""The cost plan of `evalctl run SPEC --dry-run` (platform/study/cost_plan.py): its settings refused where
+"""The cost plan of `evalctl run SPEC --dry-run` (platform/study/plan/cost_plan.py): its settings refused where
 wrong; the quickstart's plan on its imported corpus (the OPS pizza dataset) priced record by record,
 checked against the texts themselves and OpenSearch's HNSW formula; a text-only index's size estimate
 against the index evalctl builds of it on the real node; and a corpus not imported yet, priced from the
@@ -20,7 +20,7 @@ MODEL = "all-minilm-l6-v2"
 def test_settings_and_sizes_are_refused_naming_what_is_wrong():
     from evalctl.errors import BadInput
     from evalctl.config_files import SpecError
-    from evalctl.study.cost_plan import load_cost_settings, parse_sizes
+    from evalctl.study.plan.cost_plan import load_cost_settings, parse_sizes
 
     assert load_cost_settings(gpu="A100", utilisation=0.25).flops_per_s == 312e12 * 0.25
     with pytest.raises(SpecError, match=r"configs/cost_plan.yaml.*gpu 'B300': not one of H200"):
@@ -37,8 +37,8 @@ def test_settings_and_sizes_are_refused_naming_what_is_wrong():
 def quickstart(tmp_path_factory):
     """The quickstart spec, planned, with its corpus imported (nothing indexed or encoded)."""
     from evalctl.corpus.importer import import_corpus
-    from evalctl.study.runner import plan
-    from evalctl.study.spec_loading import load_experiment
+    from evalctl.study.plan.runner import plan
+    from evalctl.study.plan.loading import load_experiment
 
     mp = private_cache(tmp_path_factory.mktemp("cost"))
     spec = load_experiment("quickstart")
@@ -51,7 +51,7 @@ def quickstart(tmp_path_factory):
 def test_an_imported_corpus_is_priced_from_its_own_texts(quickstart):
     from evalctl.corpus.views import load_views
     from evalctl.models import get_model
-    from evalctl.study.cost_plan import cost_plan
+    from evalctl.study.plan.cost_plan import cost_plan
 
     spec, steps, corpus = quickstart
     p = cost_plan(spec, steps)
@@ -72,7 +72,7 @@ def test_an_imported_corpus_is_priced_from_its_own_texts(quickstart):
     assert row.gpu_hours == pytest.approx(2 * model.params_m * 1e6 * row.tokens / (989e12 * 0.5) / 3600)
     # Lucene's sq encoder keeps one byte a component in the graph
     from evalctl.indexers.index_layout import load_index_settings
-    from evalctl.study.cost_plan import corpus_lengths, index_cost
+    from evalctl.study.plan.cost_plan import corpus_lengths, index_cost
 
     lengths = corpus_lengths(row.corpus, list(row.views), p.settings, {})
     sq = index_cost(row.corpus, MODEL, None, row.views, {}, lengths, p.settings, load_index_settings(encoder="sq"),
@@ -92,9 +92,9 @@ def test_a_text_index_estimate_is_near_the_index_built(os_client, quickstart, tm
     from evalctl.corpus.importer import import_corpus
     from evalctl.corpus.views import load_views
     from evalctl.indexers.index_loader import index_corpus
-    from evalctl.study.cost_plan import cost_plan
-    from evalctl.study.runner import plan
-    from evalctl.study.spec_loading import load_experiment
+    from evalctl.study.plan.cost_plan import cost_plan
+    from evalctl.study.plan.runner import plan
+    from evalctl.study.plan.loading import load_experiment
 
     corpus = import_corpus("uspto", [USPTO], name="uspto-cost").corpus
     spec_file = tmp_path / "bm25.yaml"

@@ -45,8 +45,8 @@ def _slice(root):
 def test_the_dapfam_spec_compares_documents_with_passages_on_a_slice(os_client, tmp_path, monkeypatch):
     from evalctl.cli.main import cli
     from evalctl.corpus.store import load_corpus
-    from evalctl.study.runner import plan
-    from evalctl.study.spec_loading import experiment_path, load_experiment
+    from evalctl.study.plan.runner import plan
+    from evalctl.study.plan.loading import experiment_path, load_experiment
 
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

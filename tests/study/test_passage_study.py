@@ -51,7 +51,7 @@ def _spec(tmp_path, corpus: str, model: str, **retrieval) -> Path:
 ])
 def test_bad_passage_entries_are_refused(tmp_path, monkeypatch, change, named):
     from evalctl.config_files import SpecError
-    from evalctl.study.spec_loading import load_experiment
+    from evalctl.study.plan.loading import load_experiment
 
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
     with pytest.raises(SpecError, match=named.replace("[", r"\[").replace("]", r"\]")):
@@ -71,8 +71,8 @@ def test_a_spec_compares_documents_with_passages(os_client, tmp_path, monkeypatc
     from evalctl.corpus.views import load_views
     from evalctl.evaluators.scoring.runs import load_run
     from evalctl.indexers.passages import PassageSpec, passage_spans
-    from evalctl.study.runner import plan
-    from evalctl.study.spec_loading import load_experiment
+    from evalctl.study.plan.runner import plan
+    from evalctl.study.plan.loading import load_experiment
 
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("EVALCTL_RESULTS", str(tmp_path / "results"))

@@ -6,7 +6,8 @@ difference can reach significance."""
 from __future__ import annotations
 
 from evalctl.evaluators.scoring.significance import PairTest
-from evalctl.study.findings import RetrievalResult, FindingTests, in_out_finding, recipe_findings, retrieval_findings
+from evalctl.study.page.findings import FindingTests, recipe_findings
+from evalctl.study.tasks.retrieval.findings import RetrievalResult, in_out_finding, retrieval_findings
 
 Q = [f"q{i}" for i in range(40)]
 
@@ -84,7 +85,7 @@ def test_five_seeds_cannot_reach_significance_and_the_claim_says_so():
 
 
 def test_a_change_reads_relative_first_and_never_as_zero_percent():
-    from evalctl.study.display_names import relative
+    from evalctl.study.page.names import relative
 
     assert relative(0.12, 0.1) == "+20% (+0.0200)" and relative(0.1006, 0.1) == "+0.6% (+0.0006)"
     assert relative(0.0995, 0.1) == "-0.5% (-0.0005)" and relative(0.05, 0.0) == "+0.0500"

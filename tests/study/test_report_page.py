@@ -162,10 +162,12 @@ def test_letters_findings_and_footnotes_agree(report_dir):
     view's table has a letter exactly when its Holm-adjusted p is below alpha; a finding comparing the two runs
     states that pair's raw and adjusted p and its verdict, and its footnote in the report is that evidence."""
     from evalctl.evaluators.scoring.metrics import PRIMARY
-    from evalctl.study.page import Report
-    from evalctl.study.retrieval_groups import view_groups
-    from evalctl.study.spec_loading import load_experiment
-    from evalctl.study.tasks import TASKS, recorded, spec_models, task_targets
+    from evalctl.study.page.document import Report
+    from evalctl.study.tasks.retrieval.groups import view_groups
+    from evalctl.study.plan.loading import load_experiment
+    from evalctl.study.abstasks.records import recorded
+    from evalctl.study.abstasks.registry import TASKS, task_targets
+    from evalctl.study.abstasks.steps import spec_models
 
     out, corpus = report_dir
     spec = load_experiment(str(out.parent / "spec.yaml"))
@@ -204,7 +206,7 @@ def test_per_query_page_gives_every_systems_rank(report_dir):
     from evalctl import results_store
     from evalctl.evaluators.scoring.runs import KIND, load_run
     from evalctl.evaluators.scoring.run_queries import run_queries
-    from evalctl.study.display_names import system_title
+    from evalctl.study.page.names import system_title
 
     out, corpus = report_dir
     md = (out / "report.md").read_text()
@@ -284,8 +286,8 @@ def test_no_legend_overlaps_a_bar(systems, views):
     from matplotlib.text import Text
     from matplotlib.transforms import Bbox
 
-    from evalctl.study.charts import BAR_IN, FONT_PT, Bar, Series, grouped_bars
-    from evalctl.study.page import DPI
+    from evalctl.study.page.charts import BAR_IN, FONT_PT, Bar, Series, grouped_bars
+    from evalctl.study.page.document import DPI
 
     names = [f"Hybrid (client fusion) · all-MiniLM-L6-v2 + R{i}" for i in range(systems)]
     series = [Series(v, tuple(None if (i * len(views) + j) % 4 == 3 else Bar(0.1 + 0.01 * i, 0.08, 0.14 + 0.01 * i)
@@ -372,7 +374,7 @@ def test_methods_rows_reproduce_their_runs_and_say_client_fusion(report_dir):
 
     from evalctl import results_store
     from evalctl.cli.main import cli
-    from evalctl.study.methods import fusion_used
+    from evalctl.study.tasks.retrieval.methods_section import fusion_used
 
     out, corpus = report_dir
     md = (out / "report.md").read_text()
@@ -402,7 +404,7 @@ def _fused_run_method(corpus: str, mode: str):
     """The methods row of a TA hybrid run made by `evalctl retrieve --fusion MODE` in the report's store."""
     from evalctl.cli.main import cli
     from evalctl.evaluators.scoring.runs import load_run
-    from evalctl.study.methods import run_method
+    from evalctl.study.tasks.retrieval.methods_section import run_method
 
     r = CliRunner().invoke(cli, ["retrieve", "--corpus", corpus, "--model", MODEL, "--view", "TA", "--method",
                                  "hybrid", "--fusion", mode, "--dense-weight", "0.3"])
@@ -412,7 +414,7 @@ def _fused_run_method(corpus: str, mode: str):
 
 @pytest.mark.neural_search
 def test_methods_say_native_fusion_on_a_node_with_neural_search(report_dir):
-    from evalctl.study.methods import fusion_used
+    from evalctl.study.tasks.retrieval.methods_section import fusion_used
 
     native = _fused_run_method(report_dir[1], "native")
     assert native.fusion.startswith("native: neural-search pipeline") and "--fusion" not in native.command

@@ -172,7 +172,7 @@ def test_statistics_fields_are_checked_at_load(home, change, message):
 
 def test_split_all_is_accepted_as_retrieve_takes_it(home):
     """`split: all` asks every query, as `evalctl retrieve --split all` does (RetrievalSpec's split None)."""
-    from evalctl.study.spec_loading import load_experiment
+    from evalctl.study.plan.loading import load_experiment
 
     spec = write_spec(home, base_spec(retrieval=[{**RETRIEVAL, "split": "all"}, {**RETRIEVAL, "views": ["A"]}]))
     entries = load_experiment(str(spec)).entries("retrieval")
@@ -199,7 +199,7 @@ def test_split_all_runs_every_query(home, os_client):
 
 def test_a_beir_given_set_keeps_its_own_split_names(home):
     """A BEIR corpus's `given` qrels carry the split its qrels/<split>.tsv names: any safe name."""
-    from evalctl.study.spec_loading import load_experiment
+    from evalctl.study.plan.loading import load_experiment
 
     doc = {"name": "hs-beir", "corpora": [{"name": "hs-b", "format": "beir", "sources": ["x"]}],
            "retrieval": [{"corpus": "hs-b", "views": ["T"], "methods": ["bm25"], "qrels": "given",
@@ -210,7 +210,7 @@ def test_a_beir_given_set_keeps_its_own_split_names(home):
 
 
 def test_the_shipped_specs_still_load():
-    from evalctl.study.spec_loading import experiment_path, load_experiment
+    from evalctl.study.plan.loading import experiment_path, load_experiment
 
     shipped = sorted(p.stem for p in experiment_path("quickstart").parent.glob("*.yaml"))
     assert {"quickstart", "study", "passages", "dapfam-passages", "claims-known-item"} <= set(shipped)
@@ -282,7 +282,7 @@ def test_report_md_carries_no_html_from_the_spec(home, text):
 def test_markdown_tables_and_headings_are_escaped():
     import pandas as pd
 
-    from evalctl.study.page import Layout, Report
+    from evalctl.study.page.document import Layout, Report
 
     r = Report("t <b>x</b>")
     r.h("<i>h</i>")

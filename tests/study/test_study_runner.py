@@ -124,8 +124,8 @@ def private_spec(os_client, tmp_path, monkeypatch):
 def test_expected_scores_ok_and_fail(private_spec):
     """A correct expected value prints OK, a wrong one FAIL (and the run exits non-zero)."""
     from evalctl.cli.main import cli
-    from evalctl.study.runner import plan
-    from evalctl.study.spec_loading import load_experiment
+    from evalctl.study.plan.runner import plan
+    from evalctl.study.plan.loading import load_experiment
 
     path, doc, pizza = private_spec
     doc["retrieval"] = [{"corpus": pizza, "views": ["T"], "methods": ["bm25"], "split": "test"}]
@@ -204,9 +204,9 @@ def test_report_has_tables_and_plots(private_spec, tmp_path):
 
 def test_plan_trains_before_evaluating_tuned_models(tmp_path, monkeypatch):
     """A fine-tuned model enters every task after its training step (pure planning, nothing runs)."""
-    from evalctl.study.runner import plan
-    from evalctl.study.spec_loading import load_experiment
-    from evalctl.study.step_ids import ImportId
+    from evalctl.study.plan.runner import plan
+    from evalctl.study.plan.loading import load_experiment
+    from evalctl.study.spec.step_ids import ImportId
 
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
     path = spec_file(tmp_path, "p")
@@ -230,9 +230,9 @@ def test_plan_guards_fine_tuning_and_filters_models(tmp_path, monkeypatch):
     """Fine-tuning waits for every qrels set a retrieval task reads (its held-out side guards the pairs);
     an entry's `models` limits it to those models and the ones tuned from them; a query view shows in
     the step and its target (pure planning, nothing runs)."""
-    from evalctl.study.runner import plan
-    from evalctl.study.spec_loading import load_experiment
-    from evalctl.study.step_ids import ImportId, QrelsId, Target
+    from evalctl.study.plan.runner import plan
+    from evalctl.study.plan.loading import load_experiment
+    from evalctl.study.spec.step_ids import ImportId, QrelsId, Target
 
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
     path = spec_file(tmp_path, "g")
@@ -261,7 +261,7 @@ def test_plan_guards_fine_tuning_and_filters_models(tmp_path, monkeypatch):
 
 
 def test_shipped_specs_validate():
-    from evalctl.study.spec_loading import load_experiment
+    from evalctl.study.plan.loading import load_experiment
 
     quick, study = load_experiment("quickstart"), load_experiment("study")
     assert {c.format for c in study.corpora} == {"lens", "dapfam"}
@@ -276,8 +276,8 @@ def test_a_run_made_by_the_cli_is_the_study_steps_run(os_client, tmp_path, monke
     run identity): a new plan shows the steps done and points them at the CLI's runs, client-side fusion
     included (issue 27 item 3), instead of searching again."""
     from evalctl.cli.main import cli
-    from evalctl.study.runner import execute, plan
-    from evalctl.study.spec_loading import load_experiment
+    from evalctl.study.plan.runner import execute, plan
+    from evalctl.study.plan.loading import load_experiment
 
     tag = uuid.uuid4().hex[:6]
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
@@ -317,9 +317,9 @@ def test_damaged_stored_results_are_redone_by_run_and_refused_by_report(private_
     scores) and `run` redoes the step; a truncated study record is named and rewritten by `run`."""
     from evalctl import results_store
     from evalctl.cli.main import cli
-    from evalctl.study.spec_loading import load_experiment
-    from evalctl.study.runner import plan
-    from evalctl.study.tasks import recorded
+    from evalctl.study.plan.loading import load_experiment
+    from evalctl.study.plan.runner import plan
+    from evalctl.study.abstasks.records import recorded
 
     path, doc, pizza = private_spec
     doc["indexes"] = [{"corpus": pizza, "views": ["T"]}]

@@ -1,4 +1,4 @@
-"""Cross-landscape transfer as a study task (platform/study/task_transfer.py, one line in TASKS): MiniLM tuned
+"""Cross-landscape transfer as a study task (platform/study/tasks/transfer/task.py, one line in TASKS): MiniLM tuned
 with R3 on test_study_runner's 60 USPTO grants (2 steps of 16 pairs: the recipe loop, not a tuned model), then compared with its
 base on the 274 Espacenet pizza patents' citation queries, by the plan, the runner, an expected score and the
 report; the step's numbers are those `evalctl.evaluators.tasks.transfer` gives for the same runs."""
@@ -30,7 +30,7 @@ def _spec(tmp_path, tag: str, transfer: list[dict], expected: list[dict] = (), *
 
 def test_a_transfer_without_fine_tuning_with_a_text_method_or_on_the_training_corpus_is_refused(tmp_path):
     from evalctl.config_files import SpecError
-    from evalctl.study.spec_loading import load_experiment
+    from evalctl.study.plan.loading import load_experiment
 
     path = _spec(tmp_path, "v", [{"corpus": "rt-v-pizza"}])
     doc = yaml.safe_load(path.read_text())
@@ -51,9 +51,9 @@ def test_transfer_runs_as_a_study_task(os_client, tmp_path, monkeypatch):
     from evalctl.evaluators.tasks.transfer import transfer
     from evalctl.evaluators.tasks.transfer_params import TransferParams
     from evalctl.opensearch.connection import make_client
-    from evalctl.study.spec_loading import load_experiment
-    from evalctl.study.runner import plan
-    from evalctl.study.step_ids import step_key
+    from evalctl.study.plan.loading import load_experiment
+    from evalctl.study.plan.runner import plan
+    from evalctl.study.spec.step_ids import step_key
 
     tag = uuid.uuid4().hex[:6]
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))

@@ -1,4 +1,4 @@
-"""Serving latency as a study task (platform/study/task_latency.py, one line in TASKS): a spec's `latency:` entry
+"""Serving latency as a study task (platform/study/tasks/latency/task.py, one line in TASKS): a spec's `latency:` entry
 on the 274 Espacenet pizza patents (titles, MiniLM) is planned after its index, run by `evalctl run` (bm25 and
 dense, two concurrency levels), kept (a second run finds it done) and shown in the report's own section; bad
 entries and expected latencies are refused naming the entry."""
@@ -33,7 +33,7 @@ def _write(tmp_path, doc: dict):
 def test_entry_matches_the_command_parameters():
     from evalctl.evaluators.retrieval.latency import LatencyParams
     from evalctl.parameters import differences
-    from evalctl.study.task_latency import LatencyEntry
+    from evalctl.study.tasks.latency.task import LatencyEntry
 
     assert differences(LatencyEntry, LatencyParams) == {}  # a spec entry means what the command's options mean
     assert {"warmup", "concurrency", "max_queries", "time_limit_s"} <= set(LatencyEntry.__dataclass_fields__)
@@ -60,9 +60,9 @@ def test_latency_task_runs_is_kept_and_reported(os_client, tmp_path, monkeypatch
     from evalctl import results_store
     from evalctl.cli.main import cli
     from evalctl.evaluators.retrieval.latency import read_timings
-    from evalctl.study.runner import plan
-    from evalctl.study.spec_loading import load_experiment
-    from evalctl.study.step_ids import step_key
+    from evalctl.study.plan.runner import plan
+    from evalctl.study.plan.loading import load_experiment
+    from evalctl.study.spec.step_ids import step_key
 
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("EVALCTL_RESULTS", str(tmp_path / "results"))
@@ -117,7 +117,7 @@ def _check_quality_and_cost(md: str, out, corpus: str, latency_steps: dict) -> N
     recorded; both Pareto charts are drawn; the budget finding names the best system that fits."""
     from evalctl import results_store
     from evalctl.evaluators.retrieval.serving_cost import serving_cost
-    from evalctl.study.quality_cost import pareto_optimal
+    from evalctl.study.tasks.latency.quality_cost import pareto_optimal
 
     section = md.split("## Quality and cost")[1].split("\n## ")[0]
     header, *rows = [[c.strip() for c in line.strip("|").split("|")] for line in section.splitlines()

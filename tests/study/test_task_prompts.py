@@ -139,7 +139,7 @@ def test_index_adds_task_fields_and_label_tasks_read_them(os_client, env):
     from evalctl.corpus.views import load_views
     from evalctl.indexers.index_layout import index_name
     from evalctl.results_store import iter_results
-    from evalctl.study.task_tables import task_table
+    from evalctl.study.tasks.labels.tables import task_table
 
     corpus, model, runner = env["corpus"], env["model"], CliRunner()
     name, view = index_name(corpus.name, model.id), load_views()["T"]
@@ -192,9 +192,9 @@ def test_index_adds_task_fields_and_label_tasks_read_them(os_client, env):
 @pytest.mark.models
 def test_study_runner_adds_only_the_fields_its_tasks_read(os_client, env):
     from evalctl.indexers.index_layout import index_name
-    from evalctl.study.runner import execute, plan
-    from evalctl.study.experiment import CorpusEntry, ExperimentSpec, ModelEntry
-    from evalctl.study.task_labels import LabelTaskEntry
+    from evalctl.study.plan.runner import execute, plan
+    from evalctl.study.spec.experiment import CorpusEntry, ExperimentSpec, ModelEntry
+    from evalctl.study.tasks.labels.task import LabelTaskEntry
 
     corpus_name, model = env["run_corpus"], env["model"]
     spec = ExperimentSpec(
