@@ -15,7 +15,7 @@ import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from tqdm import tqdm
 
@@ -39,7 +39,7 @@ from evalctl.indexers.model_loader import require_weights
 from evalctl.indexers import view_tokens
 from evalctl.indexers.passages import (PassageError, PassageSpec, check_window, content_limit, passage_path,
                                        passage_spans, passage_unit)
-from evalctl.indexers.vectors_import import imported_for_index, require_covered
+from evalctl.indexers.vectors_import import ImportedVectors, imported_for_index, require_covered
 from evalctl.opensearch.cluster_info import (IndexUnavailable, require_available, require_engine, simd_vectors,
                                              snapshot_read, wait_until_settled)
 from evalctl.provenance import code_version
@@ -523,6 +523,87 @@ def _remove_if_empty(client, name: str) -> None:
             client.indices.delete(index=name)
 
 
+@dataclass
+class _Load:
+    """What the steps of one _load_corpus share. Set in order: the inputs; the vectors' source, passages, manifest
+    and encoder (before the index exists); then, from _open, the index's own manifest and what it already holds."""
+    client: Any
+    corpus: Any
+    views: list  # the views asked for
+    model: Any  # the ModelSpec, or None: text only
+    settings: IndexSettings
+    variant: str | None
+    name: str = field(init=False)
+    prompt: str | None = field(init=False)  # the document prompt
+    by_name: dict = field(init=False)  # view name -> view: those asked for, then every view of the index
+    imported: ImportedVectors | None = None  # vectors of `evalctl vectors import`, or None: encoded here
+    passages: dict = field(default_factory=dict)  # {view: passage settings}
+    encoder: LazyEncoder | None = None
+    meta: dict = field(default_factory=dict)  # this load's manifest (index_manifest)
+    merged: dict = field(default_factory=dict)  # the index's manifest, this load's views and fields added
+    all_views: list = field(default_factory=list)
+    units: list = field(default_factory=list)  # every view and task field of the index (field_units)
+    fields: dict = field(default_factory=dict)  # view -> its vector fields (_vector_fields)
+    done: set = field(default_factory=set)  # ids of documents that carry every unit
+    partial: set = field(default_factory=set)  # ids of documents that lack some
+    dumps: Any = None  # the client's serializer
+    cutters: dict = field(default_factory=dict)  # passage setting -> the tokenizer that cuts it (checked on first use)
+
+    def __post_init__(self):
+        self.name = index_name(self.corpus.name, self.model.id if self.model else None)
+        model = self.model
+        self.prompt = model.prompt_for("document", task_type="retrieval", variant=self.variant) if model else None
+        self.by_name = {v.name: v for v in self.views}
+
+    @property
+    def versions(self) -> str:
+        return IMPORTED if self.imported else INSTALLED
+
+    def render(self, chunk: list, names: list[str]) -> dict[str, dict[str, str]]:
+        """{view: {id: text}} of the records of `chunk` that render each view."""
+        return {v: {r.id: t for r in chunk if (t := self.by_name[v].render(r))} for v in names}
+
+    def encode(self, texts: dict[str, dict[str, str]], fields: dict) -> dict[str, tuple[list[str], object]]:
+        """{unit: (ids, vectors)} of the rendered texts, from the embedding cache or the model."""
+        out = {}
+        for v, by_id in texts.items():
+            ids = list(by_id)
+            for unit, task in fields[v] if ids else ():
+                out[unit] = (ids, get_or_encode(self.model, "document", v, ids, list(by_id.values()),
+                                                variant=self.variant, task_type=task or "retrieval",
+                                                encoder=self.encoder, progress=False, versions=self.versions,
+                                                corpus=self.corpus.name))
+        return out
+
+    def cutter(self, p: PassageSpec):
+        """The tokenizer that cuts passage setting `p`; its window is checked against the model on first use."""
+        if p not in self.cutters:
+            tokenizer = self.encoder.tokenizer()
+            check_window(p, content_limit(self.model.max_seq_length, tokenizer, self.prompt or ""), self.model.id)
+            self.cutters[p] = tokenizer
+        return self.cutters[p]
+
+    def passage_lists(self, texts: dict[str, dict[str, str]]) -> dict[str, dict[str, list[dict]]]:
+        """{doc id: {nested field: passages}} of the rendered texts, for every passage field of the index."""
+        out: dict[str, dict[str, list[dict]]] = defaultdict(dict)
+        for v, p in passage_settings(self.merged):
+            by_id = texts.get(v, {})
+            if not by_id:
+                continue
+            spans = {i: passage_spans(t, self.cutter(p), p) for i, t in by_id.items()}
+            keys = [(i, n) for i, ss in spans.items() for n in range(len(ss))]
+            arr = get_or_encode(self.model, "document", passage_unit(v, p), [f"{i}#{n}" for i, n in keys],
+                                [by_id[i][slice(*spans[i][n])] for i, n in keys], variant=self.variant,
+                                encoder=self.encoder, progress=False, versions=self.versions,
+                                corpus=self.corpus.name)
+            vectors = stored(arr, self.merged)
+            for (i, n), vec in zip(keys, vectors):
+                start, end = spans[i][n]
+                out[i].setdefault(passage_path(v, p), []).append(
+                    {"ord": n, "start": start, "end": end, "text": by_id[i][start:end], "vec": vec})
+        return out
+
+
 def _load_corpus(client, corpus, views, model=None, *, encoding: EncodeOptions = EncodeOptions(),
                  settings: IndexSettings | None = None, chunk_docs: int = 2000,
                  label_tasks: dict[str, list[str]] | None = None,
@@ -533,34 +614,57 @@ def _load_corpus(client, corpus, views, model=None, *, encoding: EncodeOptions =
 
     `label_tasks` ({task: views}; default every label task on every view given) adds a task field per
     view where the model's prompt for that task differs from its document prompt ({} adds none)."""
-    variant = encoding.variant
-    settings = settings or load_index_settings()
-    name = index_name(corpus.name, model.id if model else None)
-    prompt = model.prompt_for("document", task_type="retrieval", variant=variant) if model else None
+    load = _Load(client, corpus, views, model, settings or load_index_settings(), encoding.variant)
     if label_tasks is None:
         label_tasks = {t: [v.name for v in views] for t in LABEL_TASKS}
-    tasks = task_vectors(model, variant, label_tasks) if model else {}
-    # vectors brought in by `evalctl vectors import` where the cache has them (evalctl.indexers.vectors_import)
-    imported = imported_for_index(model, {v.name: (v.name, prompt) for v in views} | {
+    tasks = task_vectors(model, load.variant, label_tasks) if model else {}
+    _vectors_source(load, tasks)
+    load.passages = _checked_passages(load, passages)
+    _prepare_manifest(load, tasks, encoding)
+    if model is not None and load.settings.data_type == "byte":
+        load.meta["byte_quantisation"] = _byte_quantisation(load, chunk_docs)
+    report = _open(load)
+    _record_view_tokens(load)
+    _send_all(load, report, chunk_docs, progress)
+    _finish(load, report)
+    return report
+
+
+def _vectors_source(load: _Load, tasks: dict[str, dict]) -> None:
+    """Vectors brought in by `evalctl vectors import` where the cache has them (evalctl.indexers.vectors_import),
+    else the model's, whose weights must be there."""
+    model, views = load.model, load.views
+    load.imported = imported_for_index(model, {v.name: (v.name, load.prompt) for v in views} | {
         field_unit(v, t): (v, tv["prompt"]) for t, tv in tasks.items() for v in tv["views"]},
-        variant, read_manifest(client, name), corpus.name) if model else None
-    if imported is not None:
-        require_covered(model, corpus, views, imported, variant)
+        load.variant, read_manifest(load.client, load.name), load.corpus.name) if model else None
+    if load.imported is not None:
+        require_covered(model, load.corpus, views, load.imported, load.variant)
     elif model is not None:  # before the index exists: missing weights must not leave an empty index behind
         require_weights(model)
+
+
+def _checked_passages(load: _Load, passages: Mapping[str, Sequence[PassageSpec]] | None) -> dict:
+    """The passage settings asked for, by view, views without any left out; refused where they cannot be made."""
     passages = {v: ps for v, ps in (passages or {}).items() if ps}
-    if unknown := sorted(set(passages) - {v.name for v in views}):
+    if unknown := sorted(set(passages) - {v.name for v in load.views}):
         raise PassageError(f"passages of view {unknown[0]}, which this load does not index (views: "
-                           f"{', '.join(v.name for v in views)})")
-    if passages and model is None:
+                           f"{', '.join(v.name for v in load.views)})")
+    if passages and load.model is None:
         raise PassageError("passages need a model: they are vectors of the model's tokens (--model)")
-    if passages and imported is not None:
-        raise PassageError(f"passages of {model.id}'s vectors imported from elsewhere (evalctl vectors import): the "
-                           "passages would be encoded here, beside vectors made elsewhere; index passages with "
+    if passages and load.imported is not None:
+        raise PassageError(f"passages of {load.model.id}'s vectors imported from elsewhere (evalctl vectors import): "
+                           "the passages would be encoded here, beside vectors made elsewhere; index passages with "
                            "vectors encoded here")
-    meta = index_manifest(corpus, model, variant, prompt, [v.name for v in views], settings, tasks, passages)
-    encoder = LazyEncoder(model, device=encoding.device, batch_size=encoding.batch_size,
-                          **({"precision": imported.precision} if imported else {})) if model else None
+    return passages
+
+
+def _prepare_manifest(load: _Load, tasks: dict[str, dict], encoding: EncodeOptions) -> None:
+    """This load's manifest and encoder, checked against the model before any index exists."""
+    model, imported, prompt = load.model, load.imported, load.prompt
+    meta = load.meta = index_manifest(load.corpus, model, load.variant, prompt, [v.name for v in load.views],
+                                      load.settings, tasks, load.passages)
+    encoder = load.encoder = LazyEncoder(model, device=encoding.device, batch_size=encoding.batch_size,
+                                         **({"precision": imported.precision} if imported else {})) if model else None
     if encoder is not None:  # vectors of another precision or package versions are other vectors
         meta.update(precision=encoder.precision,
                     encoding_versions=IMPORTED if imported else encoding_versions(model, encoder.backend),
@@ -568,103 +672,83 @@ def _load_corpus(client, corpus, views, model=None, *, encoding: EncodeOptions =
     if imported is not None:
         meta["vectors_import"] = imported.provenance
     # every window against the model before the mapping or _meta names it: a refused setting leaves the index as it was
-    for p in dict.fromkeys(p for ps in passages.values() for p in ps):
+    for p in dict.fromkeys(p for ps in load.passages.values() for p in ps):
         check_window(p, content_limit(model.max_seq_length, encoder.tokenizer(), prompt or ""), model.id)
-    if imported is None and encoder is not None and read_manifest(client, name) is None \
-            and not _dim_proven(model, views, variant, prompt):
+    if imported is None and encoder is not None and read_manifest(load.client, load.name) is None \
+            and not _dim_proven(model, load.views, load.variant, prompt):
         encoder.check_dim()  # a spec whose dim disagrees with its model fails here, before an empty index exists
-    by_name = {v.name: v for v in views}
 
-    def render(chunk: list, names: list[str]) -> dict[str, dict[str, str]]:
-        """{view: {id: text}} of the records of `chunk` that render each view."""
-        return {v: {r.id: t for r in chunk if (t := by_name[v].render(r))} for v in names}
 
-    def encode(texts: dict[str, dict[str, str]], fields: dict) -> dict[str, tuple[list[str], object]]:
-        """{unit: (ids, vectors)} of the rendered texts, from the embedding cache or the model."""
-        out = {}
-        for v, by_id in texts.items():
-            ids = list(by_id)
-            for unit, task in fields[v] if ids else ():
-                out[unit] = (ids, get_or_encode(model, "document", v, ids, list(by_id.values()), variant=variant,
-                                                task_type=task or "retrieval", encoder=encoder, progress=False,
-                                                versions=IMPORTED if imported else INSTALLED, corpus=corpus.name))
-        return out
+def _byte_quantisation(load: _Load, chunk_docs: int):
+    """A byte index's quantisation: the index's own rule, or for a new index the scale of every vector of this
+    first load (encoded, and cached, first). A float index is refused by ensure_index, naming data_type."""
+    existing = read_manifest(load.client, load.name)
+    if existing is not None:
+        return existing.get("byte_quantisation")
+    columns = {c for v in load.views for c in v.columns}
+    fields = _vector_fields(load.meta)
+    return quantisation(max(
+        (max_abs(arr for _, arr in load.encode(load.render(chunk, load.meta["views"]), fields).values())
+         for chunk in _chunks(load.corpus.records(columns), chunk_docs)), default=0.0))
 
-    if model is not None and settings.data_type == "byte":
-        existing = read_manifest(client, name)
-        if existing is None:  # the scale comes from every vector of this first load: encoded (cached) first
-            columns = {c for v in views for c in v.columns}
-            meta["byte_quantisation"] = quantisation(max(
-                (max_abs(arr for _, arr in encode(render(chunk, meta["views"]), _vector_fields(meta)).values())
-                 for chunk in _chunks(corpus.records(columns), chunk_docs)), default=0.0))
-        else:  # the index's own rule; a float index is refused by ensure_index, naming data_type
-            meta["byte_quantisation"] = existing.get("byte_quantisation")
-    merged = ensure_index(client, name, meta, settings, corpus_alias(corpus.name))
+
+def _open(load: _Load) -> IndexReport:
+    """Create or extend the index, and find which of its documents are already loaded."""
+    client, name = load.client, load.name
+    load.merged = merged = ensure_index(client, name, load.meta, load.settings, corpus_alias(load.corpus.name))
     require_available(client, name)
-    all_views, units = merged["views"], field_units(merged)
-    fields = _vector_fields(merged) if model is not None else {v: [] for v in all_views}
-    if set(all_views) - set(by_name):
-        by_name.update({n: v for n, v in load_views().items() if n in all_views})
-    done, partial = loaded_ids(client, name, units)
-    report = IndexReport(index=name, n_corpus=len(corpus), n_already=len(done),
-                         missing_view={v: 0 for v in all_views}, task_vectors=merged.get("task_vectors", {}))
-    dumps = client.transport.serializer.dumps
+    load.all_views, load.units = merged["views"], field_units(merged)
+    load.fields = _vector_fields(merged) if load.model is not None else {v: [] for v in load.all_views}
+    if set(load.all_views) - set(load.by_name):
+        load.by_name.update({n: v for n, v in load_views().items() if n in load.all_views})
+    load.done, load.partial = loaded_ids(client, name, load.units)
+    report = IndexReport(index=name, n_corpus=len(load.corpus), n_already=len(load.done),
+                         missing_view={v: 0 for v in load.all_views}, task_vectors=merged.get("task_vectors", {}))
+    load.dumps = client.transport.serializer.dumps
+    return report
 
-    cutters: dict = {}  # passage setting -> the tokenizer that cuts it (its window checked once, on first use)
-    for v in passages:  # how much of the view the document vector truncates, beside its passages (view_tokens)
-        ident = view_tokens.identity(corpus.content_hash, model.id, model.revision, prompt, v)
-        if view_tokens.find(corpus.name, ident) is None:
-            tokenizer = encoder.tokenizer()
-            texts = (t for r in corpus.records(by_name[v].columns) if (t := by_name[v].render(r)))
-            view_tokens.record(corpus.name, ident, view_tokens.measure(
-                texts, tokenizer, content_limit(model.max_seq_length, tokenizer, prompt or "")))
 
-    def passage_lists(texts: dict[str, dict[str, str]]) -> dict[str, dict[str, list[dict]]]:
-        """{doc id: {nested field: passages}} of the rendered texts, for every passage field of the index."""
-        out: dict[str, dict[str, list[dict]]] = defaultdict(dict)
-        for v, p in passage_settings(merged):
-            by_id = texts.get(v, {})
-            if not by_id:
-                continue
-            if p not in cutters:
-                tokenizer = encoder.tokenizer()
-                check_window(p, content_limit(model.max_seq_length, tokenizer, prompt or ""), model.id)
-                cutters[p] = tokenizer
-            spans = {i: passage_spans(t, cutters[p], p) for i, t in by_id.items()}
-            keys = [(i, n) for i, ss in spans.items() for n in range(len(ss))]
-            arr = get_or_encode(model, "document", passage_unit(v, p), [f"{i}#{n}" for i, n in keys],
-                                [by_id[i][slice(*spans[i][n])] for i, n in keys], variant=variant,
-                                encoder=encoder, progress=False, versions=IMPORTED if imported else INSTALLED,
-                                corpus=corpus.name)
-            vectors = stored(arr, merged)
-            for (i, n), vec in zip(keys, vectors):
-                start, end = spans[i][n]
-                out[i].setdefault(passage_path(v, p), []).append(
-                    {"ord": n, "start": start, "end": end, "text": by_id[i][start:end], "vec": vec})
-        return out
+def _record_view_tokens(load: _Load) -> None:
+    """How much of each passage view the document vector truncates, beside its passages (view_tokens)."""
+    model, by_name = load.model, load.by_name
+    for v in load.passages:
+        ident = view_tokens.identity(load.corpus.content_hash, model.id, model.revision, load.prompt, v)
+        if view_tokens.find(load.corpus.name, ident) is None:
+            tokenizer = load.encoder.tokenizer()
+            texts = (t for r in load.corpus.records(by_name[v].columns) if (t := by_name[v].render(r)))
+            view_tokens.record(load.corpus.name, ident, view_tokens.measure(
+                texts, tokenizer, content_limit(model.max_seq_length, tokenizer, load.prompt or "")))
 
-    def prepared() -> Iterator[tuple[str, bytes]]:
-        """(id, action and _source as ndjson bytes) per document: rendered, looked up or encoded and
-        serialised off the sending thread."""
-        columns = {c for v in all_views for c in by_name[v].columns}.union(DOCUMENT_COLUMNS)
-        todo = (r for r in corpus.records(columns) if r.id not in done)
-        # the first chunk is one request's worth: the node starts on it while the next is prepared
-        for chunk in _chunks(todo, chunk_docs, first=settings.bulk.max_docs):
-            texts = render(chunk, all_views)
-            for v in all_views:
-                report.missing_view[v] += len(chunk) - len(texts[v])
-            # numpy rows (int8 for a byte index): the serializer writes them directly
-            vectors = {u: dict(zip(ids, stored(arr, merged))) for u, (ids, arr) in encode(texts, fields).items()}
-            nested = passage_lists(texts) if model is not None else {}
-            for r in chunk:
-                doc = document(r, {v: texts[v][r.id] for v in all_views if r.id in texts[v]},
-                               {u: vec[r.id] for u, vec in vectors.items() if r.id in vec}, units, nested.get(r.id))
-                # a new document is created, never overwritten: a chunk sent again after a lost node or a killed
-                # load is then refused (409) where it arrived, instead of leaving deleted copies whose terms
-                # count in BM25's statistics (soft deletes outlive a force-merge while a lost copy's lease holds)
-                op = "index" if r.id in partial else "create"
-                yield r.id, f"{dumps({op: {'_index': name, '_id': r.id}})}\n{dumps(doc)}\n".encode()
 
+def _prepared(load: _Load, report: IndexReport, chunk_docs: int) -> Iterator[tuple[str, bytes]]:
+    """(id, action and _source as ndjson bytes) per document: rendered, looked up or encoded and
+    serialised off the sending thread."""
+    all_views, dumps = load.all_views, load.dumps
+    columns = {c for v in all_views for c in load.by_name[v].columns}.union(DOCUMENT_COLUMNS)
+    todo = (r for r in load.corpus.records(columns) if r.id not in load.done)
+    # the first chunk is one request's worth: the node starts on it while the next is prepared
+    for chunk in _chunks(todo, chunk_docs, first=load.settings.bulk.max_docs):
+        texts = load.render(chunk, all_views)
+        for v in all_views:
+            report.missing_view[v] += len(chunk) - len(texts[v])
+        # numpy rows (int8 for a byte index): the serializer writes them directly
+        vectors = {u: dict(zip(ids, stored(arr, load.merged)))
+                   for u, (ids, arr) in load.encode(texts, load.fields).items()}
+        nested = load.passage_lists(texts) if load.model is not None else {}
+        for r in chunk:
+            doc = document(r, {v: texts[v][r.id] for v in all_views if r.id in texts[v]},
+                           {u: vec[r.id] for u, vec in vectors.items() if r.id in vec}, load.units, nested.get(r.id))
+            # a new document is created, never overwritten: a chunk sent again after a lost node or a killed
+            # load is then refused (409) where it arrived, instead of leaving deleted copies whose terms
+            # count in BM25's statistics (soft deletes outlive a force-merge while a lost copy's lease holds)
+            op = "index" if r.id in load.partial else "create"
+            yield r.id, f"{dumps({op: {'_index': load.name, '_id': r.id}})}\n{dumps(doc)}\n".encode()
+
+
+def _send_all(load: _Load, report: IndexReport, chunk_docs: int, progress: bool) -> None:
+    """Send every document not yet loaded, refresh off meanwhile; the index's settings are restored (and the
+    encoder closed) however the load ends."""
+    client, name, settings = load.client, load.name, load.settings
     _relax(client, name)
     t0 = time.perf_counter()
     bar = tqdm(total=report.n_corpus - report.n_already, unit="doc", desc=f"index {name}", disable=not progress)
@@ -674,7 +758,8 @@ def _load_corpus(client, corpus, views, model=None, *, encoding: EncodeOptions =
             # whole request bodies are built in the producer thread, so the next one is ready the moment the
             # node answers the last (one request in flight, as with streaming_bulk, without its per-request
             # chunking and response walk between requests: 0.5 s of gaps in a 4 s load of 6,650 documents)
-            for request in _in_background(bulk_requests(prepared(), settings.bulk.max_docs, settings.bulk.max_bytes)):
+            lines = _prepared(load, report, chunk_docs)
+            for request in _in_background(bulk_requests(lines, settings.bulk.max_docs, settings.bulk.max_bytes)):
                 send_bulk(client, request, settings.bulk, report)
                 bar.set_postfix(docs_per_s=f"{report.n_loaded / (time.perf_counter() - t0):.0f}", refresh=False)
                 bar.update(len(request))
@@ -683,14 +768,27 @@ def _load_corpus(client, corpus, views, model=None, *, encoding: EncodeOptions =
             raise
         finally:
             bar.close()
-            if encoder is not None:
-                encoder.close()
+            if load.encoder is not None:
+                load.encoder.close()
             _restore(client, name, settings, refresh=not red)
     report.seconds = time.perf_counter() - t0
-    if (why := unplaced_replicas(client, name, settings.replicas)) is not None:
+
+
+def _finish(load: _Load, report: IndexReport) -> None:
+    """After the documents: the replicas' warning, the merge, and the manifest's record of the load."""
+    client, name = load.client, load.name
+    if (why := unplaced_replicas(client, name, load.settings.replicas)) is not None:
         report.warnings.append(why)
     report.segments_loaded = segment_count(client, name)
-    report.segments, report.merge_seconds = _merge_segments(client, name, settings)
+    report.segments, report.merge_seconds = _merge_segments(client, name, load.settings)
+    final = _final_manifest(load, report)
+    if final != load.merged:
+        client.indices.put_mapping(index=name, body={"_meta": final})
+
+
+def _final_manifest(load: _Load, report: IndexReport) -> dict:
+    """The index's manifest after the load: its segments, how its graphs were built, and what it cost."""
+    merged, imported, encoder = load.merged, load.imported, load.encoder
     final = {**merged, "segments": report.segments, **({"vectors_import": imported.provenance} if imported else {})}
     # whether a merge ever rebuilt the graph (then a rebuild's k-NN hits can differ: docs/index-layout.md);
     # left out for an index loaded before this was recorded, until a merge settles it
@@ -699,15 +797,13 @@ def _load_corpus(client, corpus, views, model=None, *, encoding: EncodeOptions =
         final["graph_merged"] = rebuilt or merged.get("graph_merged", False)
     # whether any load built graphs with Lucene's SIMD code (then so can a rebuild's hits differ); None: unknown
     if merged.get("dim") and ("simd_vectors" in merged or "segments" not in merged):
-        loads = (merged.get("simd_vectors", False), simd_vectors(client))
+        loads = (merged.get("simd_vectors", False), simd_vectors(load.client))
         final["simd_vectors"] = True if True in loads else None if None in loads else False
     if report.n_loaded or "cost" not in merged:  # a load that added nothing leaves the last measurement
-        final["cost"] = measure_index_cost(client, name, final)
+        final["cost"] = measure_index_cost(load.client, load.name, final)
         if encoder is not None:  # what the vectors cost to encode, per view and passage field: their cache entries'
             final["cost"]["encode"] = {u: entry_cost(EmbeddingCache(cache_key(
-                model, "document", u, variant, prompt, encoder.precision, IMPORTED if imported else INSTALLED,
-                corpus.name, encoder.backend)).runs())
-                for u in [*all_views, *(passage_unit(v, p) for v, p in passage_settings(merged))]}
-    if final != merged:
-        client.indices.put_mapping(index=name, body={"_meta": final})
-    return report
+                load.model, "document", u, load.variant, load.prompt, encoder.precision, load.versions,
+                load.corpus.name, encoder.backend)).runs())
+                for u in [*load.all_views, *(passage_unit(v, p) for v, p in passage_settings(merged))]}
+    return final
