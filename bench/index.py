@@ -85,8 +85,7 @@ def side_runner(side: str, corpus_dir: str, model_id: str, view_name: str):
     texts = [view.render(r) for r in records]
     vectors = get_or_encode(model, "document", view.name, [r.id for r in records], texts, progress=False)
     bare = f"{index_name(corpus.name, model.id)}-bare"
-    meta = index_manifest(corpus, model, None, model.prompt_for("document", task_type="retrieval"),
-                          [view.name], settings)
+    meta = index_manifest(corpus, model, [view.name], settings)
     dumps = client.transport.serializer.dumps  # the same bytes evalctl sends
     lines = []
     for r, t, v in zip(records, texts, vectors):

@@ -47,9 +47,9 @@ def run_side(side: str, client, corpus, view, model_id: str) -> dict:
     """One read of every vector, by one path (called in that path's own worker process)."""
     t0 = time.perf_counter()
     if side == "export":  # the command path: PIT pages into a memmap, then the corpus and cache checks
-        from evalctl.evaluators.vectors.export import export_vectors
+        from evalctl.evaluators.vectors.export import ViewVectors, export_vectors
 
-        rep = export_vectors(client, corpus, view, model_id, force=True, progress=False)
+        rep = export_vectors(client, ViewVectors(corpus, view, model_id), force=True, progress=False)
         n, dim, stream = len(rep.export.ids), rep.export.vectors.shape[1], rep.seconds
     elif side == "cache":  # the embedding cache, by text, as encoding would return them
         from evalctl.indexers.encoder import get_or_encode

@@ -55,7 +55,7 @@ def main() -> None:
     from evalctl.opensearch.connection import load_settings, make_client, resolve_url
     from evalctl.corpus.importer import import_corpus
     from evalctl.evaluators.retrieval.retrieve import (
-        RetrievalOptions, RetrievalSpec, search_bodies, resolve_index, retrieve, search_all,
+        RetrievalOptions, RetrievalSpec, Sending, search_bodies, resolve_index, retrieve, search_all,
     )
     from evalctl.evaluators.scoring.runs import ranked
     from evalctl.corpus.query_set import load_query_set
@@ -90,7 +90,8 @@ def main() -> None:
         qset = load_qrels(corpus, qname)
         queries = load_query_set(corpus, qset, split, view.name)
         qrels = qset.qrels(split=split)
-        index, manifest = resolve_index(client, corpus, spec)
+        state = resolve_index(client, corpus, spec)
+        index, manifest = state.name, state.manifest
         opts = RetrievalOptions(progress=False, batch_size=args.batch_size, concurrency=1, reuse=False)
         bodies, _ = search_bodies(client, spec, queries, manifest, model, opts)  # warms the query-vector cache
         docs = [(r.id, t) for r in corpus.records() if (t := view.render(r))]
@@ -120,7 +121,7 @@ def main() -> None:
                 wall, took = time.perf_counter() - t0, run.manifest["took_ms"] / 1000
                 ndcg[side] = score(run.ranking, qrels).mean[PRIMARY]
             elif side == "search_all":  # evalctl's sender alone, on bodies built once
-                _, st, _ = search_all(client, index, many, batch_size=args.batch_size, concurrency=1)
+                _, st, _ = search_all(client, index, many, Sending(batch_size=args.batch_size, concurrency=1))
                 wall, took = st.seconds, st.took_ms / 1000
             elif side == "bare":  # the same bytes, pre-built, on one kept-alive connection
                 wall, took = bare_msearch(url, ndjson)

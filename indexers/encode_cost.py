@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import platform
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from evalctl.host import cpu_name
+
+if TYPE_CHECKING:
+    from evalctl.indexers.embedding_cache import CacheKey
 
 # What is summed across runs; the rest of a measurement says how it ran, and runs of the same setting add up.
 _SUMMED = ("texts", "tokens", "seconds")
@@ -63,9 +67,10 @@ class EncodeCost:
         return {**asdict(self), "seconds": seconds, **rates(self.texts, self.tokens, seconds)}
 
 
-def measured(encoder, precision: str, backend: str, batch_size: int | None, texts: int, tokens: int | None,
+def measured(encoder, key: CacheKey, batch_size: int | None, texts: int, tokens: int | None,
              seconds: float) -> EncodeCost:
-    """The measurement of a run of `encoder` (an Encoder, ServedEncoder or a loaded LazyEncoder)."""
+    """The measurement of a run of `encoder` (an Encoder, ServedEncoder or a loaded LazyEncoder) into the cache entry
+    `key` (its precision and backend)."""
     devices = list(getattr(encoder, "devices", None) or [])
     endpoint = getattr(encoder, "shown", None)
     if endpoint is not None:
@@ -78,7 +83,7 @@ def measured(encoder, precision: str, backend: str, batch_size: int | None, text
     else:  # an encoder that says nothing of where it runs (a test's stand-in)
         device, name, threads = "unknown", None, None
     return EncodeCost(texts=texts, tokens=tokens, seconds=seconds, device=device, device_name=name,
-                      precision=precision, backend=backend, torch_threads=threads, batch_size=batch_size,
+                      precision=key.precision, backend=key.backend, torch_threads=threads, batch_size=batch_size,
                       max_batch_tokens=getattr(encoder, "max_batch_tokens", None))
 
 

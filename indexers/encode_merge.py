@@ -21,6 +21,7 @@ import numpy as np
 from evalctl.errors import BadInput
 from evalctl.indexers.embedding_cache import CacheKey, EmbeddingCache, text_hash
 from evalctl.indexers.encode_corpus import view_texts
+from evalctl.indexers.encode_options import PromptChoice
 from evalctl.indexers.encoder import cache_key
 from evalctl.indexers.vector_agreement import FirstVectors
 from evalctl.paths import cache_root
@@ -63,13 +64,13 @@ def _entry(source: Path, key: CacheKey) -> EmbeddingCache:
                      "are not the ones evalctl index asks for here; encode with the same precision and package versions")
 
 
-def merge_caches(store, view_spec, model, sources: list[Path], *, role: str = "document", variant: str | None = None,
-                 task_type: str = "retrieval", precision: str | None = None, root: Path | None = None) -> MergeReport:
-    ids, texts, _ = view_texts(store, view_spec, role)
+def merge_caches(store, view_spec, model, sources: list[Path], *, prompts: PromptChoice = PromptChoice(),
+                 precision: str | None = None) -> MergeReport:
+    ids, texts, _ = view_texts(store, view_spec, prompts.role)
     if not ids:
         raise MergeError(f"corpus {store.name} has no {view_spec.name} text to merge vectors for")
-    prompt = model.prompt_for(role, task_type=task_type, variant=variant)
-    key = cache_key(model, role, view_spec.name, variant, prompt, precision)
+    key = cache_key(model, prompts.role, view_spec.name, prompts.variant, prompt=prompts.prompt(model),
+                    precision=precision)
     wanted: dict[bytes, str] = {}  # text hash -> the first record of that text
     for doc_id, text in zip(ids, texts):
         wanted.setdefault(text_hash(text), doc_id)
@@ -82,7 +83,7 @@ def merge_caches(store, view_spec, model, sources: list[Path], *, role: str = "d
         for h in wanted:
             if h in entry:
                 holders.setdefault(h, []).append(src)
-    here = root or cache_root() / "embeddings"
+    here = cache_root() / "embeddings"
     # this cache's entry is opened only where it exists: a refused merge leaves no trace here
     target = EmbeddingCache(key, root=here) if (here / key.model_id / key.digest() / "meta.json").is_file() else {}
     missing = sorted(wanted[h] for h in wanted if h not in holders and h not in target)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from evalctl.indexers.model_loader import Source
 from evalctl.indexers.runtime import Runtime
-from evalctl.models import TaskType
+from evalctl.models import Role, TaskType
 from evalctl.parameters import param
 
 if TYPE_CHECKING:
@@ -19,6 +19,21 @@ if TYPE_CHECKING:
 DEVICE_HELP = "cpu, cuda, cuda:N, a comma list of devices, or 'all' for every local GPU (default: cuda when visible)."
 INSTALLED = "installed"  # vectors of the installed packages' versions (encoder.encoding_versions)
 IMPORTED = "imported"  # the versions of an entry of `evalctl vectors import` (evalctl.indexers.vectors_import)
+
+
+@dataclass(frozen=True)
+class PromptChoice:
+    """Which of a model's prompts made a set of vectors (MTEB's convention): the role, the task whose prompt it is,
+    the named variant. `evalctl vectors import` and `vectors merge` generate their options from these fields."""
+
+    role: Role = param("document", help="The texts' role: documents or queries.")
+    task_type: TaskType = param("retrieval", flag="--task",
+                                help="Whose prompt made them (a label task's own prompt).")
+    variant: str | None = param(None, flag="--prompt-variant",
+                                help="Named prompt variant of the model (default: the model's).")
+
+    def prompt(self, model) -> str:
+        return model.prompt_for(self.role, task_type=self.task_type, variant=self.variant)
 
 
 @dataclass(frozen=True)

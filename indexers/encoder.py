@@ -371,8 +371,9 @@ def encoding_versions(spec: ModelSpec | None = None, backend: str = "torch") -> 
                       *backend_versions(backend)])
 
 
-def cache_key(spec: ModelSpec, role: Role, view: str, variant: str | None, prompt: str, precision: str | None = None,
-              versions: str | None = INSTALLED, corpus: str | None = None, backend: str | None = None) -> CacheKey:
+def cache_key(spec: ModelSpec, role: Role, view: str, variant: str | None, *, prompt: str,
+              precision: str | None = None, versions: str | None = INSTALLED, corpus: str | None = None,
+              backend: str | None = None) -> CacheKey:
     """The cache entry of these vectors. precision and backend None: the process runtime's for this model (an
     imported entry's backend is torch: its vectors were made elsewhere); versions: those of the installed
     packages by default, an index's own as its manifest names them, None for an entry made before versions were
@@ -405,7 +406,8 @@ def encode_texts(spec: ModelSpec, role: Role, view: str, ids: Sequence[str], tex
     # an encoder that does not say (a test's wrapper, a served model's) runs torch
     backend = getattr(o.encoder, "backend", "torch") if o.encoder is not None else encoding_backend(spec, rt)
     prompt = spec.prompt_for(role, task_type=o.task_type, task=o.task, variant=o.variant)
-    key = cache_key(spec, role, view, o.variant, prompt, precision, o.versions, o.corpus, backend)
+    key = cache_key(spec, role, view, o.variant, prompt=prompt, precision=precision, versions=o.versions,
+                    corpus=o.corpus, backend=backend)
     cache = EmbeddingCache(key, root=o.cache_root)
     hashes = [text_hash(t) for t in texts]
     unique = dict(zip(hashes, texts))  # one encode per distinct text
@@ -453,7 +455,7 @@ def encode_texts(spec: ModelSpec, role: Role, view: str, ids: Sequence[str], tex
                 served = {k: v - served.get(k, 0) if isinstance(v, int) else v for k, v in enc.usage().items()}
             if own_encoder:
                 enc.close()
-        cost = measured(enc, precision, backend, o.batch_size, len(todo), tokens or None, encoding_seconds).record()
+        cost = measured(enc, key, o.batch_size, len(todo), tokens or None, encoding_seconds).record()
         cache.record_run({"device": ",".join(getattr(enc, "devices", [])) or None, "precision": precision,
                           "backend": backend,
                           "max_batch_tokens": budget, "oom_halvings": halvings, "n_encoded": len(todo),

@@ -63,9 +63,10 @@ class IndexState:
         prompt instead of the document prompt."""
         m = self.manifest
         return cache_key(model or get_model(m["model"]), "document", view, m["prompt_variant"],
-                         m["document_prompt"] if prompt is None else prompt,
-                         m.get("precision", "float32"), m.get("encoding_versions"),  # absent: a format-1 entry
-                         m.get("corpus"), m.get("backend", "torch"))
+                         prompt=m["document_prompt"] if prompt is None else prompt,
+                         precision=m.get("precision", "float32"),
+                         versions=m.get("encoding_versions"),  # absent: a format-1 entry
+                         corpus=m.get("corpus"), backend=m.get("backend", "torch"))
 
 
 @dataclass(frozen=True)

@@ -100,13 +100,14 @@ class IndexReport:
         return self.n_loaded / self.seconds if self.seconds else 0.0
 
 
-def index_manifest(corpus, model, variant: str | None, prompt: str | None, views: list[str],
-                   settings: IndexSettings, tasks: dict[str, dict] | None = None,
+def index_manifest(corpus, model, views: list[str], settings: IndexSettings, *, variant: str | None = None,
+                   tasks: dict[str, dict] | None = None,
                    passages: Mapping[str, Sequence[PassageSpec]] | None = None) -> dict:
     """`tasks`: the task fields ({task: {"prompt", "views"}}, see index_layout.task_vectors); the key is
     absent without any, so indexes of models whose task prompts equal the document prompt are as before.
     `passages`: the passage settings per view ({view: [setting names]}; absent without any)."""
     passages = {v: sorted(p.name for p in ps) for v, ps in sorted((passages or {}).items()) if ps}
+    prompt = model.prompt_for("document", task_type="retrieval", variant=variant) if model else None
     return {
         "evalctl_index": 1,
         "index_prefix": index_prefix(),
@@ -494,17 +495,32 @@ def _dim_proven(model, views, variant: str | None, prompt: str | None) -> bool:
     """Every view already has vectors of this model, revision, prompt and dim in the embedding cache, which
     stores no vector of another dim: the weights gave the spec's dim, no need to load them to check (a
     12B model takes minutes to load; re-indexing after a lost node then loads nothing)."""
-    return all(len(EmbeddingCache(cache_key(model, "document", v.name, variant, prompt))) for v in views)
+    return all(len(EmbeddingCache(cache_key(model, "document", v.name, variant, prompt=prompt))) for v in views)
+
+
+@dataclass(frozen=True)
+class IndexOptions:
+    """How a load runs. `encoding`: the prompt variant, device and batch size of the vectors (each field's prompt and
+    the cache entry are the index's own). `passages` ({view: settings}, views among those given): each a nested
+    field (indexers.passages). `label_tasks` ({task: views}; default every label task on every view given) adds a
+    task field per view where the model's prompt for that task differs from its document prompt ({} adds none)."""
+
+    encoding: EncodeOptions = EncodeOptions()
+    settings: IndexSettings | None = None  # default: configs/index_settings.yaml
+    chunk_docs: int = 2000
+    label_tasks: dict[str, list[str]] | None = None
+    passages: Mapping[str, Sequence[PassageSpec]] | None = None
+    progress: bool = True
 
 
 def index_corpus(client, corpus, views, model=None, **options) -> IndexReport:
-    """Load `corpus` (text of every view, and `model`'s vectors when given) into its index (_load_corpus's
-    options). A load that fails (or whose every document is refused) after creating the index, before any document
+    """Load `corpus` (text of every view, and `model`'s vectors when given) into its index (`options`: IndexOptions'
+    fields). A load that fails (or whose every document is refused) after creating the index, before any document
     is in it, removes that index: what is left is the index as it was, or none."""
     name = index_name(corpus.name, model.id if model else None)
     existed = client.indices.exists(index=name)
     try:
-        report = _load_corpus(client, corpus, views, model, **options)
+        report = _load_corpus(client, corpus, views, model, IndexOptions(**options))
     except IndexUnavailable:
         raise  # a red index stays as the node holds it (its count and refresh would wait on the lost shard)
     except BaseException:
@@ -604,28 +620,19 @@ class _Load:
         return out
 
 
-def _load_corpus(client, corpus, views, model=None, *, encoding: EncodeOptions = EncodeOptions(),
-                 settings: IndexSettings | None = None, chunk_docs: int = 2000,
-                 label_tasks: dict[str, list[str]] | None = None,
-                 passages: Mapping[str, Sequence[PassageSpec]] | None = None, progress: bool = True) -> IndexReport:
-    """`encoding`: the prompt variant, device and batch size of the vectors (each field's prompt and the cache
-    entry are the index's own). `passages` ({view: settings}, views among those given): each a nested field
-    (indexers.passages).
-
-    `label_tasks` ({task: views}; default every label task on every view given) adds a task field per
-    view where the model's prompt for that task differs from its document prompt ({} adds none)."""
-    load = _Load(client, corpus, views, model, settings or load_index_settings(), encoding.variant)
-    if label_tasks is None:
-        label_tasks = {t: [v.name for v in views] for t in LABEL_TASKS}
+def _load_corpus(client, corpus, views, model, options: IndexOptions) -> IndexReport:
+    o = options
+    load = _Load(client, corpus, views, model, o.settings or load_index_settings(), o.encoding.variant)
+    label_tasks = {t: [v.name for v in views] for t in LABEL_TASKS} if o.label_tasks is None else o.label_tasks
     tasks = task_vectors(model, load.variant, label_tasks) if model else {}
     _vectors_source(load, tasks)
-    load.passages = _checked_passages(load, passages)
-    _prepare_manifest(load, tasks, encoding)
+    load.passages = _checked_passages(load, o.passages)
+    _prepare_manifest(load, tasks, o.encoding)
     if model is not None and load.settings.data_type == "byte":
-        load.meta["byte_quantisation"] = _byte_quantisation(load, chunk_docs)
+        load.meta["byte_quantisation"] = _byte_quantisation(load, o.chunk_docs)
     report = _open(load)
     _record_view_tokens(load)
-    _send_all(load, report, chunk_docs, progress)
+    _send_all(load, report, o.chunk_docs, o.progress)
     _finish(load, report)
     return report
 
@@ -661,8 +668,8 @@ def _checked_passages(load: _Load, passages: Mapping[str, Sequence[PassageSpec]]
 def _prepare_manifest(load: _Load, tasks: dict[str, dict], encoding: EncodeOptions) -> None:
     """This load's manifest and encoder, checked against the model before any index exists."""
     model, imported, prompt = load.model, load.imported, load.prompt
-    meta = load.meta = index_manifest(load.corpus, model, load.variant, prompt, [v.name for v in load.views],
-                                      load.settings, tasks, load.passages)
+    meta = load.meta = index_manifest(load.corpus, model, [v.name for v in load.views], load.settings,
+                                      variant=load.variant, tasks=tasks, passages=load.passages)
     encoder = load.encoder = LazyEncoder(model, device=encoding.device, batch_size=encoding.batch_size,
                                          **({"precision": imported.precision} if imported else {})) if model else None
     if encoder is not None:  # vectors of another precision or package versions are other vectors
@@ -803,7 +810,7 @@ def _final_manifest(load: _Load, report: IndexReport) -> dict:
         final["cost"] = measure_index_cost(load.client, load.name, final)
         if encoder is not None:  # what the vectors cost to encode, per view and passage field: their cache entries'
             final["cost"]["encode"] = {u: entry_cost(EmbeddingCache(cache_key(
-                load.model, "document", u, load.variant, load.prompt, encoder.precision, load.versions,
-                load.corpus.name, encoder.backend)).runs())
+                load.model, "document", u, load.variant, prompt=load.prompt, precision=encoder.precision,
+                versions=load.versions, corpus=load.corpus.name, backend=encoder.backend)).runs())
                 for u in [*load.all_views, *(passage_unit(v, p) for v, p in passage_settings(merged))]}
     return final

@@ -35,6 +35,7 @@ import numpy as np
 
 from evalctl.errors import BadInput
 from evalctl.indexers.embedding_cache import CacheKey, EmbeddingCache, text_hash
+from evalctl.indexers.encode_options import PromptChoice
 from evalctl.indexers.encoder import IMPORTED, cache_key
 from evalctl.indexers.model_loader import ModelLoadError, require_weights
 from evalctl.indexers.runtime import Runtime
@@ -201,11 +202,6 @@ def check_rows(src: VectorFile, dim: int, normalized: bool, model_id: str) -> No
             raise VectorsImportError(f"{src.where(row)}: duplicate id, also row {seen}")
 
 
-def imported_key(model, role: str, view: str, variant: str | None, prompt: str, precision: str,
-                 corpus: str) -> CacheKey:
-    return cache_key(model, role, view, variant, prompt, precision, versions=IMPORTED, corpus=corpus)
-
-
 def _rows(vectors: np.ndarray, rows: list[int]) -> np.ndarray:
     """float32 copies of these rows, gathered a block at a time (no second copy in the source's dtype)."""
     out = np.empty((len(rows), vectors.shape[1]), dtype=np.float32)
@@ -253,9 +249,8 @@ def _one_vector_per_text(src: VectorFile, rows: dict[int, bytes], cache: Embeddi
         "carry the other's; give them the same vector or leave one out; nothing was imported")
 
 
-def import_vectors(corpus, view_spec, model, src: VectorFile, *, precision: str, role: str = "document",
-                   variant: str | None = None, task_type: str = "retrieval", command: str | None = None,
-                   root: Path | None = None) -> ImportReport:
+def import_vectors(corpus, view_spec, model, src: VectorFile, *, precision: str,
+                   prompts: PromptChoice = PromptChoice(), command: str | None = None) -> ImportReport:
     """Check `src` against the model spec and the corpus, then store it in the corpus's entry of (model, role,
     view, prompt, precision, imported) with its provenance. Raises VectorsImportError before writing anything."""
     check_rows(src, model.dim, model.normalize, model.id)
@@ -268,9 +263,9 @@ def import_vectors(corpus, view_spec, model, src: VectorFile, *, precision: str,
     if not rows:
         raise VectorsImportError(f"{src.files[0]}: none of its {len(src.ids)} rows is a record with {view_spec.name} "
                                  f"text in corpus {corpus.name}: nothing to import")
-    prompt = model.prompt_for(role, task_type=task_type, variant=variant)
-    key = imported_key(model, role, view_spec.name, variant, prompt, precision, corpus.name)
-    base = root or cache_root() / "embeddings"
+    key = cache_key(model, prompts.role, view_spec.name, prompts.variant, prompt=prompts.prompt(model),
+                    precision=precision, versions=IMPORTED, corpus=corpus.name)
+    base = cache_root() / "embeddings"
     # the entry is opened only where it exists: a refused import leaves no trace
     cache = EmbeddingCache(key, root=base) if (base / key.model_id / key.digest() / "meta.json").is_file() else None
     held = sorted({h for h in rows.values() if cache is not None and h in cache})
@@ -310,11 +305,11 @@ class ImportedVectors:
     provenance: dict  # {unit: [import records]}
 
 
-def imported_entries(model, view: str, variant: str | None, prompt: str, corpus: str, role: str = "document",
-                     root: Path | None = None) -> dict[str, EmbeddingCache]:
-    """{precision: entry} of the imported entries of this corpus for this model, role, view and prompt; an entry
-    counts once an import recorded itself there (after its commit: a killed import's entry does not)."""
-    base = root or cache_root() / "embeddings"
+def imported_entries(model, view: str, variant: str | None, prompt: str, corpus: str) -> dict[str, EmbeddingCache]:
+    """{precision: entry} of the imported document vectors of this corpus for this model, view and prompt (what an
+    index reads); an entry counts once an import recorded itself there (after its commit: a killed import's entry
+    does not)."""
+    base = cache_root() / "embeddings"
     found = {}
     for meta_file in sorted((base / model.id).glob("*/meta.json")):
         try:
@@ -322,7 +317,8 @@ def imported_entries(model, view: str, variant: str | None, prompt: str, corpus:
         except (OSError, json.JSONDecodeError):
             continue  # an unreadable entry is reported when its own key opens it
         if meta.get("versions") == IMPORTED:
-            key = imported_key(model, role, view, variant, prompt, meta["precision"], corpus)
+            key = cache_key(model, "document", view, variant, prompt=prompt, precision=meta["precision"],
+                            versions=IMPORTED, corpus=corpus)
             if key.meta() == meta and import_records(entry := EmbeddingCache(key, root=base)):
                 found[meta["precision"]] = entry
     return found

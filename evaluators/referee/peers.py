@@ -242,7 +242,7 @@ def mean_over(per_query: dict[str, float], queries) -> float:
 
 @dataclass(frozen=True)
 class Row:
-    system: str  # e.g. "exact:all-minilm-l6-v2:TA"
+    system: str  # the method evalctl ran ("exact", "bm25"), its column's head
     metric: str
     evalctl: float
     referee: str  # trec_eval, MTEB, Pyserini
@@ -270,7 +270,7 @@ def format_table(rows: list[Row]) -> str:
     metrics = list(dict.fromkeys(r.metric for r in rows))
     cell = {(r.system, r.referee, r.metric): r for r in rows}
     ours = {(r.system, r.metric): r.evalctl for r in rows}
-    head = ["metric"] + [f"evalctl {s.split(':')[0]}" if ref is None else f"{ref} ({s.split(':')[0]})" for s, ref in columns]
+    head = ["metric"] + [f"evalctl {s}" if ref is None else f"{ref} ({s})" for s, ref in columns]
     body = []
     for m in metrics:
         vals = [m]

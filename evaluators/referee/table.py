@@ -41,6 +41,7 @@ class RefereeReport:
     spec: LandscapeSpec
     export: dict
     rows: list[rf.Row] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)  # each row's system (a method) -> its run's label
     facts: dict = field(default_factory=dict)  # overlaps, counts, versions
     skipped: dict[str, str] = field(default_factory=dict)  # referee -> why
 
@@ -48,7 +49,7 @@ class RefereeReport:
         s, e = self.spec, self.export
         head = (f"Referee table: corpus {s.corpus}, view {e['query_view']}→{e['view']}, qrels {s.qrels}/{s.split}, "
                 f"model {s.model}; {e['documents']} documents, {e['queries']} queries, {e['pairs']} pairs")
-        systems = ", ".join(dict.fromkeys(r.system for r in self.rows))
+        systems = ", ".join(self.labels[s] for s in dict.fromkeys(r.system for r in self.rows))
         parts = [head, f"systems: {systems}; referee cells: value (referee - evalctl)", "", rf.format_table(self.rows), ""]
         parts += [f"- {k}: {v}" for k, v in self.facts.items()]
         parts += [f"- {name} skipped: {why}" for name, why in self.skipped.items()]
@@ -69,7 +70,8 @@ def referee_landscape(client, spec: LandscapeSpec, out_dir: Path) -> RefereeRepo
     """Export `spec`'s landscape to `out_dir`/beir and score it with evalctl and every available referee."""
     corpus = load_corpus(spec.corpus)
     qset = load_qrels(corpus, spec.qrels)
-    summary = export_landscape(corpus, qset, "beir", spec.view, spec.split, out_dir / "beir", spec.query_view)
+    summary = export_landscape(corpus, qset, "beir", out_dir / "beir", view=spec.view, split=spec.split,
+                               query_view=spec.query_view)
     task = read_beir_export(out_dir / "beir")
     if not task.queries:  # the referees (MTEB first) cannot score an empty task, and evalctl would average nothing
         raise BadInput(f"no query of {spec.qrels}/{spec.split} has {spec.query_view or spec.view} text in corpus "
@@ -84,13 +86,13 @@ def referee_landscape(client, spec: LandscapeSpec, out_dir: Path) -> RefereeRepo
                                                            "the rows below average over the exported queries)")
     ours = {m: score(r.ranking, qrels).per_query for m, r in runs.items()}
     ours_mean = {m: {k: rf.mean_over(v, exported) for k, v in pq.items()} for m, pq in ours.items()}
-    names = {m: r.label for m, r in runs.items()}
+    report.labels.update({m: r.label for m, r in runs.items()})
     sub_qrels = {q: qrels[q] for q in exported}
 
     try:
         for m, r in runs.items():
             te = rf.trec_eval_scores(r.ranking, sub_qrels)
-            report.rows += rf.metric_rows(names[m], "trec_eval", ours_mean[m], {k: rf.mean_over(v, exported)
+            report.rows += rf.metric_rows(m, "trec_eval", ours_mean[m], {k: rf.mean_over(v, exported)
                                                                                for k, v in te.items()})
     except rf.RefereeUnavailable as e:
         report.skipped["trec_eval"] = str(e)
@@ -98,7 +100,7 @@ def referee_landscape(client, spec: LandscapeSpec, out_dir: Path) -> RefereeRepo
     try:
         mt = rf.mteb_dense(task, spec.model, depth=spec.k)
         own = {m: mt.scores[m.replace("@", "_at_")] for m in DENSE_METRICS}
-        report.rows += rf.metric_rows(names["exact"], "MTEB", {m: ours_mean["exact"][m] for m in DENSE_METRICS}, own)
+        report.rows += rf.metric_rows("exact", "MTEB", {m: ours_mean["exact"][m] for m in DENSE_METRICS}, own)
         # MTEB rounds its means to 5 decimals; its own ranking rescored here shows the unrounded values
         report.facts["MTEB ranking scored by evalctl (unrounded)"] = {
             m: round(v, 6) for m, v in rf.rescore(mt.ranking, sub_qrels, DENSE_METRICS).items()}
@@ -113,7 +115,7 @@ def referee_landscape(client, spec: LandscapeSpec, out_dir: Path) -> RefereeRepo
     try:
         bm = runs["bm25"].manifest["index_manifest"]["bm25"]  # the k1/b the index was built with
         ps = rf.pyserini_bm25(task, bm["k1"], bm["b"], runs["bm25"].manifest.get("bm25_max_terms"), depth=spec.k)
-        report.rows += rf.metric_rows(names["bm25"], "Pyserini", ours_mean["bm25"], rf.rescore(ps.ranking, sub_qrels))
+        report.rows += rf.metric_rows("bm25", "Pyserini", ours_mean["bm25"], rf.rescore(ps.ranking, sub_qrels))
         report.facts["Pyserini top-10 overlap with evalctl bm25"] = round(rf.top_overlap(runs["bm25"].ranking, ps.ranking), 4)
         report.facts["Pyserini"] = ps.notes
     except rf.RefereeUnavailable as e:

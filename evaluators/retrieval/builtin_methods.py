@@ -46,10 +46,6 @@ def _exact(c, text, vector, exclude) -> dict:
     return exact_body(c.vector_field, vector, SPACE_TYPES[c.manifest["similarity"]], c.k, exclude)
 
 
-def _hybrid(c, text, vector, exclude) -> dict:
-    return hybrid_body(c.text_field, text, c.vector_field, vector, c.k, exclude, c.pipeline)
-
-
 BM25 = RetrievalMethod("bm25", _bm25, text=True, global_stats=True, title="BM25",
                       about="lexical match of the query text on the view's text (OpenSearch BM25)")
 DENSE = RetrievalMethod("dense", _knn, vector=True, title="Dense",
@@ -59,10 +55,10 @@ EXACT = RetrievalMethod("exact", _exact, vector=True, title="Exact kNN",
 # One hybrid query through a neural-search pipeline, or client-side fusion of the BM25 and dense runs.
 # Not global_stats: neural-search 3.5 skips its normalisation under dfs_query_then_fetch on more than one
 # shard and returns raw sub-query scores (neural-search #1490), so its BM25 part uses per-shard statistics.
-HYBRID = RetrievalMethod("hybrid", _hybrid, text=True, vector=True, fused=True, technique="linear",
+HYBRID = RetrievalMethod("hybrid", hybrid_body, text=True, vector=True, fused=True, technique="linear",
                          pipeline=pipeline_body, client=("bm25", "dense"), tunable=True, title="Hybrid",
                          about="weighted sum of the normalised BM25 and dense scores")
-RRF = RetrievalMethod("rrf", _hybrid, text=True, vector=True, fused=True, technique="rrf", pipeline=pipeline_body,
+RRF = RetrievalMethod("rrf", hybrid_body, text=True, vector=True, fused=True, technique="rrf", pipeline=pipeline_body,
                       client=("bm25", "dense"), title="RRF", about="reciprocal-rank fusion of the BM25 and dense rankings")
 DENSE_MAXP = RetrievalMethod("dense-maxp", _maxp, vector=True, passages_of="dense", query_chunks=True, title="Dense MaxP",
                              about="approximate nearest neighbours of the query vector among the view's passage "

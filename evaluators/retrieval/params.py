@@ -51,6 +51,16 @@ class RetrievalParams:
 MAX_IN_FLIGHT = 256
 
 
+@dataclass(frozen=True)
+class Sending:
+    """How retrieve.search_all sends a list of bodies (what of RetrievalOptions the sender itself reads)."""
+
+    batch_size: int = 32  # queries per _msearch
+    concurrency: int = 2  # _msearch calls in flight
+    max_retries: int = 4  # per query, on 429 / 5xx
+    progress: bool = False
+
+
 @dataclass
 class RetrievalOptions:
     """How queries are sent; not part of a run's identity."""
@@ -61,3 +71,6 @@ class RetrievalOptions:
     inline_pipeline: bool = False  # hybrid: put the pipeline body in each request instead of a stored one
     reuse: bool = True  # return a stored run with the same identity instead of searching again
     extra: dict = field(default_factory=dict)  # added to the run manifest (e.g. how fusion weights were tuned)
+
+    def sending(self) -> Sending:
+        return Sending(batch_size=self.batch_size, concurrency=self.concurrency, progress=self.progress)

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from evalctl.evaluators.retrieval.methods import BodyContext
 
 _TERM = re.compile(r"\S+")
 
@@ -109,13 +113,13 @@ def exact_body(field: str, vector: Sequence[float], space_type: str, size: int, 
     return {"size": size, "_source": False, "query": {"script_score": {"query": base, "script": script}}}
 
 
-def hybrid_body(text_field: str, text: str, vector_field: str, vector: Sequence[float], size: int,
-                exclude: Collection[str] = (), pipeline: str | dict | None = None) -> dict:
-    """BM25 and knn sub-queries, each collecting `size` candidates (pagination_depth, k) so the
-    fused list sees the same per-clause depth as client-side fusion of two runs of depth `size`.
-    `pipeline`: a stored pipeline's name, or a body inlined as a temporary pipeline (weight sweeps);
-    hybrid without a pipeline would return raw "delimiter" scores (neural-search #1011)."""
-    return hybrid_of(text_field, text, knn_clause(vector_field, vector, size), size, exclude, pipeline)
+def hybrid_body(c: BodyContext, text: str, vector: Sequence[float], exclude: Collection[str] = ()) -> dict:
+    """BM25 on `c.text_field` and knn on `c.vector_field`, each collecting `c.k` candidates (pagination_depth,
+    k) so the fused list sees the same per-clause depth as client-side fusion of two runs of depth `c.k`.
+    `c.pipeline`: a stored pipeline's name, or a body inlined as a temporary pipeline (weight sweeps);
+    hybrid without a pipeline would return raw "delimiter" scores (neural-search #1011). A BodyBuilder
+    (retrieval.methods), as the hybrid methods register it."""
+    return hybrid_of(c.text_field, text, knn_clause(c.vector_field, vector, c.k), c.k, exclude, c.pipeline)
 
 
 def hybrid_of(text_field: str, text: str, vector_clause: dict, size: int, exclude: Collection[str] = (),

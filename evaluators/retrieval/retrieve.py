@@ -23,7 +23,7 @@ from evalctl.errors import BadInput, Failure
 from evalctl.corpus.store import Corpus, load_corpus
 from evalctl.evaluators.fusion.client_fusion import fuse_rankings
 from evalctl.evaluators.retrieval.methods import MAX_K, METHODS, BodyContext, RetrievalMethod
-from evalctl.evaluators.retrieval.params import DEFAULT_BM25_MAX_TERMS, RetrievalOptions, RetrievalParams
+from evalctl.evaluators.retrieval.params import DEFAULT_BM25_MAX_TERMS, RetrievalOptions, RetrievalParams, Sending
 from evalctl.evaluators.retrieval.query_bodies import truncate_terms
 from evalctl.evaluators.retrieval.query_chunks import FUSION, fuse_max, query_chunks
 from evalctl.evaluators.scoring.runs import StoredRun, find_run, save_run, view_pair
@@ -31,7 +31,7 @@ from evalctl.evaluators.fusion.search_pipelines import ensure_pipeline, require_
 from evalctl.evaluators.fusion.settings import FusionSpec
 from evalctl.indexers.byte_vectors import stored
 from evalctl.indexers.encoder import LazyEncoder, get_or_encode
-from evalctl.indexers.index_contract import open_index
+from evalctl.indexers.index_contract import IndexState, open_index
 from evalctl.indexers.index_layout import load_index_settings, text_field, vector_field
 from evalctl.indexers.index_loader import result_identity
 from evalctl.indexers import view_tokens
@@ -129,8 +129,8 @@ def _passage_name(value: str | None) -> str | None:
 # --------------------------------------------------------------------------- index
 
 
-def resolve_index(client, corpus: Corpus, spec: RetrievalSpec) -> tuple[str, dict]:
-    """The index to search and its manifest (the index contract: this corpus version, the view's fields; for a
+def resolve_index(client, corpus: Corpus, spec: RetrievalSpec) -> IndexState:
+    """The index to search, with its manifest (the index contract: this corpus version, the view's fields; for a
     passage method, the view's passages of its setting)."""
     state = open_index(client, corpus, spec.model, [spec.view], error=RetrievalError)
     if spec.passages and spec.passages not in state.manifest.get("passages", {}).get(spec.view, ()):
@@ -138,7 +138,7 @@ def resolve_index(client, corpus: Corpus, spec: RetrievalSpec) -> tuple[str, dic
         p = PassageSpec.parse(spec.passages)
         raise RetrievalError(f"index {state.name} has no passages {p.name} of view {spec.view} (it has: {have}); "
                              f"load them with evalctl index --views {spec.view} --passages {p.window}:{p.stride}")
-    return state.name, state.manifest
+    return state
 
 
 # --------------------------------------------------------------------------- batched search
@@ -176,12 +176,13 @@ def _best_passage(hit: dict) -> list[int] | None:
     return None
 
 
-def search_all(client, index: str, bodies: list[dict | None], *, batch_size: int = 32, concurrency: int = 2,
-               max_retries: int = 4, progress: bool = False, desc: str = "search", search_type: str | None = None
+def search_all(client, index: str, bodies: list[dict | None], sending: Sending = Sending(), *, desc: str = "search",
+               search_type: str | None = None
                ) -> tuple[list[list[tuple[str, float]]], SearchStats, list[dict[str, list[int]]]]:
     """Hits [(id, score)] per body (None: no query, no hits), searched via `_msearch` batches (each search
     with `search_type` when given), and per body {id: [start, end]} of each hit's best passage, where the body
     asked for it (a passage method's)."""
+    batch_size, concurrency, max_retries = sending.batch_size, sending.concurrency, sending.max_retries
     stats = SearchStats()
     results: list[list[tuple[str, float]]] = [[] for _ in bodies]
     passages: list[dict[str, list[int]]] = [{} for _ in bodies]
@@ -217,7 +218,7 @@ def search_all(client, index: str, bodies: list[dict | None], *, batch_size: int
             time.sleep(min(30.0, 0.5 * 2 ** attempt))
 
     t0 = time.perf_counter()
-    with tqdm(total=len(todo), unit="q", desc=desc, disable=not progress) as bar:
+    with tqdm(total=len(todo), unit="q", desc=desc, disable=not sending.progress) as bar:
         if concurrency <= 1:  # no thread pool between the caller and the one request in flight
             for batch in batches:
                 run_batch(batch)
@@ -246,8 +247,10 @@ def search_type(spec: RetrievalSpec, manifest: dict) -> str | None:
     return load_index_settings().search_type(manifest["shards"]) if spec.definition.global_stats else None
 
 
-def run_identity(spec: RetrievalSpec, corpus: Corpus, qset: QrelsSet, queries: QuerySet, index: str,
-                 manifest: dict, prompt: str | None) -> dict:
+def run_identity(spec: RetrievalSpec, corpus: Corpus, qset: QrelsSet, queries: QuerySet, state: IndexState,
+                 prompt: str | None) -> dict:
+    """`state`: the searched index (resolve_index); `prompt`: the model's query prompt (None without a model)."""
+    index, manifest = state.name, state.manifest
     identity = {
         "name": _identity_name(spec),
         "corpus_hash": corpus.content_hash, "index": index,
@@ -291,9 +294,9 @@ def identify(client, spec: RetrievalSpec, corpus: Corpus) -> Identified:
     queries = load_query_set(corpus, qset, spec.split, spec.qview, spec.query_sample)
     model = get_model(spec.model) if spec.model else None
     prompt = model.prompt_for("query", task_type="retrieval", variant=spec.prompt_variant) if model else None
-    index, manifest = resolve_index(client, corpus, spec)
-    return Identified(queries, model, index, manifest,
-                       run_identity(spec, corpus, qset, queries, index, manifest, prompt))
+    state = resolve_index(client, corpus, spec)
+    return Identified(queries, model, state.name, state.manifest,
+                      run_identity(spec, corpus, qset, queries, state, prompt))
 
 
 def find_stored(client, spec: RetrievalSpec) -> StoredRun | None:
@@ -323,9 +326,8 @@ def retrieve(client, spec: RetrievalSpec, options: RetrievalOptions | None = Non
         bodies, owners, counts = chunk_bodies(client, spec, it.queries, it.manifest, it.model, opts)
     else:
         (bodies, counts), owners = search_bodies(client, spec, it.queries, it.manifest, it.model, opts), it.queries.ids
-    hits, stats, passages = search_all(client, it.index, bodies, batch_size=opts.batch_size,
-                                       concurrency=opts.concurrency, progress=opts.progress,
-                                       desc=f"{spec.method} {it.index}", search_type=search_type(spec, it.manifest))
+    hits, stats, passages = search_all(client, it.index, bodies, opts.sending(), desc=f"{spec.method} {it.index}",
+                                       search_type=search_type(spec, it.manifest))
     ranking, best = fuse_max(it.queries.ids, owners, hits, passages, spec.k)
     extra = {"index_manifest": it.manifest, "n_queries": len(it.queries.ids), **counts,
              "n_empty": sum(not docs for docs in ranking.values()), "took_ms": stats.took_ms,

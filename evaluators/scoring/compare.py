@@ -98,16 +98,16 @@ def beaten(pairs: tuple[Pair, ...] | list[Pair], system: str, metric: str, alpha
     return out
 
 
-def domain_partition(qset: QrelsSet, split: str | None, queries=None) -> dict[str, set[str]]:
-    """Each query (of `queries`, when given) under the set of domains of its pairs ("IN", "IN+OUT",
-    "UNKNOWN" ...): a partition."""
+def domain_partition(qset: QrelsSet, split: str | None, queries=None) -> dict[tuple[str, ...], set[str]]:
+    """Each query (of `queries`, when given) under the domains of its pairs, in DOMAINS' order (("IN",),
+    ("IN", "OUT"), ("UNKNOWN",) ...): a partition."""
     seen: dict[str, set[str]] = defaultdict(set)
     for p in qset.pairs:
         if (split is None or p.split == split) and (queries is None or p.query_id in queries):
             seen[p.query_id].add(p.domain)
     classes: dict[str, set[str]] = defaultdict(set)
     for q, doms in seen.items():
-        classes["+".join(d for d in DOMAINS if d in doms)].add(q)
+        classes[tuple(d for d in DOMAINS if d in doms)].add(q)
     return dict(classes)
 
 
@@ -169,7 +169,7 @@ def compare_runs(runs: list[StoredRun], baseline: StoredRun | None = None, metri
         means={s: scores[s].mean for s in systems},
         ci={s: {m: run_ci(values[s][m], protocol) for m in metrics} for s in systems},
         pairs=tuple(pairs), protocol=protocol, domains=domains,
-        domain_partition={k: len(v) for k, v in domain_partition(qset, split, set(queries)).items()},
+        domain_partition={"+".join(k): len(v) for k, v in domain_partition(qset, split, set(queries)).items()},
         jurisdictions=jurisdictions,
     )
 

@@ -66,8 +66,8 @@ def run_queries(run: StoredRun) -> RunQueries:
     split, view = m["split"], m.get("query_view") or m["view"]
     what = f"{split or 'all'} queries" + (f" (a sample of {sample})" if sample else "")
     try:
-        digest, ids, with_text = _query_set(m["corpus"], corpus.content_hash, m["qrels"],
-                                            json.dumps(qset.manifest, sort_keys=True), split, view, sample)
+        stored = _StoredQrels(m["corpus"], corpus.content_hash, m["qrels"], json.dumps(qset.manifest, sort_keys=True))
+        digest, ids, with_text = _query_set(stored, split, view, sample)
     except QuerySetError as e:
         raise QrelsChanged(f"run {run.id} searched {m.get('n_queries', len(run.ranking))} {what}, query set "
                            f"{m['query_set']}; they cannot be rebuilt now: {e}. {again}") from None
@@ -79,10 +79,21 @@ def run_queries(run: StoredRun) -> RunQueries:
                       frozenset(ids) - frozenset(with_text))
 
 
+@dataclass(frozen=True)
+class _StoredQrels:
+    """A qrels set as the store holds it now: with its corpus version and manifest, so a cache key built from it
+    changes when either is rebuilt (hashable, for _query_set's cache)."""
+
+    corpus: str
+    content_hash: str
+    qrels: str
+    manifest: str  # the set's manifest, as JSON with sorted keys
+
+
 @functools.lru_cache(maxsize=64)  # a report scores each run several times; the key holds all the set depends on
-def _query_set(corpus: str, content_hash: str, qrels: str, qrels_manifest: str, split: str | None, view: str,
+def _query_set(stored: _StoredQrels, split: str | None, view: str,
                sample: int | None) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     """(digest, query ids, the ids of those with text in the view)."""
-    c = load_corpus(corpus)
-    queries = load_query_set(c, load_qrels(c, qrels), split, view, sample)
+    c = load_corpus(stored.corpus)
+    queries = load_query_set(c, load_qrels(c, stored.qrels), split, view, sample)
     return queries.digest(), queries.ids, tuple(q for q in queries.ids if q in queries.texts)

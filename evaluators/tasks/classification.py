@@ -39,7 +39,7 @@ from threadpoolctl import threadpool_limits
 from evalctl import results_store
 from evalctl.corpus.label_sets import LabelSetSpec, label_matrix, label_support
 from evalctl.errors import BadInput
-from evalctl.evaluators.vectors.export import export_vectors
+from evalctl.evaluators.vectors.export import ViewVectors, export_vectors
 from evalctl.gc_tuning import long_lived_frozen
 from evalctl.parameters import param
 
@@ -203,14 +203,14 @@ def classify(x: np.ndarray, y: np.ndarray, ids: list[str], settings: ClassifySet
 
 
 @long_lived_frozen()  # full collections skip the long-lived heap (evalctl.gc_tuning)
-def run_classification(client, corpus, view_spec, model_id: str, spec: LabelSetSpec,
-                       settings: ClassifySettings | None = None, *, vectors: str = "task", progress: bool = True):
+def run_classification(client, of: ViewVectors, spec: LabelSetSpec, settings: ClassifySettings | None = None, *,
+                       progress: bool = True):
     """Export (or reuse) the view's vectors (`vectors`: "task" or "document", see the module docstring),
     probe them, store the result (kind "classification")."""
     import sklearn  # deferred: sklearn
 
     settings = settings or ClassifySettings()
-    rep = export_vectors(client, corpus, view_spec, model_id, task="classification", vectors=vectors, progress=progress)
+    rep = export_vectors(client, of, task="classification", progress=progress)
     exp = rep.export
     rows = labelled_rows(exp, spec)
     y = label_indicators(rows)
@@ -227,7 +227,7 @@ def run_classification(client, corpus, view_spec, model_id: str, spec: LabelSetS
     files = {"metrics.json": json.dumps(out["probes"], indent=2),
              "splits.json": json.dumps(out["splits"]),
              "labels.json": json.dumps({"kept": rows.support, "dropped": rows.dropped}, indent=2)}
-    return results_store.write("classification", corpus.name, identity, files, extra=extra)
+    return results_store.write("classification", of.corpus.name, identity, files, extra=extra)
 
 
 def result_identity(prefix: str, index: str, meta: dict, source, spec: LabelSetSpec, settings: dict) -> dict:

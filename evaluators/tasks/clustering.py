@@ -32,7 +32,7 @@ from threadpoolctl import threadpool_limits
 from evalctl import results_store
 from evalctl.corpus.label_sets import LabelSetSpec
 from evalctl.evaluators.tasks.classification import labelled_rows, result_identity, summarise
-from evalctl.evaluators.vectors.export import export_vectors
+from evalctl.evaluators.vectors.export import ViewVectors, export_vectors
 from evalctl.corpus.class_codes import LEVELS
 from evalctl.gc_tuning import long_lived_frozen
 from evalctl.parameters import param
@@ -112,14 +112,14 @@ def level_specs(spec: LabelSetSpec, levels: tuple[str, ...]) -> list[LabelSetSpe
 
 
 @long_lived_frozen()  # full collections skip the long-lived heap (evalctl.gc_tuning)
-def run_clustering(client, corpus, view_spec, model_id: str, spec: LabelSetSpec,
-                   settings: ClusterSettings | None = None, *, vectors: str = "task", progress: bool = True):
+def run_clustering(client, of: ViewVectors, spec: LabelSetSpec, settings: ClusterSettings | None = None, *,
+                   progress: bool = True):
     """Export (or reuse) the view's vectors (`vectors`: "task" or "document"), cluster them per level,
     store the result (kind "clustering")."""
     import sklearn  # deferred: sklearn
 
     settings = settings or ClusterSettings()
-    rep = export_vectors(client, corpus, view_spec, model_id, task="clustering", vectors=vectors, progress=progress)
+    rep = export_vectors(client, of, task="clustering", progress=progress)
     exp = rep.export
     t0 = time.perf_counter()
     by_level, dropped = {}, {}
@@ -134,5 +134,5 @@ def run_clustering(client, corpus, view_spec, model_id: str, spec: LabelSetSpec,
     extra = {"index_manifest": meta, "vectors": rep.source.describe(), "export": str(exp.path),
              "sklearn": sklearn.__version__, "rule": settings.rule, "labels_dropped": dropped,
              "summary": summary, "seconds": round(time.perf_counter() - t0, 3)}
-    return results_store.write("clustering", corpus.name, identity,
+    return results_store.write("clustering", of.corpus.name, identity,
                                {"metrics.json": json.dumps(by_level, indent=2)}, extra=extra)

@@ -47,6 +47,8 @@ from evalctl.atomic import new_staging_dir, replace_dir
 from evalctl.clock import utc_now
 from evalctl.config_files import SpecError
 from evalctl.corpus.patent_record import PatentRecord
+from evalctl.corpus.store import Corpus
+from evalctl.corpus.views import ViewSpec
 from evalctl.digests import DamagedFile, check, digests, read_json
 from evalctl.errors import BadInput
 from evalctl.gc_tuning import long_lived_frozen
@@ -164,7 +166,7 @@ def iter_pages(client, pit: str, query: dict, size: int, slice_: tuple[int, int]
         after = hits["hits"][-1]["sort"]
 
 
-def _stream(client, index: str, meta: dict, vec: str, dest: Path, page_docs: int, progress: bool) -> int:
+def _stream(client, state: IndexState, vec: str, dest: Path, page_docs: int, progress: bool) -> int:
     """Write vectors.npy and ids.txt into `dest`; returns the row count.
 
     Two passes over one point-in-time: the ids in doc_id order, from the sort values alone (no `_source`
@@ -174,7 +176,9 @@ def _stream(client, index: str, meta: dict, vec: str, dest: Path, page_docs: int
     parses whole documents (texts and every view's vector) to cut one field out. Measured on this 2-core
     machine, 2,471 x 384-d: `_source` filtering took 550-600 ms of node time, the script field 120-180 ms,
     same float32 bits. Codes are not read here: they come from the corpus (same hash as the index).
-    `meta`: the index manifest (a byte index's vectors are dequantised by its rule); `vec`: the vector field."""
+    `state`: the index and its manifest (a byte index's vectors are dequantised by its rule); `vec`: the vector
+    field."""
+    index, meta = state.name, state.manifest
     query = {"exists": {"field": vec}}
     pit = client.create_pit(index=index, keep_alive=PIT_KEEP_ALIVE)["pit_id"]
     try:
@@ -266,17 +270,27 @@ def _check(export: VectorExport, rendered: list[tuple[str, bytes, dict]], corpus
             skipped or f"{n_found} of {len(pos)} vectors found in the embedding cache, max |diff| {worst:.3g}"]
 
 
+@dataclass(frozen=True)
+class ViewVectors:
+    """One view's vectors in a corpus x model index, as a task reads them: its own prompt's ("task": where the model
+    has one for the task, MTEB's convention) or the document vectors ("document")."""
+
+    corpus: Corpus
+    view: ViewSpec
+    model_id: str | None
+    vectors: VectorChoice = "task"
+
+
 @long_lived_frozen()  # full collections skip the long-lived heap (evalctl.gc_tuning)
-def export_vectors(client, corpus, view_spec, model_id: str, *, task: str | None = None,
-                   vectors: VectorChoice = "task", force: bool = False, page_docs: int | None = None,
-                   progress: bool = True) -> ExportReport:
-    """Export the vectors of `view_spec` that `task` reads (None: the document vectors) from the corpus x
-    model index, or reuse an export of the same index state."""
-    view = view_spec.name
-    label_tasks = {task: [view]} if task and vectors == "task" else None
-    state = open_index(client, corpus, model_id, [view], error=ReadbackError, label_tasks=label_tasks)
+def export_vectors(client, of: ViewVectors, *, task: str | None = None, force: bool = False,
+                   page_docs: int | None = None, progress: bool = True) -> ExportReport:
+    """Export the vectors `task` reads (None: the document vectors) from the corpus x model index, or reuse an
+    export of the same index state."""
+    corpus, view_spec, view = of.corpus, of.view, of.view.name
+    label_tasks = {task: [view]} if task and of.vectors == "task" else None
+    state = open_index(client, corpus, of.model_id, [view], error=ReadbackError, label_tasks=label_tasks)
     index, meta = state.name, state.manifest
-    source = vector_source(state, view, task, vectors)
+    source = vector_source(state, view, task, of.vectors)
     client.indices.refresh(index=index)
     n_index = client.count(index=index, body={"query": {"exists": {"field": source.field}}})["count"]
     old, refused = None, []
@@ -293,8 +307,8 @@ def export_vectors(client, corpus, view_spec, model_id: str, *, task: str | None
     try:
         t0 = time.perf_counter()
         with ThreadPoolExecutor(max_workers=1) as pool:
-            streaming = pool.submit(_stream, client, index, meta, source.field, tmp,
-                                    page_docs or page_size(meta["dim"]), progress)
+            streaming = pool.submit(_stream, client, state, source.field, tmp, page_docs or page_size(meta["dim"]),
+                                    progress)
             rendered = _rendered(corpus, view_spec)  # client work while the node serves the pages
             n = streaming.result()
         seconds = time.perf_counter() - t0

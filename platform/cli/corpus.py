@@ -157,7 +157,8 @@ def export_cmd(corpus_name, out_dir, fmt, view, query_view, qrels_name, split, f
 
     corpus = _load(corpus_name)
     try:
-        s = export_landscape(corpus, load_qrels(corpus, qrels_name), fmt, view, split, out_dir, query_view, force)
+        s = export_landscape(corpus, load_qrels(corpus, qrels_name), fmt, out_dir, view=view, split=split,
+                             query_view=query_view, force=force)
     except (ExportError, FileNotFoundError, SpecError) as e:
         raise UserError(str(e)) from None
     click.echo(f"exported {s.corpus} ({s.format}, view {s.view}, queries {s.query_view}, {s.qrels}/{s.split}) to {out_dir}")

@@ -18,12 +18,14 @@ from evalctl.corpus.views import load_views
 from evalctl.errors import UserError
 from evalctl.evaluators.tasks.classification import ClassifySettings, TooFewExamples, run_classification
 from evalctl.evaluators.tasks.clustering import ClusterSettings, run_clustering
-from evalctl.evaluators.vectors.export import ReadbackError, export_vectors
+from evalctl.evaluators.vectors.export import ReadbackError, ViewVectors, export_vectors
 from evalctl.indexers.encode_merge import merge_caches
+from evalctl.indexers.encode_options import PromptChoice
 from evalctl.indexers.vectors_import import import_vectors, read_npy, read_parquet
 from evalctl.models import get_model
 from evalctl.opensearch.connection import make_client
 from evalctl.output_folder import check_file, write_into
+from evalctl.study.abstasks.registry import TASKS
 
 
 def _resolve(corpus_name: str | None, view_name: str):
@@ -111,7 +113,7 @@ def vectors() -> None:
 def export(corpus_name, model_id, view_name, force) -> None:
     """Stream a view's vectors and codes out of the index into the cache (checked against corpus and cache)."""
     corpus, view = _resolve(corpus_name, view_name)
-    rep = _run(export_vectors, make_client(), corpus, view, model_id, force=force)
+    rep = _run(export_vectors, make_client(), ViewVectors(corpus, view, model_id), force=force)
     exp = rep.export
     how = "reused" if rep.reused else f"streamed in {rep.seconds:.1f}s ({rep.vectors_per_s:.0f} vectors/s)"
     click.echo(f"{exp.manifest['index']} {exp.manifest['field']}: {len(exp.ids)} x {exp.manifest['dim']} {how}")
@@ -132,13 +134,10 @@ def export(corpus_name, model_id, view_name, force) -> None:
 @click.option("--vector-column", default="vector", show_default=True, help="Parquet: the vector (list) column.")
 @click.option("--precision", type=click.Choice(["float32", "float16", "bfloat16"]), required=True,
               help="The precision the model ran at when it made them (part of the cache key).")
-@click.option("--role", type=click.Choice(["document", "query"]), default="document", show_default=True)
-@click.option("--task", "task_type", type=click.Choice(["retrieval", "classification", "clustering"]),
-              default="retrieval", show_default=True, help="Whose prompt made them (a label task's own prompt).")
-@click.option("--prompt-variant", default=None, help="Named prompt variant of the model (default: the model's).")
+@dataclass_options(PromptChoice)
 @click.pass_context
 def import_cmd(ctx, corpus_name, model_id, view_name, npy, ids, beir_corpus, parquet, id_column, vector_column,
-               precision, role, task_type, prompt_variant) -> None:
+               precision, **prompts) -> None:
     """Bring embeddings made elsewhere into the embedding cache (checked; `evalctl index` then uses them)."""
     if (npy is None) == (parquet is None):
         raise UserError("give the vectors as --npy (with --ids or --beir-corpus) or as --parquet")
@@ -146,8 +145,8 @@ def import_cmd(ctx, corpus_name, model_id, view_name, npy, ids, beir_corpus, par
     src = read_npy(npy, ids, beir_corpus) if npy else read_parquet(parquet, id_column, vector_column)
     command = shlex.join(["evalctl", *ctx.command_path.split()[1:], *(
         s for p in ctx.command.params if ctx.params.get(p.name) is not None for s in (p.opts[0], str(ctx.params[p.name])))])
-    rep = import_vectors(corpus, view, get_model(model_id), src, precision=precision, role=role, variant=prompt_variant,
-                         task_type=task_type, command=command)
+    rep = import_vectors(corpus, view, get_model(model_id), src, precision=precision,
+                         prompts=build(PromptChoice, prompts), command=command)
     click.echo(f"{rep.n_rows} rows: {rep.n_imported} vectors imported (one per distinct text), {rep.n_already} "
                f"already held, {rep.n_no_text} rows of records without view {view.name} text")
     click.echo(f"coverage: {rep.n_covered} of {rep.n_view_records} records of view {view.name} in corpus {corpus.name} "
@@ -160,16 +159,12 @@ def import_cmd(ctx, corpus_name, model_id, view_name, npy, ids, beir_corpus, par
 @vectors.command("merge")
 @_common
 @click.argument("sources", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--role", type=click.Choice(["document", "query"]), default="document", show_default=True)
-@click.option("--task", "task_type", type=click.Choice(["retrieval", "classification", "clustering"]),
-              default="retrieval", show_default=True, help="Whose prompt made them (a label task's own prompt).")
-@click.option("--prompt-variant", default=None, help="Named prompt variant of the model (default: the model's).")
-def merge_cmd(corpus_name, model_id, view_name, sources, role, task_type, prompt_variant) -> None:
+@dataclass_options(PromptChoice)
+def merge_cmd(corpus_name, model_id, view_name, sources, **prompts) -> None:
     """Merge the caches of `evalctl encode --shard i/n` runs (SOURCES: their EVALCTL_CACHE folders) into this one,
     checking that every text of the view is there, each under this machine's key and once."""
     corpus, view = _resolve(corpus_name, view_name)
-    rep = merge_caches(corpus, view, get_model(model_id), list(sources), role=role, variant=prompt_variant,
-                       task_type=task_type)
+    rep = merge_caches(corpus, view, get_model(model_id), list(sources), prompts=build(PromptChoice, prompts))
     for src, n in rep.per_source.items():
         click.echo(f"{src}: {n} texts of view {view.name}")
     click.echo(f"{rep.n_records} records, {rep.n_texts} distinct texts: all present; {rep.n_merged} merged, "
@@ -186,7 +181,7 @@ def classify(corpus_name, model_id, view_name, label_set, min_support, seeds, ve
     corpus, view = _resolve(corpus_name, view_name)
     spec = _label_set(label_set, min_support)
     settings = _settings(ClassifySettings, params, seeds)
-    res = _run(run_classification, make_client(), corpus, view, model_id, spec, settings, vectors=vectors)
+    res = _run(run_classification, make_client(), ViewVectors(corpus, view, model_id, vectors), spec, settings)
     m = res.manifest
     click.echo(f"{m['index']} {_vectors_line(m)}, label set {spec.name}: {m['n_records']} records, "
                f"{m['n_labels']} labels ({len(m['labels_dropped'])} dropped below support {spec.min_support}, "
@@ -210,7 +205,7 @@ def cluster_cmd(corpus_name, model_id, view_name, label_set, min_support, seeds,
 
     if settings.levels and not LABEL_SOURCES.get(spec.source).levelled:
         raise UserError(f"--levels: label set {spec.name!r} holds free labels, which have no code levels")
-    res = _run(run_clustering, make_client(), corpus, view, model_id, spec, settings, vectors=vectors)
+    res = _run(run_clustering, make_client(), ViewVectors(corpus, view, model_id, vectors), spec, settings)
     m = res.manifest
     click.echo(f"{m['index']} {_vectors_line(m)}, label set {spec.name}, rule {settings.rule}, {len(settings.seeds)} seeds")
     for level, s in m["summary"].items():
@@ -230,7 +225,7 @@ def tables(task, corpus_name, fmt, out) -> None:
 
     if out:
         check_file(out)
-    rows = task_table(task, corpus_name)
+    rows = task_table(task, TASKS.get(task).unit_metrics, corpus_name)
     text = to_markdown(rows, task) if fmt == "markdown" else to_csv(rows)
     if out:
         write_into(out.parent, out.name, text + "\n")

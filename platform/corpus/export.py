@@ -135,7 +135,7 @@ def check_out_dir(corpus: Corpus, out_dir: Path, force: bool = False) -> None:
     check_folder(out_dir, "export", (EXPORT_FILE, "corpus_hash"), force=force)
 
 
-def export_landscape(corpus: Corpus, qset: QrelsSet, fmt: Format, view: str, split: str, out_dir: Path,
+def export_landscape(corpus: Corpus, qset: QrelsSet, fmt: Format, out_dir: Path, *, view: str, split: str,
                      query_view: str | None = None, force: bool = False) -> ExportSummary:
     """Write the landscape (corpus in `view`, `split`'s queries in `query_view`, their qrels) to `out_dir`
     (see check_out_dir)."""

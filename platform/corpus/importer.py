@@ -93,7 +93,7 @@ def source_files(fmt: str, sources: list[Path]) -> list[Path]:
     return _opener(fmt)([Path(s) for s in sources], ProblemLog()).files
 
 
-def import_corpus(fmt: str, sources: list[Path], name: str | None = None, out: Path | None = None,
+def import_corpus(fmt: str, sources: list[Path], name: str | None = None, out: Path | None = None, *,
                   strict: bool = False, labels: tuple[str, ...] = (), overwrite: bool = False,
                   documents: str = "publication", dataset: dict | None = None) -> ImportResult:
     """`documents`: "publication" keeps each source record; "family" merges each family into one

@@ -187,7 +187,7 @@ def build_citation_qrels(corpus: Corpus, spec: QrelsSpec = QrelsSpec(), overwrit
     stats = {"citations": g.citations, "citations_resolved": g.resolved,
              "citations_unresolved_like_in_set": g.near_misses, "citation_edges": len(g.edges),
              "train_pairs": len(train_pairs), "records_not_asking": sum(not d.may_ask for d in g.docs.values())}
-    return write_qrels_set(corpus, spec, queries, pairs, train_pairs, stats, overwrite)
+    return write_qrels_set(corpus, spec, QrelsContent(queries, pairs, train_pairs, stats), overwrite)
 
 
 # --------------------------------------------------------------------------- known-item qrels
@@ -216,7 +216,8 @@ def build_known_item_qrels(corpus: Corpus, spec: QrelsSpec, overwrite: bool = Fa
         queries.append(QrelsQuery(r.id, split, r.jurisdiction, "corpus", frozenset(families[r.family] - {r.id})))
         codes = domain_codes(r, spec.domain_scheme, spec.domain_chars)
         pairs.append(QrelsPair(r.id, r.id, 1, domain_label(codes, codes), split))
-    return write_qrels_set(corpus, spec, queries, pairs, None, {"records_not_rendering": skipped}, overwrite)
+    return write_qrels_set(corpus, spec, QrelsContent(queries, pairs, stats={"records_not_rendering": skipped}),
+                           overwrite)
 
 
 def build_qrels(corpus: Corpus, spec: QrelsSpec, overwrite: bool = False) -> "QrelsSet":
@@ -254,7 +255,7 @@ def build_given_qrels(corpus: Corpus, given: Iterable[GivenPair], log: ProblemLo
             continue
         domain = p.domain or domain_label(qrecs[p.query_id][1], docs[p.doc_id][1])
         pairs.setdefault((p.query_id, p.doc_id), QrelsPair(p.query_id, p.doc_id, p.score, domain, q.split))
-    return write_qrels_set(corpus, spec, list(queries.values()), list(pairs.values()), None, {}, overwrite=True)
+    return write_qrels_set(corpus, spec, QrelsContent(list(queries.values()), list(pairs.values())), overwrite=True)
 
 
 # --------------------------------------------------------------------------- store
@@ -264,8 +265,18 @@ def qrels_root(corpus: Corpus) -> Path:
     return corpus.path / "qrels"
 
 
-def write_qrels_set(corpus: Corpus, spec: QrelsSpec, queries: list[QrelsQuery], pairs: list[QrelsPair],
-                    train_pairs: list[tuple[str, str, str]] | None, stats: dict, overwrite: bool) -> "QrelsSet":
+@dataclass(frozen=True)
+class QrelsContent:
+    """What a builder (citations, known item, given) decided, as write_qrels_set stores it."""
+
+    queries: list[QrelsQuery]
+    pairs: list[QrelsPair]
+    train_pairs: list[tuple[str, str, str]] | None = None  # citation qrels only: (citing, cited, types)
+    stats: dict = field(default_factory=dict)  # counts added to the manifest
+
+
+def write_qrels_set(corpus: Corpus, spec: QrelsSpec, content: QrelsContent, overwrite: bool) -> "QrelsSet":
+    queries, pairs, train_pairs = content.queries, content.pairs, content.train_pairs
     final = qrels_root(corpus) / spec.name
     if final.exists() and not overwrite:
         raise FileExistsError(f"qrels set {spec.name!r} already exists at {final}; choose another --name or --overwrite")
@@ -289,7 +300,7 @@ def write_qrels_set(corpus: Corpus, spec: QrelsSpec, queries: list[QrelsQuery], 
             "kind": "given" if spec.source == "citations" and train_pairs is None else spec.source,
             "spec": asdict(spec),
             "queries": dict(Counter(q.split for q in queries)), "pairs": len(pairs),
-            "domains": dict(Counter(p.domain for p in pairs)), **stats,
+            "domains": dict(Counter(p.domain for p in pairs)), **content.stats,
         }
         write_json(tmp / "manifest.json", manifest)
         replace_dir(tmp, final)

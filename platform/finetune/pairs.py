@@ -149,6 +149,15 @@ def _codes(record: PatentRecord, scheme: str, level: str) -> set[str]:
     return {c for c in (x.level(level) for x in (record.cpc if scheme == "cpc" else record.ipc)) if c}
 
 
+@dataclass(frozen=True)
+class _Candidates:
+    """A corpus's records as one code-pairs pass sees them: the same for every negative it draws."""
+
+    records: dict[str, PatentRecord]
+    fine: dict[str, set[str]]  # id -> its fine codes (records with text)
+    ids: list[str]  # the records with text, in corpus order (the seeded choices depend on it)
+
+
 def _code_pairs(src: SourceSpec, corpus: Corpus, records: dict[str, PatentRecord], views: list[ViewSpec],
                 rng: random.Random, rep: SourceReport) -> list[Pair]:
     texts = {i: t for i, r in records.items() if (t := _text(r, views)) is not None}
@@ -161,6 +170,7 @@ def _code_pairs(src: SourceSpec, corpus: Corpus, records: dict[str, PatentRecord
             by_fine[f][i] = None
             by_coarse[f[:_prefix_len(src.coarse)]][i] = None
     ids = list(texts)
+    pool = _Candidates(records, fine, ids)
     seen: set[frozenset[str]] = set()
     out = []
     for a in ids:
@@ -174,7 +184,7 @@ def _code_pairs(src: SourceSpec, corpus: Corpus, records: dict[str, PatentRecord
                 members = ((a, fam), (b, records[b].family))
                 neg = None
                 if src.hard_negatives:
-                    neg = _negative(a, fine, list(by_coarse[f[:_prefix_len(src.coarse)]]), ids, records, rng, rep)
+                    neg = _negative(a, list(by_coarse[f[:_prefix_len(src.coarse)]]), pool, rng, rep)
                     if neg is None:
                         rep.stats["dropped_no_negative"] += 1
                         continue
@@ -187,9 +197,10 @@ def _prefix_len(level: str) -> int:
     return {"section": 1, "class": 3, "subclass": 4}[level]
 
 
-def _negative(a: str, fine: dict[str, set[str]], coarse_members: list[str], ids: list[str],
-              records: dict[str, PatentRecord], rng: random.Random, rep: SourceReport) -> str | None:
+def _negative(a: str, coarse_members: list[str], pool: _Candidates, rng: random.Random,
+              rep: SourceReport) -> str | None:
     """A record sharing the coarse code but no fine code with `a`; else any record sharing no fine code."""
+    records, fine, ids = pool.records, pool.fine, pool.ids
     fam = records[a].family
 
     def ok(b: str) -> bool:

@@ -245,7 +245,7 @@ def test_an_index_made_before_the_code_fields_is_refused_and_gets_no_chart(os_cl
     monkeypatch.setenv("EVALCTL_INDEX_PREFIX", f"dash-old-{uuid.uuid4().hex[:6]}")  # this test's indexes only
     old = index_name(pizza["corpus"].name, None)
     # the manifest and mapping `evalctl index` wrote before the code fields
-    meta = index_manifest(pizza["corpus"], None, None, None, ["T"], IndexSettings())
+    meta = index_manifest(pizza["corpus"], None, ["T"], IndexSettings())
     del meta["facets"]
     body = index_body(["T"], None, None, IndexSettings(), meta)
     for f in FACETS:

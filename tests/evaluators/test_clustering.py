@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from evalctl.evaluators.tasks.clustering import ClusterSettings, cluster, cluster_scores, level_specs, single_labels
+from evalctl.evaluators.tasks.clustering import (METRICS, ClusterSettings, cluster, cluster_scores, level_specs,
+                                                single_labels)
 from evalctl.corpus.label_sets import LabelSetSpec
 
 
@@ -78,17 +79,17 @@ def test_tables_from_stored_results(tmp_path):
         results_store.write("clustering", "toy", {"name": f"cluster-{model}", "model": model, "view": "T",
                                                   "label_set": spec},
                             {"metrics.json": json.dumps(body)}, extra={"rule": "first"}, root=tmp_path)
-    rows = task_table("clustering", root=tmp_path)
+    rows = task_table("clustering", METRICS, root=tmp_path)
     assert [r["model"] for r in rows] == ["model-a", "model-b"]
     assert rows[0]["v_measure"] == pytest.approx(0.51) and rows[0]["runs"] == 3 and rows[0]["k"] == 7
     protocol = StatsProtocol()  # the CI every table gives: the protocol's resamples and seed
     assert (rows[0]["v_measure_lo"], rows[0]["v_measure_hi"]) == bootstrap_ci([0.50, 0.51, 0.52], protocol.n_bootstrap,
                                                                                protocol.seed)
     wider = StatsProtocol(n_bootstrap=5000, seed=7)
-    assert task_table("clustering", root=tmp_path, protocol=wider)[0]["v_measure_lo"] == bootstrap_ci(
+    assert task_table("clustering", METRICS, root=tmp_path, protocol=wider)[0]["v_measure_lo"] == bootstrap_ci(
         [0.50, 0.51, 0.52], 5000, 7)[0]
     md = to_markdown(rows, "clustering")
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in md.splitlines()]
     assert ["toy", "model-a", "T", "ipc3", "class", "first", "100", "7", "3", "51.0 [50.0, 52.0]"] == cells[2][:10]
     assert to_csv(rows).splitlines()[0].startswith("corpus,model,view,label_set,level,rule,n,k,runs,v_measure,")
-    assert task_table("classification", root=tmp_path) == []
+    assert task_table("classification", ("micro_f1",), root=tmp_path) == []

@@ -62,10 +62,11 @@ def sub_lists(os_client, index):
 
 
 def _native(os_client, index, fusion) -> list[tuple[str, float]]:
+    from evalctl.evaluators.retrieval.methods import BodyContext
     from evalctl.evaluators.retrieval.query_bodies import hybrid_body
     from evalctl.evaluators.fusion.search_pipelines import pipeline_body
 
-    body = hybrid_body("text", QUERY, "vec", VECTOR, SIZE, EXCLUDE, pipeline_body(fusion))
+    body = hybrid_body(BodyContext("text", "vec", SIZE, {}, pipeline_body(fusion)), QUERY, VECTOR, EXCLUDE)
     body["size"] = len(DOCS)  # every fused document, not only the top SIZE
     return _hits(os_client.search(index=index, body=body))
 

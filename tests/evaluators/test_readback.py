@@ -42,11 +42,11 @@ def env(tmp_path_factory, os_client):
 def test_exported_vectors_equal_indexed_ones_id_by_id(os_client, env):
     from evalctl.indexers.encoder import get_or_encode
     from evalctl.indexers.index_layout import index_name
-    from evalctl.evaluators.vectors.export import export_vectors
+    from evalctl.evaluators.vectors.export import ViewVectors, export_vectors
 
     corpus, model, view = env["corpus"], env["model"], env["view"]
     # pages of 7 documents: the point-in-time / search_after paging crosses many page boundaries
-    rep = export_vectors(os_client, corpus, view, model.id, page_docs=7, progress=False)
+    rep = export_vectors(os_client, ViewVectors(corpus, view, model.id), page_docs=7, progress=False)
     exp = rep.export
     records = {r.id: r for r in corpus.records() if view.render(r)}
     assert not rep.reused
@@ -70,11 +70,11 @@ def test_exported_vectors_equal_indexed_ones_id_by_id(os_client, env):
 
 
 def test_export_is_reused_until_the_index_changes(os_client, env):
-    from evalctl.evaluators.vectors.export import export_vectors
+    from evalctl.evaluators.vectors.export import ViewVectors, export_vectors
 
     corpus, model, view = env["corpus"], env["model"], env["view"]
-    first = export_vectors(os_client, corpus, view, model.id, progress=False)
-    again = export_vectors(os_client, corpus, view, model.id, progress=False)
+    first = export_vectors(os_client, ViewVectors(corpus, view, model.id), progress=False)
+    again = export_vectors(os_client, ViewVectors(corpus, view, model.id), progress=False)
     assert again.reused and again.export.ids == first.export.ids
     # the index's cost measured again (as a load that adds documents does) changes nothing an export holds
     from evalctl.indexers.index_cost import measure_index_cost
@@ -84,8 +84,8 @@ def test_export_is_reused_until_the_index_changes(os_client, env):
     meta = read_manifest(os_client, name)
     remeasured = {**meta, "cost": {**measure_index_cost(os_client, name, meta), "measured_at": "later"}}
     os_client.indices.put_mapping(index=name, body={"_meta": remeasured})
-    assert export_vectors(os_client, corpus, view, model.id, progress=False).reused
-    forced = export_vectors(os_client, corpus, view, model.id, force=True, progress=False)
+    assert export_vectors(os_client, ViewVectors(corpus, view, model.id), progress=False).reused
+    forced = export_vectors(os_client, ViewVectors(corpus, view, model.id), force=True, progress=False)
     assert not forced.reused and np.array_equal(np.asarray(forced.export.vectors), np.asarray(first.export.vectors))
 
 
@@ -129,10 +129,10 @@ def test_commands_end_to_end_and_too_few_examples_reported(os_client, env):
 def test_a_damaged_export_is_exported_again_never_reused(os_client, env, damage):
     """An export whose files differ from the digests its manifest recorded is refused (named in the
     checks) and exported again: the probe gets the index's vectors, never the damaged ones."""
-    from evalctl.evaluators.vectors.export import export_vectors
+    from evalctl.evaluators.vectors.export import ViewVectors, export_vectors
 
     corpus, model, view = env["corpus"], env["model"], env["view"]
-    good = export_vectors(os_client, corpus, view, model.id, progress=False).export
+    good = export_vectors(os_client, ViewVectors(corpus, view, model.id), progress=False).export
     ids, vectors = list(good.ids), np.array(good.vectors)
     path = good.path
     del good  # the memory map
@@ -143,17 +143,17 @@ def test_a_damaged_export_is_exported_again_never_reused(os_client, env, damage)
     else:
         victim = path / ("vectors.npy" if damage == "vectors truncated" else "manifest.json")
         victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])
-    rep = export_vectors(os_client, corpus, view, model.id, progress=False)
+    rep = export_vectors(os_client, ViewVectors(corpus, view, model.id), progress=False)
     assert not rep.reused and rep.checks[0].startswith("stored export refused, exported again: ")
     assert str(path / {"ids cut short": "ids.txt", "manifest truncated": "manifest.json"}.get(damage, "vectors.npy")) \
         in rep.checks[0]
     assert rep.export.ids == ids and np.array_equal(np.asarray(rep.export.vectors), vectors)
-    assert export_vectors(os_client, corpus, view, model.id, progress=False).reused  # the new export is whole
+    assert export_vectors(os_client, ViewVectors(corpus, view, model.id), progress=False).reused  # the new one is whole
 
 
 def test_missing_documents_are_reported(os_client, env):
     """Runs last: removes one document from the index, which the export must notice."""
-    from evalctl.evaluators.vectors.export import ReadbackError, export_vectors
+    from evalctl.evaluators.vectors.export import ReadbackError, ViewVectors, export_vectors
     from evalctl.indexers.index_layout import index_name
 
     corpus, model, view = env["corpus"], env["model"], env["view"]
@@ -161,4 +161,4 @@ def test_missing_documents_are_reported(os_client, env):
     gone = sorted(r.id for r in corpus.records())[3]
     os_client.delete(index=name, id=gone, refresh=True)
     with pytest.raises(ReadbackError, match=f"1 missing \\(e.g. \\['{gone}'\\]\\)"):
-        export_vectors(os_client, corpus, view, model.id, progress=False)
+        export_vectors(os_client, ViewVectors(corpus, view, model.id), progress=False)

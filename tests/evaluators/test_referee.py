@@ -92,7 +92,7 @@ def test_beir_export_round_trips_through_the_beir_importer(tmp_path):
 
     corpus, qset = _citation_corpus(tmp_path)
     views = load_views()
-    s = export_landscape(corpus, qset, "beir", "TA", "test", tmp_path / "beir")
+    s = export_landscape(corpus, qset, "beir", tmp_path / "beir", view="TA", split="test")
     assert (s.documents, s.queries, s.pairs, s.queries_without_text) == (9, 3, 6, 0)
     back = import_corpus("beir", [tmp_path / "beir"], name="back").corpus
     original = {r.id: r for r in corpus.records()}
@@ -119,7 +119,7 @@ def test_dapfam_export_round_trips_through_the_dapfam_importer(tmp_path):
     from evalctl.corpus.views import field_text, load_views
 
     corpus, qset = _citation_corpus(tmp_path)
-    export_landscape(corpus, qset, "dapfam", "TAC", "test", tmp_path / "dapfam", query_view="TA")
+    export_landscape(corpus, qset, "dapfam", tmp_path / "dapfam", view="TAC", split="test", query_view="TA")
     assert pq.read_schema(tmp_path / "dapfam" / "qrels_all.parquet").names == [
         "query_id", "relevant_id", "relevance_score", "domain_rel"]
     assert pq.read_table(tmp_path / "dapfam" / "queries.parquet").column("claims_text").null_count == 3  # TA queries
@@ -144,9 +144,9 @@ def test_export_names_a_bad_view_or_split(tmp_path):
 
     corpus, qset = _citation_corpus(tmp_path)
     with pytest.raises(ExportError, match="unknown view 'XY'"):
-        export_landscape(corpus, qset, "beir", "XY", "test", tmp_path / "x")
+        export_landscape(corpus, qset, "beir", tmp_path / "x", view="XY", split="test")
     with pytest.raises(ExportError, match="no 'dev' queries"):
-        export_landscape(corpus, qset, "beir", "TA", "dev", tmp_path / "x")
+        export_landscape(corpus, qset, "beir", tmp_path / "x", view="TA", split="dev")
     assert not (tmp_path / "x").exists()
 
 
@@ -166,7 +166,7 @@ def test_mteb_own_dapfam_tasks_read_the_export_offline(tmp_path, monkeypatch, ta
 
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf"))
     corpus, qset = _citation_corpus(tmp_path)
-    export_landscape(corpus, qset, "dapfam", "TAC", "test", tmp_path / "dapfam", query_view="TA")
+    export_landscape(corpus, qset, "dapfam", tmp_path / "dapfam", view="TAC", split="test", query_view="TA")
     docs, queries, qrels = mteb_dapfam_task(tmp_path / "dapfam", task_name).load_data()
     views, original = load_views(), {r.id: r for r in corpus.records()}
     assert queries["train"] == {q: views["TA"].render(original[q]) for q in qset.qrels("test")}
@@ -288,8 +288,8 @@ def test_pyserini_bm25_is_close_to_opensearch_bm25(refereed):
 def test_referee_table_puts_each_referee_beside_evalctl():
     from evalctl.evaluators.referee.peers import Row, format_table
 
-    rows = [Row("exact:m:TA", "ndcg@10", 0.5, "trec_eval", 0.5), Row("bm25:m:TA", "ndcg@10", 0.4, "trec_eval", 0.4),
-            Row("exact:m:TA", "ndcg@10", 0.5, "MTEB", 0.501), Row("bm25:m:TA", "ndcg@10", 0.4, "Pyserini", 0.39)]
+    rows = [Row("exact", "ndcg@10", 0.5, "trec_eval", 0.5), Row("bm25", "ndcg@10", 0.4, "trec_eval", 0.4),
+            Row("exact", "ndcg@10", 0.5, "MTEB", 0.501), Row("bm25", "ndcg@10", 0.4, "Pyserini", 0.39)]
     head, _, line = [[c.strip() for c in row.strip().strip("|").split("|")] for row in format_table(rows).splitlines()]
     assert head == ["metric", "evalctl exact", "trec_eval (exact)", "MTEB (exact)", "evalctl bm25", "trec_eval (bm25)",
                     "Pyserini (bm25)"]

@@ -11,6 +11,7 @@ from ranx import Qrels, Run, evaluate
 
 from evalctl.evaluators.scoring.significance import bootstrap_ci, holm
 from evalctl.evaluators.fusion.client_fusion import FusionUnsupported, fuse_rankings
+from evalctl.evaluators.retrieval.methods import BodyContext
 from evalctl.evaluators.retrieval.query_bodies import bm25_body, exact_body, hybrid_body, knn_body, truncate_terms
 from evalctl.evaluators.scoring.runs import as_ranx, from_json, ranked, to_json, to_trec
 from evalctl.evaluators.scoring.metrics import METRICS, score
@@ -104,7 +105,7 @@ def test_query_bodies_exclude_and_cut():
     assert k["k"] == 5 and k["filter"] == {"bool": {"must_not": [{"ids": {"values": ["Q"]}}]}}
     e = exact_body("vec_TA", [1.0, 0.0], "cosinesimil", 5)["query"]["script_score"]
     assert e["script"]["lang"] == "knn" and e["query"] == {"match_all": {}}
-    h = hybrid_body("text_TA", "wheel", "vec_TA", [1.0, 0.0], 9, {"Q"}, "p")
+    h = hybrid_body(BodyContext("text_TA", "vec_TA", 9, {}, "p"), "wheel", [1.0, 0.0], {"Q"})
     assert h["search_pipeline"] == "p" and h["query"]["hybrid"]["pagination_depth"] == 9
     assert h["query"]["hybrid"]["queries"][1]["knn"]["vec_TA"]["k"] == 9
 

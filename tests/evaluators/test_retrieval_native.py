@@ -124,6 +124,7 @@ def test_fusion_values_on_a_toy_index(os_client, index_name):
     equal min-max + weighted sum and RRF computed by hand from the engine's own scores."""
     from evalctl.evaluators.fusion.client_fusion import fuse_rankings
     from evalctl.evaluators.retrieval.query_bodies import bm25_body, knn_body
+    from evalctl.evaluators.retrieval.params import Sending
     from evalctl.evaluators.retrieval.retrieve import search_all
     from evalctl.evaluators.scoring.runs import ranked
     from evalctl.evaluators.fusion.settings import FusionSpec
@@ -140,7 +141,7 @@ def test_fusion_values_on_a_toy_index(os_client, index_name):
     os_client.indices.refresh(index=index_name)
     (bm25_hits, dense_hits), stats, _ = search_all(
         os_client, index_name, [bm25_body("text", "wheelchair lift", 3, {"d4"}), knn_body("vec", [1, 0, 0, 0], 3, {"d4"})],
-        batch_size=1)
+        Sending(batch_size=1))
     bm25, dense = {"q": ranked(bm25_hits)}, {"q": ranked(dense_hits)}
     assert stats.took_ms >= 0 and [d for d, _ in dense["q"]] == ["d1", "d2", "d3"]
     assert dict(dense["q"]) == pytest.approx({"d1": 1.0, "d2": 0.8, "d3": 0.5})  # (1 + cos) / 2

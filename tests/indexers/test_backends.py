@@ -98,7 +98,7 @@ def test_a_backend_runs_on_the_cpu_in_float32_only():
 @pytest.mark.skipif(ONNX, reason="optimum.onnxruntime imports here: the refusal cannot happen")
 def test_a_backend_whose_packages_do_not_import_is_refused_naming_them(tmp_path):
     with using(Runtime(backend="onnx")), pytest.raises(BackendUnavailable) as e:
-        cache_key(SPEC, "document", "tac", None, "")
+        cache_key(SPEC, "document", "tac", None, prompt="")
     assert "runtime backend onnx needs optimum.onnxruntime" in str(e.value)
     assert "pip install 'optimum-onnx[onnxruntime]'" in str(e.value)
 
@@ -120,7 +120,8 @@ def test_backend_vectors_match_torch_on_real_titles_in_their_own_entry(tmp_path,
         again = encode_texts(SPEC, "document", "title", ids, titles[:49] + ["A pizza oven with a rotating stone"],
                              EncodeOptions(runtime=Runtime(backend=backend, device="cpu"), progress=False))
         after = list((tmp_path / "cache" / "exported" / SPEC.id).iterdir())
-        record = EmbeddingCache(cache_key(SPEC, "document", "title", None, "", "float32", backend=backend)).runs()
+        key = cache_key(SPEC, "document", "title", None, prompt="", precision="float32", backend=backend)
+        record = EmbeddingCache(key).runs()
 
         def no_export(*args, **kwargs):
             raise AssertionError("exported again")

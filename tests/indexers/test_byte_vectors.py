@@ -60,10 +60,10 @@ def pizza(tmp_path_factory, os_client):
 
 def _export(os_client, pizza, key: str):
     from evalctl.corpus.views import load_views
-    from evalctl.evaluators.vectors.export import export_vectors
+    from evalctl.evaluators.vectors.export import ViewVectors, export_vectors
 
     on_variant(pizza, key)
-    return export_vectors(os_client, pizza["corpus"], load_views()["T"], MODEL, progress=False).export
+    return export_vectors(os_client, ViewVectors(pizza["corpus"], load_views()["T"], MODEL), progress=False).export
 
 
 def _run(os_client, pizza, key: str, method: str):

@@ -104,7 +104,7 @@ def test_fully_cached_rerun_encodes_nothing_and_lookup_by_text(tmp_path):
     second = _run(tmp_path, again)
     assert again.encoded == [] and second.n_cached == 50
     np.testing.assert_array_equal(first.vectors, second.vectors)
-    cache = EmbeddingCache(cache_key(SPEC, "document", "tac", None, ""), root=tmp_path)
+    cache = EmbeddingCache(cache_key(SPEC, "document", "tac", None, prompt=""), root=tmp_path)
     vectors, found = cache.lookup([TEXTS[3], "never encoded"])
     assert found.tolist() == [True, False]
     np.testing.assert_array_equal(vectors[0], first.vectors[3])

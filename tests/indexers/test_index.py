@@ -143,7 +143,7 @@ def test_queries_find_expected_documents(os_client, env, minilm, views, cleanup)
     assert hits[0]["_id"] == target.id
 
     prompt = minilm.prompt_for("document", task_type="retrieval")
-    cache = EmbeddingCache(cache_key(minilm, "document", "TAC", None, prompt))
+    cache = EmbeddingCache(cache_key(minilm, "document", "TAC", None, prompt=prompt))
     vec, found = cache.lookup([views["TAC"].render(target)])
     assert found.all()
     hits = os_client.search(index=idx, body={"size": 3, "query": {"knn": {vector_field("TAC"): {
@@ -207,7 +207,7 @@ def test_vectors_read_back_exactly(os_client, env, minilm, views, cleanup):
     resp = os_client.mget(index=idx, body={"ids": [r.id for r in records]}, _source_includes=[vector_field("TAC")])
     stored = np.array([d["_source"][vector_field("TAC")] for d in resp["docs"]], dtype=np.float32)
     prompt = minilm.prompt_for("document", task_type="retrieval")
-    cached, found = EmbeddingCache(cache_key(minilm, "document", "TAC", None, prompt)).lookup(
+    cached, found = EmbeddingCache(cache_key(minilm, "document", "TAC", None, prompt=prompt)).lookup(
         [views["TAC"].render(r) for r in records])
     assert found.all()
     np.testing.assert_array_equal(stored, cached)

@@ -23,7 +23,7 @@ def test_tolerance_follows_the_vector_encoder():
 @pytest.mark.opensearch
 def test_every_reader_applies_the_same_contract(os_client, tmp_path, monkeypatch):
     from evalctl.corpus.importer import import_corpus
-    from evalctl.evaluators.vectors.export import ReadbackError, export_vectors
+    from evalctl.evaluators.vectors.export import ReadbackError, ViewVectors, export_vectors
     from evalctl.evaluators.retrieval.retrieve import RetrievalError, RetrievalSpec, resolve_index
     from evalctl.study.plan.runner import index_step
     from evalctl.indexers.index_contract import IndexUnavailable, inspect_index, open_index
@@ -54,7 +54,7 @@ def test_every_reader_applies_the_same_contract(os_client, tmp_path, monkeypatch
             resolve_index(os_client, corpus, RetrievalSpec(corpus=name, view="TA", method="bm25"))
         assert str(e.value) == no_view
         with pytest.raises(ReadbackError) as e:
-            export_vectors(os_client, corpus, views["TA"], None, progress=False)
+            export_vectors(os_client, ViewVectors(corpus, views["TA"], None), progress=False)
         assert str(e.value) == no_view
         with pytest.raises(IndexUnavailable):
             open_index(os_client, corpus, None, ["T", "TA"])

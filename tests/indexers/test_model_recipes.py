@@ -272,7 +272,8 @@ def test_precision_is_enforced_recorded_and_keyed(built, tmp_path):
     assert 1e-4 < np.abs(half.vectors - full.vectors).max() < 0.1
     meta = json.loads((full.cache_dir / "meta.json").read_text())
     assert meta["precision"] == "float32" and "torch" in meta["versions"] and meta["format"] == 2
-    run = EmbeddingCache(cache_key(spec, "document", "TA", "plain", "", "float32"), root=tmp_path).runs()[-1]
+    key = cache_key(spec, "document", "TA", "plain", prompt="", precision="float32")
+    run = EmbeddingCache(key, root=tmp_path).runs()[-1]
     assert run["precision"] == "float32" and run["device"] == "cpu" and run["oom_halvings"] == 0
 
 
@@ -294,8 +295,8 @@ def test_cuda_out_of_memory_halves_the_batch_and_is_recorded(built, tmp_path, mo
                                      runtime=Runtime(max_batch_tokens=16 * LIMIT), progress=False))
     assert got.oom_halvings >= 2 and got.max_batch_tokens <= 4 * LIMIT
     assert np.abs(got.vectors - reference(recipe, texts)).max() < 1e-5
-    assert EmbeddingCache(cache_key(spec, "document", "TA", "plain", "", "float32"), root=tmp_path).runs()[-1][
-        "oom_halvings"] == got.oom_halvings
+    key = cache_key(spec, "document", "TA", "plain", prompt="", precision="float32")
+    assert EmbeddingCache(key, root=tmp_path).runs()[-1]["oom_halvings"] == got.oom_halvings
 
 
 def test_batch_planning_and_dealing_to_devices():
@@ -327,7 +328,7 @@ def test_shards_merge_through_the_cache(built, tmp_path):
         part = [(d, t) for d, t in zip(ids, texts) if in_shard(d, (i, 2))]
         encode_texts(spec, "document", "TA", [d for d, _ in part], [t for _, t in part],
                      EncodeOptions(variant="plain", device="cpu", cache_root=root, progress=False))
-    key = cache_key(spec, "document", "TA", "plain", "", "float32")
+    key = cache_key(spec, "document", "TA", "plain", prompt="", precision="float32")
     mine = EmbeddingCache(key, root=tmp_path / "m0").dir
     for f in EmbeddingCache(key, root=tmp_path / "m1").dir.glob("*.npy"):  # copying the shard files is the merge
         shutil.copy(f, mine)
@@ -349,7 +350,7 @@ def test_resident_models_are_bounded_by_memory(built, monkeypatch):
 
 def test_format_1_entries_stay_readable(tmp_path):
     spec = get_model("all-minilm-l6-v2")
-    old = cache_key(spec, "document", "T", None, "", "float32", versions=None)
+    old = cache_key(spec, "document", "T", None, prompt="", precision="float32", versions=None)
     fields = {k: v for k, v in dataclasses.asdict(old).items() if k not in ("precision", "versions", "corpus", "backend")}
     before = hashlib.sha256(json.dumps({"format": 1, **fields}, sort_keys=True).encode()).hexdigest()[:24]
     assert old.digest() == before  # the digest a format-1 entry was stored under
@@ -357,7 +358,7 @@ def test_format_1_entries_stay_readable(tmp_path):
     entry.commit([b"\x01" * 32], np.ones((1, 384), dtype=np.float32))
     assert json.loads((entry.dir / "meta.json").read_text()) == {"format": 1, **fields}
     assert len(EmbeddingCache(CacheKey(**fields), root=tmp_path)) == 1  # read back as float32, versions unknown
-    new = cache_key(spec, "document", "T", None, "", "float32")
+    new = cache_key(spec, "document", "T", None, prompt="", precision="float32")
     assert new.digest() != before and not EmbeddingCache(new, root=tmp_path).siblings()
 
 

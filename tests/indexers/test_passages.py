@@ -275,7 +275,7 @@ def test_settings_are_identities_and_a_reload_encodes_nothing_again(os_client, c
     both = tuple(PassageSpec.parse(s) for s in SETTINGS)
     assert index_corpus(os_client, c, [view], model, passages={"A": both}, progress=False).n_loaded == 30
     prompt = model.prompt_for("document", task_type="retrieval")
-    entries = [EmbeddingCache(cache_key(model, "document", passage_unit("A", p), None, prompt)) for p in both]
+    entries = [EmbeddingCache(cache_key(model, "document", passage_unit("A", p), None, prompt=prompt)) for p in both]
     assert len({e.dir for e in entries}) == 2 and all(len(e) > 30 for e in entries)
     runs_before = [len(e.runs()) for e in entries]
     again = index_corpus(os_client, c, [view], model, passages={"A": both}, progress=False)

@@ -66,7 +66,7 @@ def test_source_leaves_out_the_vectors_and_loads_keep_to_the_setting(os_client, 
 @pytest.mark.models
 def test_read_back_verify_and_search_do_not_need_the_vectors_in_source(os_client, pizza):
     from evalctl.corpus.views import load_views
-    from evalctl.evaluators.vectors.export import export_vectors
+    from evalctl.evaluators.vectors.export import ViewVectors, export_vectors
     from evalctl.evaluators.retrieval.retrieve import RetrievalOptions, RetrievalSpec, retrieve
     from evalctl.indexers.index_verify import verify_index
     from evalctl.models import get_model
@@ -77,7 +77,8 @@ def test_read_back_verify_and_search_do_not_need_the_vectors_in_source(os_client
         rep = verify_index(os_client, pizza["corpus"], load_views(), get_model(MODEL))
         assert not rep.problems, rep.problems
         assert any("sampled vectors read back, max |diff| 0" in c for c in rep.checks), rep.checks
-        exports[key] = export_vectors(os_client, pizza["corpus"], load_views()["T"], MODEL, progress=False).export
+        of = ViewVectors(pizza["corpus"], load_views()["T"], MODEL)
+        exports[key] = export_vectors(os_client, of, progress=False).export
         spec = RetrievalSpec(corpus=pizza["corpus"].name, view="T", method="dense", model=MODEL, k=10)
         runs[key] = retrieve(os_client, spec, RetrievalOptions(progress=False))
     titled = sum(1 for r in pizza["corpus"].records() if load_views()["T"].render(r))  # 8 records have no title

@@ -16,7 +16,7 @@ from evalctl.config_files import SpecError
 from evalctl.corpus.qrels import load_qrels
 from evalctl.corpus.store import load_corpus
 from evalctl.corpus.views import load_views
-from evalctl.evaluators.vectors.export import export_vectors
+from evalctl.evaluators.vectors.export import ViewVectors, export_vectors
 from evalctl.indexers.index_layout import index_name
 from evalctl.indexers.index_loader import read_manifest, result_identity
 from evalctl.opensearch.connection import make_client
@@ -54,8 +54,8 @@ class PairTask(AbsTask):
         return {"index": result_identity(meta), "view": sid.target.view, "qrels": entry.qrels, "seed": entry.seed}
 
     def compute(self, ctx, entry: PairEntry, sid: TaskStepId) -> Computed:
-        exp = export_vectors(make_client(), load_corpus(entry.corpus), load_views()[sid.target.view],
-                             sid.target.model, progress=False).export
+        of = ViewVectors(load_corpus(entry.corpus), load_views()[sid.target.view], sid.target.model)
+        exp = export_vectors(make_client(), of, progress=False).export
         pos = {d: i for i, d in enumerate(exp.ids)}
         vecs = np.asarray(exp.vectors, dtype=np.float64)
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)

@@ -72,11 +72,12 @@ def test_an_imported_corpus_is_priced_from_its_own_texts(quickstart):
     assert row.gpu_hours == pytest.approx(2 * model.params_m * 1e6 * row.tokens / (989e12 * 0.5) / 3600)
     # Lucene's sq encoder keeps one byte a component in the graph
     from evalctl.indexers.index_layout import load_index_settings
-    from evalctl.study.plan.cost_plan import corpus_lengths, index_cost
+    from evalctl.study.plan.cost_plan import Pricing, corpus_lengths, index_cost
+    from evalctl.study.spec.step_ids import IndexId
 
     lengths = corpus_lengths(row.corpus, list(row.views), p.settings, {})
-    sq = index_cost(row.corpus, MODEL, None, row.views, {}, lengths, p.settings, load_index_settings(encoder="sq"),
-                    row.passages)
+    sq = index_cost(IndexId(row.corpus, MODEL, row.views, row.passages), model, None, lengths,
+                    Pricing(p.settings, load_index_settings(encoder="sq")))
     assert sq.graph_bytes == pytest.approx(row.vectors * 1.1 * (384 + 8 * 16)) and sq.tokens == row.tokens
     # the tuned models are priced as their base; the plan's total is the sum of its rows
     tuned = [r for r in p.rows if r.model and r.model.startswith(f"{MODEL}+")]

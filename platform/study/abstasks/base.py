@@ -23,6 +23,7 @@ from evalctl import results_store
 from evalctl.config_files import SpecError
 from evalctl.errors import BadInput
 from evalctl.evaluators.retrieval.methods import MAX_K
+from evalctl.indexers.passages import PassageSpec
 from evalctl.study.abstasks.steps import PlanContext, Recorded, SpecModels, Step, memo
 from evalctl.study.page.names import model_title, score_text
 from evalctl.study.spec.experiment import Expected, ExperimentSpec, check_spec_name
@@ -56,6 +57,16 @@ class TaskMetadata:
         if missing := [f for f in ENTRY_FIELDS if f not in fields]:
             raise TypeError(f"task {self.name}: its entry {self.entry.__name__} lacks {', '.join(missing)} "
                             f"(a dataclass with at least {', '.join(ENTRY_FIELDS)})")
+
+
+@dataclass(frozen=True)
+class IndexNeeds:
+    """What an entry's steps read from each of its models' indexes: the plan builds one index per corpus x model
+    holding what every entry needs."""
+
+    views: tuple[str, ...]
+    passages: tuple[PassageSpec, ...] = ()  # passage fields of each of the views, one per setting
+    prompt_vectors: bool = False  # the vectors of the task's own prompt too (MTEB's convention), where it has one
 
 
 @dataclass(frozen=True)
@@ -111,6 +122,10 @@ class AbsTask(ABC):
     @abstractmethod
     def targets(self, models: SpecModels, entry) -> Iterator[TaskStepId]:
         """The entry's task steps, from the spec alone (no node, no store, nothing heavy imported)."""
+
+    def index_needs(self, entry) -> IndexNeeds:
+        """What its steps read from the indexes: the entry's views."""
+        return IndexNeeds(tuple(entry.views))
 
     # ------------------------------------------------------------------ a step
 

@@ -52,10 +52,10 @@ def method_legend(methods: Iterable[str]) -> str:
 
 
 def view_legend(views: Iterable[str]) -> str:
-    """"T = title only; TA = title + abstract ..." from configs/views.yaml, for the views a table shows ("T→TA":
-    queries in T, documents in TA, each view explained once)."""
+    """"T = title only; TA = title + abstract ..." from configs/views.yaml, for the views a table shows (query and
+    document views alike), each view explained once."""
     known = load_views()
-    names = dict.fromkeys(v for pair in views for v in pair.split("→"))
+    names = dict.fromkeys(views)
     return "; ".join(f"{v} = {known[v].description or ' + '.join(known[v].fields)}" if v in known else v
                      for v in names)
 

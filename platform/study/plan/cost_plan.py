@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from evalctl.config_files import SpecError, build, load_yaml
+from evalctl.config_files import build, load_yaml
 from evalctl.corpus.store import CorpusNotFound, load_corpus
 from evalctl.corpus.views import load_views
 from evalctl.errors import BadInput
-from evalctl.indexers.index_layout import load_index_settings, task_prompts
+from evalctl.indexers.index_layout import IndexSettings, load_index_settings, task_prompts
 from evalctl.indexers.passages import PassageSpec, passage_unit
-from evalctl.models import get_model
+from evalctl.models import ModelSpec, get_model
+from evalctl.study.abstasks.steps import spec_models
 from evalctl.study.spec.step_ids import IndexId
 
 HASH_BYTES = 32  # per cached vector (evalctl.indexers.embedding_cache)
@@ -154,29 +155,30 @@ class IndexCost:
     passages: tuple[tuple[str, PassageSpec], ...] = ()
 
 
-def _model_spec(model_id: str):
-    """The model's spec; a model the study fine-tunes is priced as its base (`base+recipe@corpora`)."""
-    try:
-        return get_model(model_id)
-    except SpecError:
-        return get_model(model_id.split("+", 1)[0])
+@dataclass(frozen=True)
+class Pricing:
+    """The rates (configs/cost_plan.yaml) and the index settings an index is priced with."""
+
+    settings: CostSettings
+    index_settings: IndexSettings
 
 
-def index_cost(corpus: str, model_id: str | None, variant: str | None, views: tuple[str, ...],
-               label_tasks: dict[str, set[str]], lengths: dict[str, TextLengths], settings: CostSettings,
-               index_settings, passages: tuple[tuple[str, PassageSpec], ...] = ()) -> IndexCost:
-    """`passages`: (view, setting) of each passage field: a vector and a copy of the text per passage."""
+def index_cost(index: IndexId, model: ModelSpec | None, variant: str | None, lengths: dict[str, TextLengths],
+               pricing: Pricing) -> IndexCost:
+    """The index's fields priced: its views' text, a vector per view and per task prompt it holds, a vector and a
+    copy of the text per passage. `model`: the index's model (a model the study fine-tunes is priced as its base)."""
+    settings, views, passages = pricing.settings, index.views, index.passages
     docs = lengths[views[0]].corpus_records
     text = (docs * settings.doc_bytes
             + sum(float(lengths[v].chars.sum()) * lengths[v].scale for v in views) * settings.text_bytes_per_char)
     measured = all(lengths[v].measured for v in views)
-    if model_id is None:
-        return IndexCost(corpus, None, views, docs, 0, 0, 0, 0.0, 0.0, text, 0.0, measured)
-    model = _model_spec(model_id)
+    if model is None:
+        return IndexCost(index.corpus, None, views, docs, 0, 0, 0, 0.0, 0.0, text, 0.0, measured)
     document = model.prompt_for("document", task_type="retrieval", variant=variant) or ""
     units = [(v, document) for v in views]  # (view, prompt) of every vector field
-    for task, prompt in task_prompts(model, variant, tuple(label_tasks)).items():
-        units += [(v, prompt or "") for v in sorted(label_tasks[task])]
+    task_views = dict(index.prompt_tasks)
+    for task, prompt in task_prompts(model, variant, tuple(task_views)).items():
+        units += [(v, prompt or "") for v in sorted(task_views[task])]
     tokens = sum(lengths[v].tokens(settings, len(p), model.max_seq_length) for v, p in units)
     vectors = sum(lengths[v].records for v, _ in units)
     for v, spec in passages:
@@ -185,12 +187,12 @@ def index_cost(corpus: str, model_id: str | None, variant: str | None, views: tu
         text += float(lengths[v].chars.sum()) * lengths[v].scale * settings.text_bytes_per_char * (
             spec.window / spec.stride)  # the passages' text, overlaps counted twice
     return IndexCost(
-        corpus, model_id, views, docs, vectors, model.dim, tokens, passages=passages,
+        index.corpus, index.model, views, docs, vectors, model.dim, tokens, passages=passages,
         gpu_hours=2 * model.params_m * 1e6 * tokens / settings.flops_per_s / 3600,
         cache_bytes=vectors * (4 * model.dim + HASH_BYTES),
         index_bytes=text + vectors * model.dim * settings.vector_bytes_per_dim,
-        graph_bytes=vectors * GRAPH_OVERHEAD * (component_bytes(index_settings) * model.dim
-                                                + 8 * index_settings.hnsw.m), measured=measured)
+        graph_bytes=vectors * GRAPH_OVERHEAD * (component_bytes(pricing.index_settings) * model.dim
+                                                + 8 * pricing.index_settings.hnsw.m), measured=measured)
 
 
 @dataclass
@@ -246,25 +248,14 @@ def _count(n: float) -> str:
     return f"{n:.0f}"
 
 
-def _planned(steps) -> tuple[list[IndexId], dict]:
-    """The id of each index step, and {(corpus, model id): {task: views}} of the label-task steps."""
-    indexes, label_tasks = [], {}
-    for step in steps:
-        if step.kind == "index":
-            indexes.append(step.id)
-        elif step.kind in ("classification", "clustering"):
-            t = step.target
-            label_tasks.setdefault((t.corpus, t.model), {}).setdefault(step.kind, set()).add(t.view)
-    return indexes, label_tasks
-
-
 def cost_plan(spec, steps, sizes: dict[str, int] | None = None, **given) -> CostPlan:
     """The cost of the planned steps of `spec`; `sizes`: records of corpora not imported yet; `given`: gpu,
     utilisation."""
     settings, sizes = load_cost_settings(**given), sizes or {}
-    indexes, label_tasks = _planned(steps)
+    indexes = [s.id for s in steps if isinstance(s.id, IndexId)]
     variants = {m.id: m.prompt_variant for m in spec.models}
-    index_settings = load_index_settings()
+    base_of = spec_models(spec).base_of
+    pricing = Pricing(settings, load_index_settings())
     plan = CostPlan(settings, sizes={c.name: sizes[c.name] for c in spec.corpora if c.name in sizes})
     for corpus in dict.fromkeys(i.corpus for i in indexes):
         lengths = corpus_lengths(corpus, sorted({v for i in indexes if i.corpus == corpus for v in i.views}),
@@ -272,7 +263,6 @@ def cost_plan(spec, steps, sizes: dict[str, int] | None = None, **given) -> Cost
         if lengths is None:
             plan.unknown.append(corpus)
             continue
-        plan.rows += [index_cost(corpus, i.model, variants.get(i.model), i.views,
-                                 label_tasks.get((corpus, i.model), {}), lengths, settings, index_settings, i.passages)
-                      for i in indexes if i.corpus == corpus]
+        plan.rows += [index_cost(i, get_model(base_of.get(i.model, i.model)) if i.model else None,
+                                 variants.get(i.model), lengths, pricing) for i in indexes if i.corpus == corpus]
     return plan

@@ -21,6 +21,7 @@ from evalctl.finetune.recipes import default_model_id, get_recipe
 from evalctl.models import define_inline, get_model, is_reference, resolve_model_id
 from evalctl.study.spec.experiment import Expected, ExperimentSpec, check_passages, check_spec_name
 from evalctl.study.abstasks.registry import TASKS
+from evalctl.study.abstasks.steps import spec_models
 
 
 def missing_sources(spec: ExperimentSpec) -> list[str]:
@@ -174,13 +175,13 @@ def validate(spec: ExperimentSpec) -> None:
             if v not in views:
                 raise SpecError(f"{where}: corpus {c.name}: qrels within_views: unknown view {v!r} "
                                 f"(configs/views.yaml has {', '.join(views)})")
-    model_ids = {m.id for m in spec.models}
+    model_ids = {m.id for m in spec_models(spec).models}  # the fine-tuned ones too
     for i, e in enumerate(spec.expected):
         at = f"{where}: expected[{i}]"
         if e.corpus not in names:
             raise SpecError(f"{at}: corpus {e.corpus!r} is not among corpora")
-        if e.model not in model_ids | {"bm25"} and "+" not in e.model:
-            raise SpecError(f"{at}: model {e.model!r} is not among models")
+        if e.model not in model_ids | {"bm25"}:
+            raise SpecError(f"{at}: model {e.model!r} is not among models (nor fine-tuned by the spec)")
         _check_expected(e, views, at)
 
 

@@ -36,7 +36,8 @@ from evalctl.study.spec.experiment import ExperimentSpec
 from evalctl.study.spec.step_ids import FinetuneId, ImportId, IndexId, QrelsId, step_key
 from evalctl.study.abstasks.records import note_outcome, remember
 from evalctl.study.abstasks.registry import TASKS, task_targets
-from evalctl.study.abstasks.steps import PlanContext, Step, Tuning, spec_models
+from evalctl.study.abstasks.base import IndexNeeds
+from evalctl.study.abstasks.steps import PlanContext, SpecModels, Step, Tuning, spec_models
 
 
 @dataclass
@@ -179,7 +180,9 @@ def index_step(corpus_name: str, model_id: str | None, variant: str | None, view
         return (f"{rep.index}: {rep.n_loaded} loaded, {rep.n_already} already there ({rep.docs_per_s:.0f} docs/s)"
                 + "".join(f"; warning: {why}" for why in rep.warnings))
 
-    return Step(IndexId(corpus_name, model_id, views, fields), run, is_done, deps=(ImportId(corpus_name),))
+    prompt_tasks = tuple((task, tuple(vs)) for task, vs in sorted((label_tasks or {}).items()))
+    return Step(IndexId(corpus_name, model_id, views, fields, prompt_tasks), run, is_done,
+                deps=(ImportId(corpus_name),))
 
 
 def finetune_step(spec: ExperimentSpec, tuning: Tuning) -> Step:
@@ -218,6 +221,34 @@ def finetune_step(spec: ExperimentSpec, tuning: Tuning) -> Step:
 # --------------------------------------------------------------------------- plan and run
 
 
+@dataclass
+class _Wanted:
+    """What the spec's entries read from one corpus x model index."""
+
+    views: set[str] = field(default_factory=set)
+    passages: dict[str, set[PassageSpec]] = field(default_factory=dict)  # view -> passage settings
+    prompt_tasks: dict[str, set[str]] = field(default_factory=dict)  # task -> views of its own prompt's vectors
+
+
+def _indexes_wanted(spec: ExperimentSpec, models: SpecModels) -> dict[tuple[str, str | None], _Wanted]:
+    """One index per corpus x model (None: a spec without models gets text-only ones), holding every view any entry
+    of the spec asks for, their passages and the vectors of the task prompts that read their own."""
+    needs = [("indexes", e, IndexNeeds(tuple(e.views))) for e in spec.indexes]
+    needs += [(name, e, task.index_needs(e)) for name, task in TASKS.items() for e in spec.entries(name)]
+    wanted: dict[tuple[str, str | None], _Wanted] = {}
+    for name, entry, need in needs:
+        for model_id in [m.id for m in models.of(entry)] if models.models else [None]:
+            w = wanted.setdefault((entry.corpus, model_id), _Wanted())
+            w.views.update(need.views)
+            if model_id is None:
+                continue  # a text-only index holds no vectors
+            for v in need.views if need.passages else ():
+                w.passages.setdefault(v, set()).update(need.passages)
+            if need.prompt_vectors:
+                w.prompt_tasks.setdefault(name, set()).update(need.views)
+    return wanted
+
+
 def plan(spec: ExperimentSpec) -> list[Step]:
     steps: list[Step] = []
     for c in spec.corpora:
@@ -232,31 +263,12 @@ def plan(spec: ExperimentSpec) -> list[Step]:
         trained[tuning.model] = steps[-1].id
     targets = task_targets(spec, models)
 
-    # One index per corpus x model, holding every view any task of the spec asks for, and their passages.
-    wanted: dict[tuple[str, str | None], set[str]] = {}
-    passage_settings: dict[tuple[str, str], dict[str, set[PassageSpec]]] = {}
-    task_entries = [(name, e) for name in TASKS for e in spec.entries(name)]
-    for entry in (*spec.indexes, *(e for _, e in task_entries)):
-        for m in models.of(entry):
-            wanted.setdefault((entry.corpus, m.id), set()).update(entry.views)
-            for v in entry.views if getattr(entry, "passages", ()) else ():
-                passage_settings.setdefault((entry.corpus, m.id), {}).setdefault(v, set()).update(
-                    PassageSpec.parse(p) for p in entry.passages)
-        if not models.models:
-            wanted.setdefault((entry.corpus, None), set()).update(entry.views)
-    # The label tasks that read their own prompt's vectors, per corpus x model: {task: views}.
-    task_views: dict[tuple[str, str], dict[str, set[str]]] = {}
-    for kind, entry in task_entries:
-        if getattr(entry, "vectors", None) == "task":
-            for m in models.of(entry):
-                task_views.setdefault((entry.corpus, m.id), {}).setdefault(kind, set()).update(entry.views)
     variants = {m.id: m.prompt_variant for m in models.models}
     index_ids = {}
-    for (corpus, model_id), views in wanted.items():
-        tasks = {t: sorted(vs) for t, vs in task_views.get((corpus, model_id), {}).items()}
-        step = index_step(corpus, model_id, variants.get(model_id), tuple(sorted(views)), tasks,
-                          {v: tuple(sorted(ps))
-                           for v, ps in passage_settings.get((corpus, model_id), {}).items()})
+    for (corpus, model_id), w in _indexes_wanted(spec, models).items():
+        step = index_step(corpus, model_id, variants.get(model_id), tuple(sorted(w.views)),
+                          {task: sorted(vs) for task, vs in w.prompt_tasks.items()},
+                          {v: tuple(sorted(ps)) for v, ps in w.passages.items()})
         if model_id in trained:
             step.deps += (trained[model_id],)
         index_ids[(corpus, model_id)] = step.id

@@ -134,25 +134,31 @@ def check_spec_name(value: str, what: str, at: str) -> None:
         raise SpecError(f"{at}: {e}") from None
 
 
-def passage_name(value: str, at: str) -> str:
-    """A passage setting as a spec writes it (WINDOW[:STRIDE] or w64s48), by its name."""
+def passage_setting(value: str, at: str) -> PassageSpec:
+    """A passage setting as a spec writes it (WINDOW[:STRIDE] or w64s48)."""
     try:
-        return PassageSpec.parse(str(value)).name
+        return PassageSpec.parse(str(value))
     except PassageError as e:
         raise SpecError(f"{at}: {e}") from None
 
 
-def method_runs(method: str, passages: tuple[str, ...], query_chunks: bool) -> list[tuple[str | None, str | None]]:
-    """(passage setting name, query chunks' fusion) of each run an entry's `method` makes: one a passage setting for a
+def passage_settings(passages: tuple[str, ...]) -> tuple[PassageSpec, ...]:
+    """An entry's passage settings, each once, in the order written."""
+    return tuple(dict.fromkeys(passage_setting(p, "passages") for p in passages))
+
+
+def method_runs(method: str, passages: tuple[str, ...], query_chunks: bool
+                ) -> list[tuple[PassageSpec | None, str | None]]:
+    """(passage setting, query chunks' fusion) of each run an entry's `method` makes: one a passage setting for a
     passage method (dense-maxp), one for a document method; with `query_chunks`, a method that takes chunked queries
     runs each setting twice, the query encoded whole and cut into chunks."""
     m = METHODS.get(method)
-    settings = tuple(dict.fromkeys(passage_name(p, "passages") for p in passages)) if m.passages else (None,)
+    settings = passage_settings(passages) if m.passages else (None,)
     chunks = (None, CHUNK_FUSION) if query_chunks and m.query_chunks else (None,)
     return [(s, c) for s in settings for c in chunks]
 
 
-def method_targets(model_ids: list[str], entry) -> Iterator[tuple[str, str, str, str | None, str | None]]:
+def method_targets(model_ids: list[str], entry) -> Iterator[tuple[str, str, str, PassageSpec | None, str | None]]:
     """(model, view, method, passage setting, query chunks' fusion) of each run an entry with retrieval `methods`
     asks for. A text-only method (BM25) runs once per view, on the first model's index (its text): "bm25" names
     it when the entry has no model."""
@@ -167,7 +173,7 @@ def method_targets(model_ids: list[str], entry) -> Iterator[tuple[str, str, str,
 def check_passages(methods: tuple[str, ...], passages: tuple[str, ...], query_chunks: bool, at: str) -> None:
     """An entry's `passages` are valid settings, given once, and go with its passage methods, and `query_chunks` with
     a method that takes chunked queries: one without the other would plan nothing or fail."""
-    names = [passage_name(p, f"{at}: passages[{i}]") for i, p in enumerate(passages)]
+    names = [passage_setting(p, f"{at}: passages[{i}]").name for i, p in enumerate(passages)]
     for i, n in enumerate(names):
         if n in names[:i]:
             raise SpecError(f"{at}: passages[{names.index(n)}] and passages[{i}]: passage setting {n} given twice")

@@ -23,7 +23,7 @@ class Target:
     view: str
     what: str  # the retrieval method, the label set, or the task's own kind of system
     query_view: str | None = None  # retrieval: the queries' view (the document view when they are the same)
-    passages: str | None = None  # a passage method's setting (indexers.passages.PassageSpec.name: w64s48)
+    passages: PassageSpec | None = None  # a passage method's setting
     query_chunks: str | None = None  # a chunked query's fusion (query_chunks.FUSION); None: the query encoded whole
 
     @property
@@ -33,10 +33,11 @@ class Target:
     @property
     def setting_words(self) -> list[str]:
         """The passage setting and "chunked", as a step key and the report's method column write them."""
-        return [*filter(None, [self.passages]), *(["chunked"] if self.query_chunks else [])]
+        return [*([self.passages.name] if self.passages else []), *(["chunked"] if self.query_chunks else [])]
 
     def __str__(self) -> str:
-        return "/".join(str(v) for v in dataclasses.astuple(self) if v is not None)
+        values = (getattr(self, f.name) for f in dataclasses.fields(self))
+        return "/".join(v.name if isinstance(v, PassageSpec) else str(v) for v in values if v is not None)
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,9 @@ class IndexId:
     model: str | None  # None: a text-only (BM25) index
     views: tuple[str, ...]
     passages: tuple[tuple[str, PassageSpec], ...] = ()  # (view, setting) of each passage field
+    # (task, its views) of each task whose own prompt's vectors the index holds (not in the key: one index per
+    # corpus x model, whatever its fields)
+    prompt_tasks: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,7 @@ def step_key(sid: StepId) -> str:
             return f"qrels {corpus} {qrels}"
         case FinetuneId(model):
             return f"finetune {model}"
-        case IndexId(corpus, model, views, passages):
+        case IndexId(corpus, model, views, passages, _):
             units = ",".join(passage_unit(v, p) for v, p in passages)
             return f"index {corpus} {model or 'bm25'} [{','.join(views)}]" + (f" [{units}]" if units else "")
         case TaskStepId(verb, t, what_in_key):

@@ -19,14 +19,9 @@ import pandas as pd
 
 from evalctl import results_store
 from evalctl.corpus.class_codes import LEVELS
-
-from evalctl.evaluators.tasks.classification import METRICS as CLASSIFY_METRICS
 from evalctl.evaluators.scoring.compare import run_ci
 from evalctl.evaluators.scoring.significance_params import StatsProtocol
-from evalctl.evaluators.tasks.clustering import METRICS as CLUSTER_METRICS
 from evalctl.study.page.names import score_with_ci
-
-TASKS = {"classification": CLASSIFY_METRICS, "clustering": CLUSTER_METRICS}
 
 
 def view_label(manifest: dict) -> str:
@@ -46,20 +41,18 @@ def _rows_of(result) -> list[tuple[dict, list[dict]]]:
             for level, body in metrics.items()]
 
 
-def task_table(task: str, corpus: str | None = None, root=None, ids: set[str] | None = None,
+def task_table(task: str, metrics: tuple[str, ...], corpus: str | None = None, root=None, ids: set[str] | None = None,
                protocol: StatsProtocol = StatsProtocol()) -> list[dict]:
-    """Rows sorted by corpus, label set, view and model; each metric as mean, ci_low, ci_high (under `protocol`,
-    as every table's CI), runs. `ids`: only these stored results (a report's own), not every result kept for the
-    corpus."""
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
+    """Rows of the stored results of `task` (a label task's name; `metrics`: those its results hold per split or seed)
+    sorted by corpus, label set, view and model; each metric as mean, ci_low, ci_high (under `protocol`, as every
+    table's CI), runs. `ids`: only these stored results (a report's own), not every result kept for the corpus."""
     rows = []
     for result in results_store.iter_results(task, corpus, root=root):
         if ids is not None and result.id not in ids:
             continue
         for keys, runs in _rows_of(result):
             row = dict(keys, runs=len(runs))
-            for metric in TASKS[task]:
+            for metric in metrics:
                 values = [r[metric] for r in runs]
                 lo, hi = run_ci(values, protocol)
                 row.update({metric: float(np.mean(values)), f"{metric}_lo": lo, f"{metric}_hi": hi})
@@ -74,15 +67,17 @@ def to_csv(rows: list[dict]) -> str:
     return pd.DataFrame(rows).to_csv(index=False, lineterminator="\n", na_rep="nan") if rows else ""
 
 
-def percent_table(rows: list[dict], task: str, names: Callable[[str], str] = str) -> pd.DataFrame:
-    """Metrics as `mean [lo, hi]` in percent; `names`: the model column as a reader knows it (a report's)."""
-    keys = [k for k in rows[0] if k not in TASKS[task] and not k.endswith(("_lo", "_hi"))]
+def percent_table(rows: list[dict], names: Callable[[str], str] = str) -> pd.DataFrame:
+    """Metrics (the columns with a CI) as `mean [lo, hi]` in percent; `names`: the model column as a reader knows it
+    (a report's)."""
+    metrics = [k.removesuffix("_lo") for k in rows[0] if k.endswith("_lo")]
+    keys = [k for k in rows[0] if k not in metrics and not k.endswith(("_lo", "_hi"))]
     return pd.DataFrame([{**{k: names(r[k]) if k == "model" else r[k] for k in keys},
-                          **{m: score_with_ci(r[m], r[m + "_lo"], r[m + "_hi"], percent=True) for m in TASKS[task]}}
+                          **{m: score_with_ci(r[m], r[m + "_lo"], r[m + "_hi"], percent=True) for m in metrics}}
                          for r in rows])
 
 
 def to_markdown(rows: list[dict], task: str) -> str:
     if not rows:
         return f"(no {task} results)"
-    return percent_table(rows, task).to_markdown(index=False, disable_numparse=True)
+    return percent_table(rows).to_markdown(index=False, disable_numparse=True)

@@ -16,11 +16,12 @@ from evalctl.corpus.store import load_corpus
 from evalctl.corpus.views import load_views
 from evalctl.errors import BadInput
 from evalctl.evaluators.tasks import classification, clustering
+from evalctl.evaluators.vectors.export import ViewVectors
 from evalctl.indexers.index_contract import IndexState, vector_source
 from evalctl.indexers.index_layout import index_name
 from evalctl.indexers.index_loader import read_manifest
 from evalctl.opensearch.connection import make_client
-from evalctl.study.abstasks.base import AbsTask, Computed, TaskMetadata
+from evalctl.study.abstasks.base import AbsTask, Computed, IndexNeeds, TaskMetadata
 from evalctl.study.abstasks.steps import Recorded, SpecModels
 from evalctl.study.page.names import model_title
 from evalctl.study.spec.step_ids import Target, TaskStepId
@@ -48,6 +49,10 @@ class LabelTask(AbsTask):
     metadata: TaskMetadata
     runner: Callable
     settings: type
+    unit_metrics: tuple[str, ...]  # what a result holds per split or seed, and each probe or level summarises
+
+    def index_needs(self, entry: LabelTaskEntry) -> IndexNeeds:
+        return IndexNeeds(tuple(entry.views), prompt_vectors=entry.vectors == "task")
 
     def targets(self, models: SpecModels, entry: LabelTaskEntry):
         for m in models.of(entry):
@@ -72,8 +77,8 @@ class LabelTask(AbsTask):
 
     def compute(self, ctx, entry: LabelTaskEntry, sid: TaskStepId) -> Computed:
         t = sid.target
-        res = self.runner(make_client(), load_corpus(t.corpus), load_views()[t.view], t.model,
-                          load_label_sets()[t.what], self.settings(), vectors=entry.vectors, progress=False)
+        of = ViewVectors(load_corpus(t.corpus), load_views()[t.view], t.model, entry.vectors)
+        res = self.runner(make_client(), of, load_label_sets()[t.what], self.settings(), progress=False)
         summary = res.manifest["summary"]
         if self.name == "classification":
             text = "; ".join(f"{p} micro-F1 {100 * v['micro_f1']['mean']:.1f}" for p, v in summary.items())
@@ -120,11 +125,11 @@ class LabelTask(AbsTask):
         mine = [s for s in steps if s.kind == self.name]
         ids = {s.ref for s in mine if s.ref}  # this spec's results, not older ones of the same corpus
         rows = [r for c in sorted({s.target.corpus for s in mine})
-                for r in task_table(self.name, c, ids=ids, protocol=report.statistics)]
+                for r in task_table(self.name, self.unit_metrics, c, ids=ids, protocol=report.statistics)]
         if not rows:
             report.p(f"No {self.name} results yet (`evalctl run`; one by hand: `evalctl {self.command}`).")
             return
-        report.table(percent_table(rows, self.name, names=model_title))
+        report.table(percent_table(rows, names=model_title))
         produced = [f"{s.key} ({s.ref})" for s in mine if s.ref]
         report.p("Mean [bootstrap 95% CI over splits/seeds]. Produced by: " + "; ".join(produced))
         if any(r["view"].endswith(" prompt)") for r in rows):
@@ -146,8 +151,8 @@ def _scores(res) -> dict[str, float]:
 
 CLASSIFICATION = LabelTask(TaskMetadata("classification", "classify", LabelTaskEntry, "Classification (F1, %)",
                                         "logreg/micro_f1", ("logreg/micro_f1", "knn/micro_f1"), percent=True),
-                           classification.run_classification, classification.ClassifySettings)
+                           classification.run_classification, classification.ClassifySettings, classification.METRICS)
 # a clustering step scores its label set's level ("labels": a set of free labels)
 CLUSTERING = LabelTask(TaskMetadata("clustering", "cluster", LabelTaskEntry, "Clustering (%)", "v_measure",
                                     tuple(f"{level}/v_measure" for level in (*LEVELS, "labels")), percent=True),
-                       clustering.run_clustering, clustering.ClusterSettings)
+                       clustering.run_clustering, clustering.ClusterSettings, clustering.METRICS)

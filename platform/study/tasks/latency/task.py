@@ -26,10 +26,10 @@ from evalctl.evaluators.retrieval.retrieve import RetrievalSpec, retrieval_spec
 from evalctl.indexers.index_layout import index_name
 from evalctl.indexers.index_loader import read_manifest, result_identity
 from evalctl.opensearch.connection import make_client
-from evalctl.study.abstasks.base import AbsTask, Computed, TaskMetadata
+from evalctl.study.abstasks.base import AbsTask, Computed, IndexNeeds, TaskMetadata
 from evalctl.study.abstasks.steps import Recorded, SpecModels
 from evalctl.study.page.names import system_title
-from evalctl.study.spec.experiment import method_targets
+from evalctl.study.spec.experiment import method_targets, passage_settings
 from evalctl.study.spec.step_ids import Target, TaskStepId
 from evalctl.study.tasks.latency import quality_cost
 from evalctl.study.tasks.latency.quality_cost import Budget
@@ -77,9 +77,9 @@ def _scores(passes) -> dict:
 
 def _spec(entry: LatencyEntry, sid: TaskStepId) -> RetrievalSpec:
     t = sid.target
-    return retrieval_spec(RetrievalParams(entry.corpus, t.view, t.what, None if t.model == "bm25" else t.model,
-                                          qrels=entry.qrels, split=entry.split, k=entry.k, passages=t.passages,
-                                          query_chunks=t.query_chunks is not None))
+    return retrieval_spec(RetrievalParams(
+        entry.corpus, t.view, t.what, None if t.model == "bm25" else t.model, qrels=entry.qrels, split=entry.split,
+        k=entry.k, passages=t.passages and t.passages.name, query_chunks=t.query_chunks is not None))
 
 
 def _stored(step: Recorded) -> results_store.Result | None:
@@ -102,6 +102,9 @@ class LatencyTask(AbsTask):
         for key in ("p95_ms", "index_mb_per_10k"):
             if (limit := getattr(entry.budget, key)) is not None and not limit > 0:
                 raise SpecError(f"{at}: budget.{key} {limit}: must be more than 0 (or left out: no bound)")
+
+    def index_needs(self, entry: LatencyEntry) -> IndexNeeds:
+        return IndexNeeds(tuple(entry.views), passage_settings(entry.passages))
 
     def targets(self, models: SpecModels, entry: LatencyEntry):
         for model, view, method, passages, chunks in method_targets([m.id for m in models.of(entry)], entry):

@@ -53,7 +53,7 @@ def domain_classes(run: StoredRun) -> dict[str, int]:
     basis = run_queries(run)
     split = run.manifest["split"]
     classes = domain_partition(basis.qset, split, set(basis.judged(split)))
-    sizes = [(set(k.split("+")), len(qs)) for k, qs in classes.items()]
+    sizes = [(set(domains), len(qs)) for domains, qs in classes.items()]
     return {**{dom: sum(n for d, n in sizes if dom in d) for dom in ("IN", "OUT", "UNKNOWN")},
             "both": sum(n for d, n in sizes if {"IN", "OUT"} <= d)}
 

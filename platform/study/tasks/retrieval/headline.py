@@ -72,7 +72,8 @@ def _tables(report: Report, groups: list[ViewGroup], scores: Scores, letter: dic
                "in the letters or the bold)" if any(g.subsets for g in groups) else "")
     report.p(f"{PRIMARY} with its 95% bootstrap CI over the view's n queries, qrels "
              f"{groups[0].runs[0].manifest.get('qrels')}; {tested}{sampled}.")
-    report.p(f"Views: {view_legend(scores)}. Methods: "
+    shown = (v for g in groups if g.label in scores for v in (g.query_view, g.view))
+    report.p(f"Views: {view_legend(shown)}. Methods: "
              f"{method_legend(s.method for by in scores.values() for s in by.values())}.")
     by_views: dict[tuple[str, ...], list[str]] = {}
     for n in names:

@@ -32,14 +32,14 @@ def view_scores(g: ViewGroup, protocol: StatsProtocol) -> dict[str, Score]:
     study's `protocol`, as its comparison's are."""
     from evalctl.evaluators.scoring.compare import run_ci  # pandas, scipy
 
-    def score(run, mean, lo, hi, n, beats=(), compared=False) -> Score:
-        m = run.manifest
+    def score(run, mean, ci: tuple[float, float], n, beats=(), compared=False) -> Score:
+        m, (lo, hi) = run.manifest, ci
         return Score(run.system_name, system_title(m), m["method"], m.get("model"), mean, lo, hi, n, beats, compared)
 
     def alone(run, compared: bool) -> Score:  # its own mean and CI, as compare_runs would compute them
         scores = evaluate_run(run, metrics=(PRIMARY,))
         values = list(scores.per_query[PRIMARY].values())
-        return score(run, scores.mean[PRIMARY], *run_ci(values, protocol), len(values), compared=compared)
+        return score(run, scores.mean[PRIMARY], run_ci(values, protocol), len(values), compared=compared)
 
     rep = g.comparison
     out = {}
@@ -51,7 +51,7 @@ def view_scores(g: ViewGroup, protocol: StatsProtocol) -> dict[str, Score]:
         letter_to = {x: name_of[s] for s, x in zip(rep.systems, rep.letters)}
         for s, run in zip(rep.systems, g.main_runs):
             beats = tuple(letter_to[x] for x in rep.better_than(s, PRIMARY))
-            out[run.system_name] = score(run, rep.means[s][PRIMARY], *rep.ci[s][PRIMARY], rep.n_queries, beats, True)
+            out[run.system_name] = score(run, rep.means[s][PRIMARY], rep.ci[s][PRIMARY], rep.n_queries, beats, True)
     return {r.system_name: out[r.system_name] for r in g.runs}
 
 

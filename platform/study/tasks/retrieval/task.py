@@ -27,12 +27,13 @@ from evalctl.models import get_model
 from evalctl.opensearch.connection import make_client
 from evalctl.output_folder import write_into
 from evalctl.evaluators.scoring.run_queries import run_queries
-from evalctl.study.abstasks.base import AbsTask, Computed, TaskMetadata
+from evalctl.study.abstasks.base import AbsTask, Computed, IndexNeeds, TaskMetadata
 from evalctl.study.abstasks.steps import Recorded, SpecModels, spec_models
 from evalctl.study.page.charts import FONT_PT, WIDTH_IN, Bar, Series, grouped_bars
 from evalctl.study.page.document import Report, RunCache, plt_module, save_figure
 from evalctl.study.page.names import method_title, model_title, relative, system_title
-from evalctl.study.spec.experiment import CHUNK_FUSION, check_spec_name, method_targets, passage_name
+from evalctl.study.spec.experiment import (CHUNK_FUSION, check_spec_name, method_targets, passage_setting,
+                                          passage_settings)
 from evalctl.study.spec.step_ids import Target, TaskStepId
 from evalctl.study.tasks.retrieval import passages as passage_section
 from evalctl.study.tasks.retrieval.coverage import DOMAINS, coverage_section, documents_without, domain_scores
@@ -94,7 +95,7 @@ def _spec(client, entry: RetrievalEntry, sid: TaskStepId) -> RetrievalSpec:
     return retrieval_spec(RetrievalParams(
         entry.corpus, t.view, t.what, None if t.model == "bm25" else t.model, query_view=entry.query_view,
         qrels=entry.qrels, split=entry.split, k=entry.k, fusion_mode=mode, dense_weight=entry.dense_weight,
-        passages=t.passages, query_chunks=t.query_chunks is not None,
+        passages=t.passages and t.passages.name, query_chunks=t.query_chunks is not None,
         query_sample=entry.exact_queries if t.what == "exact" and entry.exact_queries else entry.query_sample))
 
 
@@ -126,6 +127,9 @@ class RetrievalTask(AbsTask):
                 raise SpecError(f"{at}: {key} {n}: must be 1 or more (or left out: every query)")
         if entry.dense_weights and entry.split == "dev":  # as fusion_sweep refuses it: the weights are tuned on dev
             raise SpecError(f"{at}: dense_weights are tuned on the dev queries: report on another split (split: test)")
+
+    def index_needs(self, entry: RetrievalEntry) -> IndexNeeds:
+        return IndexNeeds(tuple(entry.views), passage_settings(entry.passages))
 
     def targets(self, models: SpecModels, entry: RetrievalEntry):
         for model, view, method, passages, chunks in method_targets([m.id for m in models.of(entry)], entry):
@@ -164,7 +168,7 @@ class RetrievalTask(AbsTask):
 
     def expected_target(self, e) -> Target:
         return Target(self.name, e.corpus, e.model, e.view, e.method, e.query_view or e.view,
-                      passage_name(e.passages, "passages") if e.passages else None,
+                      passage_setting(e.passages, "passages") if e.passages else None,
                       CHUNK_FUSION if e.query_chunks else None)
 
     def metrics(self, e, at: str) -> tuple[str, ...]:
@@ -174,7 +178,7 @@ class RetrievalTask(AbsTask):
             raise SpecError(f"{at}: method {e.method} " + ("searches passages: give its `passages:` setting"
                             if not e.passages else "searches whole documents: `passages:` is for a passage method"))
         if e.passages:
-            passage_name(e.passages, f"{at}: passages")
+            passage_setting(e.passages, f"{at}: passages")
         if e.query_chunks and not METHODS.get(e.method).query_chunks:
             raise SpecError(f"{at}: query_chunks: method {e.method} does not take chunked queries")
         return METRICS
