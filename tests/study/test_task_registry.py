@@ -212,3 +212,32 @@ def test_the_docs_example_is_the_installed_task():
     for name, lang in (("pyproject.toml", "toml"), ("toy_pair_task.py", "python")):
         shown = doc.split(f"<!-- tests/plugin_task/{name} -->\n```{lang}\n")[1].split("```\n")[0]
         assert shown == (REPO / "tests" / "plugin_task" / name).read_text(), name
+
+
+def test_a_step_recorded_before_the_task_base_stays_done(tmp_path, monkeypatch):
+    """A study-step record of the earlier tasks names its result under "run" (retrieval) or "result" (the others):
+    the step is done, with that result as its ref, and nothing is computed again."""
+    from evalctl import results_store
+    from evalctl.study.abstasks.base import STEP_KIND
+    from evalctl.study.abstasks.steps import PlanContext, SpecModels
+    from evalctl.study.spec.step_ids import Target, TaskStepId, identity_name
+    from evalctl.study.tasks.latency.task import LatencyEntry, LatencyTask
+
+    monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("EVALCTL_RESULTS", raising=False)
+
+    class Stored(LatencyTask):
+        def identity(self, ctx, entry, sid):
+            return {"settings": "as before"}
+
+        def compute(self, ctx, entry, sid):
+            raise AssertionError("a finished step is not computed again")
+
+    sid = TaskStepId("latency", Target("latency", "toy", "m", "T", "dense"))
+    result = results_store.write("latency", "toy", {"name": "a measurement"}, {})
+    for key in ("result", "run"):
+        results_store.write(STEP_KIND, "toy", {"name": identity_name(sid), "settings": "as before"}, {},
+                            extra={"scores": {"p50_ms": 31.8}, key: result.id})
+        ctx = PlanContext(None, [], SpecModels((), ()), {("toy", "m"): None})
+        step = Stored().step(ctx, LatencyEntry("toy"), sid)
+        assert step.is_done() and step.scores() == {"p50_ms": 31.8} and step.ref() == result.id, key

@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from evalctl.study.page.findings import Finding
 
 STEP_KIND = "study-step"  # the record naming a step's stored result, found by the step's identity
+# where a record names its result: "ref"; records of the tasks before this base: "run" (retrieval), "result" (the
+# others), read so that a store's finished steps stay done
+REF_KEYS = ("ref", "run", "result")
 ENTRY_FIELDS = ("corpus", "views", "models", "include_tuned")  # the plan builds one index per corpus x model
 
 
@@ -162,7 +165,7 @@ class AbsTask(ABC):
         def record():
             try:
                 res = results_store.find(STEP_KIND, corpus, identity())
-                if res and res.manifest.get("ref") and results_store.intact(corpus, res.manifest["ref"]):
+                if res and (ref := _ref(res.manifest)) and results_store.intact(corpus, ref):
                     return res
                 adopted = self.adopt(ctx, entry, sid)  # none, or its result is gone: adopt or redo
             except BadInput:  # no corpus, qrels or index yet
@@ -183,7 +186,7 @@ class AbsTask(ABC):
             return c.summary
 
         return Step(sid, run, lambda: bool(stored()), deps=self.deps(ctx, entry, sid), scores=stored,
-                    ref=lambda: (r := record()) and r.manifest["ref"])
+                    ref=lambda: (r := record()) and _ref(r.manifest))
 
     # ------------------------------------------------------------------ scores
 
@@ -243,6 +246,10 @@ class AbsTask(ABC):
     def limitations(self, report: Report, spec: ExperimentSpec, steps: list[Recorded]) -> list[str]:
         """Facts of what ran that qualify its results (sentences for the report's limitations)."""
         return []
+
+
+def _ref(manifest: dict) -> str | None:
+    return next((manifest[k] for k in REF_KEYS if manifest.get(k)), None)
 
 
 def check_task(name: str, task) -> None:
