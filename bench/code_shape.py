@@ -13,6 +13,7 @@ tests/project/test_code_shape.py holds the code to these bounds.
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from collections import Counter
 from pathlib import Path
@@ -44,10 +45,15 @@ def sources() -> list[Path]:
     return [path for folder in SOURCES for path in sorted((ROOT / folder).rglob("*.py"))]
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text())
+
+
 def functions(path: Path):
     """(name, node) of each function of a module, nested ones too; a class's __init__ under the class's name (how
     it is called)."""
-    tree = ast.parse(path.read_text())
+    tree = _tree(path)
     inits = {id(fn): c.name for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for fn in c.body
              if isinstance(fn, ast.FunctionDef) and fn.name == "__init__"}
     for fn in ast.walk(tree):
@@ -68,7 +74,7 @@ def long_positional_calls(names: set[str]) -> list[str]:
     names = names - short
     out = []
     for path in sources():
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.Call):
                 f = node.func
                 name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
