@@ -39,7 +39,8 @@ class Registry(Generic[T]):
         for p in sorted(points, key=lambda p: (p.dist.name if p.dist else "", p.name)):
             origin = f"entry point {p.name} = {p.value} ({p.dist.name if p.dist else 'unknown distribution'})"
             if p.name in self._table:
-                raise ValueError(f"{self.what} {p.name!r} is declared twice: {self._origin.get(p.name)} and {origin}")
+                first = self._origin.get(p.name, "evalctl's own")
+                raise ValueError(f"{self.what} {p.name!r} is declared twice: {first} and {origin}")
             self._table[p.name] = p.value
             self._origin[p.name] = origin
 

@@ -80,6 +80,10 @@ def test_an_installed_package_adds_its_task_by_entry_point(plugin_site, monkeypa
                      check=check_task)  # as registry.TASKS is built, in a process that has the package
     assert tasks.names() == ("retrieval", "pairsim")  # built-ins first, then the installed ones
     assert type(tasks.get("pairsim")).__name__ == "PairTask"
+    taken = Registry("task", {"pairsim": "evalctl.study.tasks.retrieval.task:TASK"}, group="evalctl.tasks")
+    with pytest.raises(ValueError, match=r"task 'pairsim' is declared twice: evalctl's own and entry point pairsim = "
+                                         r"toy_pair_task:TASK \(evalctl-toy-pair-task\)"):
+        taken.names()
 
 
 def test_a_task_whose_hook_differs_from_the_base_is_refused_when_it_registers():
