@@ -3,14 +3,14 @@ per-query pages compare the same groups), and the name a per-query page has in a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from evalctl.evaluators.scoring.runs import view_pair
 from evalctl.study.abstasks.steps import Recorded
 
 if TYPE_CHECKING:
-    from evalctl.study.page.document import Report, RunCache
+    from evalctl.study.page.document import Report
 
 KIND = "retrieval"  # the steps grouped: the retrieval task's
 
