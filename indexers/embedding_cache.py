@@ -3,7 +3,7 @@
 Layout: cache_root()/embeddings/<model id>/<key digest>/
   meta.json                         the key in clear text (model, revision, prompt variant and string,
                                     role, view, dim, precision, package versions; an imported entry's
-                                    corpus; a backend other than torch); checked on every open
+                                    corpus); checked on every open
   runs/<time>-<pid>.json            how each run encoded into it (device, precision, token budget,
                                     out-of-memory halvings, truncated texts) and what it cost (`cost`:
                                     evalctl.indexers.encode_cost; never part of the key)
@@ -70,21 +70,16 @@ class CacheKey:
     # the corpus they were imported for only. None for vectors encoded here (the same for every corpus), and
     # then absent from meta.json, so those entries keep their digests.
     corpus: str | None = None
-    # The inference backend (evalctl.indexers.runtime): torch, onnx or openvino. Absent from meta.json for torch,
-    # so the entries made before backends were keyed are torch's under their digests.
-    backend: str = "torch"
 
     def __post_init__(self) -> None:
-        if self.versions is None and (self.precision != "float32" or self.corpus is not None or self.backend != "torch"):
-            raise ValueError("a cache key without versions is a format-1 entry, which is float32 torch of no corpus")
+        if self.versions is None and (self.precision != "float32" or self.corpus is not None):
+            raise ValueError("a cache key without versions is a format-1 entry, which is float32 of no corpus")
 
     def meta(self) -> dict:
         """The key as meta.json holds it."""
         fields = asdict(self)
         if self.corpus is None:
             del fields["corpus"]
-        if self.backend == "torch":
-            del fields["backend"]
         if self.versions is None:
             del fields["precision"], fields["versions"]
             return {"format": LEGACY_FORMAT, **fields}

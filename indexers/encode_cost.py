@@ -15,13 +15,14 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from evalctl.host import cpu_name
+from evalctl.indexers.runtime import cpu_native_bf16
 
 if TYPE_CHECKING:
     from evalctl.indexers.embedding_cache import CacheKey
 
 # What is summed across runs; the rest of a measurement says how it ran, and runs of the same setting add up.
 _SUMMED = ("texts", "tokens", "seconds")
-_SETTING = ("device", "device_name", "precision", "backend", "torch_threads", "batch_size")
+_SETTING = ("device", "device_name", "native_bf16", "precision", "torch_threads", "batch_size")
 EXTRAPOLATION = ("hours_per_million_patents: seconds / texts x 1e6 / 3600, extrapolated from the measured runs for "
                  "this model, view and prompt on this device; one text per patent; model loading not counted")
 
@@ -55,8 +56,8 @@ class EncodeCost:
     seconds: float
     device: str  # cpu, cuda:0 (several: a comma list), or "served" for a model behind an endpoint
     device_name: str | None
+    native_bf16: bool | None  # a CPU's bf16 instructions (runtime.cpu_native_bf16); None off a CPU
     precision: str
-    backend: str  # torch, onnx or openvino (runtime.backend): the same model costs differently on each
     torch_threads: int | None  # torch's intra-op threads (a CPU's parallelism); None for a served model
     batch_size: int | None  # at most this many texts per batch; None: the token budget alone decides
     max_batch_tokens: int | None  # the token budget per batch at the end of the run
@@ -70,9 +71,10 @@ class EncodeCost:
 def measured(encoder, key: CacheKey, batch_size: int | None, texts: int, tokens: int | None,
              seconds: float) -> EncodeCost:
     """The measurement of a run of `encoder` (an Encoder, ServedEncoder or a loaded LazyEncoder) into the cache entry
-    `key` (its precision and backend)."""
+    `key` (its precision)."""
     devices = list(getattr(encoder, "devices", None) or [])
     endpoint = getattr(encoder, "shown", None)
+    bf16 = None
     if endpoint is not None:
         device, name, threads = "served", endpoint, None
     elif devices:
@@ -80,10 +82,11 @@ def measured(encoder, key: CacheKey, batch_size: int | None, texts: int, tokens:
 
         device, name, threads = ",".join(devices), ", ".join(dict.fromkeys(map(device_name, devices))), \
             torch.get_num_threads()
+        bf16 = cpu_native_bf16() if all(d.startswith("cpu") for d in devices) else None
     else:  # an encoder that says nothing of where it runs (a test's stand-in)
         device, name, threads = "unknown", None, None
     return EncodeCost(texts=texts, tokens=tokens, seconds=seconds, device=device, device_name=name,
-                      precision=key.precision, backend=key.backend, torch_threads=threads, batch_size=batch_size,
+                      native_bf16=bf16, precision=key.precision, torch_threads=threads, batch_size=batch_size,
                       max_batch_tokens=getattr(encoder, "max_batch_tokens", None))
 
 
@@ -117,6 +120,7 @@ def cost_line(cost: dict) -> str:
     per_s = f", {cost['tokens_per_s']:,.0f} tokens/s" if cost.get("tokens_per_s") is not None else ""
     runs = f" over {cost['runs']} runs" if cost.get("runs", 1) > 1 else ""
     threads = f", {cost['torch_threads']} threads" if cost.get("torch_threads") is not None else ""
+    bf16 = {True: " (native bf16)", False: " (no native bf16)"}.get(cost.get("native_bf16"), "")
     return (f"{cost['texts']} texts, {tokens} in {cost['seconds']:.1f}s{runs} ({cost['texts_per_s'] or 0:.1f} texts/s"
-            f"{per_s}) on {cost['device']} ({cost['device_name']}), {cost['precision']} {cost.get('backend', 'torch')}{threads}: "
+            f"{per_s}) on {cost['device']} ({cost['device_name']}), {cost['precision']}{bf16}{threads}: "
             f"{cost['hours_per_million_patents']:.1f} h per million patents (extrapolated)")

@@ -22,17 +22,16 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 from tqdm import tqdm
 
-from evalctl.errors import Failure
+from evalctl.errors import BadInput, Failure
 from evalctl.gc_tuning import thaw
 from evalctl.indexers.embedding_cache import CacheKey, EmbeddingCache, text_hash
 from evalctl.indexers.encode_cost import measured
 from evalctl.indexers.encode_options import IMPORTED, INSTALLED, Encoded, EncodeOptions, PartlyEncoded, TextEncoder
-from evalctl.indexers.endpoints import served_versions, shown_url
+from evalctl.indexers.endpoints import served_versions
 from evalctl.indexers.model_loader import Source, load_model
 from evalctl.indexers.passages import PassageError
-from evalctl.indexers.backends import BackendUnavailable, backend_versions
-from evalctl.indexers.runtime import (CPU_BATCH_TOKENS, MAX_CUDA_BATCH_TOKENS, Runtime, backend_of,
-                                      current as current_runtime, resolve_precision, runtime_devices)
+from evalctl.indexers.runtime import (CPU_BATCH_TOKENS, MAX_CUDA_BATCH_TOKENS, Runtime, current as current_runtime,
+                                      resolve_devices, resolve_precision)
 from evalctl.indexers.served_encoder import ServedEncoder
 from evalctl.models import ModelSpec, Role
 
@@ -52,7 +51,7 @@ class EncodeFailure(Failure, RuntimeError):
 # bf16 is 55 GB).
 _SHARED: OrderedDict[tuple, SentenceTransformer] = OrderedDict()
 _SHARED_LOCK = threading.Lock()
-_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int8": 1}
 
 
 def resident_budget(device: str) -> int:
@@ -78,13 +77,13 @@ def _free(device: str) -> None:
 
 
 def shared_model(spec: ModelSpec, device: str, source: Source, precision: str,
-                 attn_implementation: str | None = None, backend: str = "torch") -> SentenceTransformer:
+                 attn_implementation: str | None = None) -> SentenceTransformer:
     """The process's loaded model for this spec (id, revision, folder, length limit, loading options), device,
-    source, precision, attention and backend: loaded once, then shared by every encoder asking for the same. Only
+    source, precision and attention: loaded once, then shared by every encoder asking for the same. Only
     encoding uses it (read-only); fine-tuning loads its own copy."""
     loading = repr((spec.trust_remote_code, sorted(spec.model_kwargs.items()), sorted(spec.tokenizer_kwargs.items())))
     key = (spec.id, spec.revision, spec.path, spec.max_seq_length, device, source, precision, attn_implementation,
-           loading, backend)
+           loading)
     with _SHARED_LOCK:
         if key in _SHARED:
             _SHARED.move_to_end(key)
@@ -98,10 +97,14 @@ def shared_model(spec: ModelSpec, device: str, source: Source, precision: str,
         if evicted:
             _free(device)  # before the new weights arrive, not after
         model = load_model(spec, device=device, source=source, precision=precision,
-                           attn_implementation=attn_implementation, backend=backend)
+                           attn_implementation=attn_implementation)
         model.eval()
         _SHARED[key] = model
         return model
+
+
+class PrecisionError(BadInput, ValueError):
+    """A precision this device cannot run (evalctl.indexers.runtime.resolve_precision says why)."""
 
 
 def encoding_precision(spec: ModelSpec, runtime: Runtime) -> str:
@@ -110,23 +113,9 @@ def encoding_precision(spec: ModelSpec, runtime: Runtime) -> str:
     if spec.endpoint is not None:
         return spec.dtype
     try:
-        device = runtime_devices(runtime)[0]
+        return resolve_precision(spec, resolve_devices(runtime.device)[0], runtime.precision)
     except ValueError as e:
-        if backend_of(runtime) == "torch":
-            raise
-        raise BackendUnavailable(f"model {spec.id}: {e}") from None  # a device or precision the backend cannot run
-    return resolve_precision(spec.dtype, device, runtime.precision)
-
-
-def encoding_backend(spec: ModelSpec, runtime: Runtime) -> str:
-    """The backend an encoder made with `runtime` runs (part of the cache key): refused, naming the setting, for a
-    served model (its server runs it) and where the backend's packages do not import."""
-    backend = backend_of(runtime)
-    if backend != "torch" and spec.endpoint is not None:
-        raise BackendUnavailable(f"model {spec.id} is served at {shown_url(spec)}: runtime backend {backend} applies "
-                                 "to weights loaded here; leave backend unset (torch) for it")
-    backend_versions(backend)  # refuses a backend whose packages do not import
-    return backend
+        raise PrecisionError(f"model {spec.id}: {e}") from None
 
 
 def default_batch_tokens(model, device: str, precision: str, attn_implementation: str | None) -> int:
@@ -193,13 +182,12 @@ class Encoder:
 
     def __init__(self, spec: ModelSpec, *, device: str | None = None, precision: str | None = None,
                  max_batch_tokens: int | None = None, attn_implementation: str | None = None,
-                 batch_size: int | None = None, source: Source = "auto", backend: str | None = None):
-        rt = Runtime(device, precision, max_batch_tokens, attn_implementation, backend).over(current_runtime())
+                 batch_size: int | None = None, source: Source = "auto"):
+        rt = Runtime(device, precision, max_batch_tokens, attn_implementation).over(current_runtime())
         self.spec, self.dim, self.max_texts = spec, spec.dim, batch_size
         self.precision = encoding_precision(spec, rt)
-        self.backend = encoding_backend(spec, rt)
-        self.devices = runtime_devices(rt)
-        self.models = [shared_model(spec, d, source, self.precision, rt.attn_implementation, self.backend)
+        self.devices = resolve_devices(rt.device)
+        self.models = [shared_model(spec, d, source, self.precision, rt.attn_implementation)
                        for d in self.devices]
         self.model = self.models[0]
         self.max_batch_tokens = rt.max_batch_tokens or default_batch_tokens(
@@ -276,10 +264,8 @@ class Encoder:
 
 def make_encoder(spec: ModelSpec, **kwargs) -> TextEncoder:
     """The encoder of `spec` (Encoder's keyword arguments): a served model's ServedEncoder (which takes only the
-    batch size: device, precision and attention are the server's; a backend other than torch is refused), else a
-    loaded Encoder."""
+    batch size: device, precision and attention are the server's), else a loaded Encoder."""
     if spec.endpoint is not None:
-        encoding_backend(spec, Runtime(backend=kwargs.get("backend")).over(current_runtime()))
         return ServedEncoder(spec, batch_size=kwargs.get("batch_size"))
     return Encoder(spec, **kwargs)
 
@@ -290,9 +276,9 @@ class LazyEncoder:
     def __init__(self, spec: ModelSpec, **kwargs):
         self._spec, self._kwargs, self._encoder = spec, kwargs, None
         self.dim = spec.dim
-        keys = ("device", "precision", "max_batch_tokens", "attn_implementation", "backend")
+        keys = ("device", "precision", "max_batch_tokens", "attn_implementation")
         rt = Runtime(**{k: kwargs.get(k) for k in keys}).over(current_runtime())
-        self.precision, self.backend = encoding_precision(spec, rt), encoding_backend(spec, rt)
+        self.precision = encoding_precision(spec, rt)
 
     def __getattr__(self, name: str):  # the loaded encoder's settings and counters (devices, oom_halvings, ...)
         if name.startswith("_") or self._encoder is None:
@@ -336,7 +322,6 @@ class EncodeReport:
     cache_dir: Path
     prompt: str
     precision: str
-    backend: str
     n_texts: int
     n_unique: int
     n_cached: int  # unique texts found in the cache before this run
@@ -360,34 +345,28 @@ class EncodeReport:
 _VECTOR_PACKAGES = ("torch", "transformers", "sentence-transformers")
 
 
-def encoding_versions(spec: ModelSpec | None = None, backend: str = "torch") -> str:
+def encoding_versions(spec: ModelSpec | None = None) -> str:
     """The major.minor versions of the packages whose numerics make the vectors (a patch release does not
-    change kernels' results; a minor one may), e.g. "torch 2.15, transformers 5.24, sentence-transformers 6.2",
-    followed by those of an onnx or openvino backend's packages; for a served model (`spec` with an endpoint),
+    change kernels' results; a minor one may), e.g. "torch 2.15, transformers 5.24, sentence-transformers 6.2";
+    for a served model (`spec` with an endpoint),
     its served name and revision label instead."""
     if spec is not None and spec.endpoint is not None:
         return served_versions(spec.endpoint)
-    return ", ".join([*(f"{p} {'.'.join(importlib.metadata.version(p).split('.')[:2])}" for p in _VECTOR_PACKAGES),
-                      *backend_versions(backend)])
+    return ", ".join(f"{p} {'.'.join(importlib.metadata.version(p).split('.')[:2])}" for p in _VECTOR_PACKAGES)
 
 
 def cache_key(spec: ModelSpec, role: Role, view: str, variant: str | None, *, prompt: str,
-              precision: str | None = None, versions: str | None = INSTALLED, corpus: str | None = None,
-              backend: str | None = None) -> CacheKey:
-    """The cache entry of these vectors. precision and backend None: the process runtime's for this model (an
-    imported entry's backend is torch: its vectors were made elsewhere); versions: those of the installed
-    packages by default, an index's own as its manifest names them, None for an entry made before versions were
+              precision: str | None = None, versions: str | None = INSTALLED, corpus: str | None = None) -> CacheKey:
+    """The cache entry of these vectors. precision None: the process runtime's for this model; versions: those of
+    the installed packages by default, an index's own as its manifest names them, None for an entry made before versions were
     keyed (embedding_cache.LEGACY_FORMAT). corpus: the corpus the vectors are for, which keys imported entries
     only (vectors made elsewhere serve the corpus they were imported for)."""
     precision = precision or encoding_precision(spec, current_runtime())
-    if versions == IMPORTED:
-        backend = "torch"
-    backend = backend or encoding_backend(spec, current_runtime())
     return CacheKey(
         model_id=spec.id, hf_id=spec.hf_id, revision=spec.revision, prompt_variant=variant or spec.default_variant,
         prompt=prompt, role=role, view=view, dim=spec.dim, precision=precision,
-        versions=encoding_versions(spec, backend) if versions == INSTALLED else versions,
-        corpus=corpus if versions == IMPORTED else None, backend=backend,
+        versions=encoding_versions(spec) if versions == INSTALLED else versions,
+        corpus=corpus if versions == IMPORTED else None,
     )
 
 
@@ -403,11 +382,9 @@ def encode_texts(spec: ModelSpec, role: Role, view: str, ids: Sequence[str], tex
     started = time.perf_counter()
     rt = Runtime(device=o.device).over(o.runtime or Runtime()).over(current_runtime())
     precision = o.encoder.precision if o.encoder is not None else encoding_precision(spec, rt)
-    # an encoder that does not say (a test's wrapper, a served model's) runs torch
-    backend = getattr(o.encoder, "backend", "torch") if o.encoder is not None else encoding_backend(spec, rt)
     prompt = spec.prompt_for(role, task_type=o.task_type, task=o.task, variant=o.variant)
     key = cache_key(spec, role, view, o.variant, prompt=prompt, precision=precision, versions=o.versions,
-                    corpus=o.corpus, backend=backend)
+                    corpus=o.corpus)
     cache = EmbeddingCache(key, root=o.cache_root)
     hashes = [text_hash(t) for t in texts]
     unique = dict(zip(hashes, texts))  # one encode per distinct text
@@ -424,7 +401,7 @@ def encode_texts(spec: ModelSpec, role: Role, view: str, ids: Sequence[str], tex
         own_encoder = o.encoder is None
         enc = o.encoder or make_encoder(spec, device=rt.device, precision=rt.precision,
                                         max_batch_tokens=rt.max_batch_tokens, attn_implementation=rt.attn_implementation,
-                                        batch_size=o.batch_size, source=o.source, backend=backend)
+                                        batch_size=o.batch_size, source=o.source)
         todo.sort(key=lambda h: -len(unique[h]))  # longest first: a group's batches pad little
         if isinstance(enc, LazyEncoder):  # its model loads now, outside the encoding time measured below
             enc.load()
@@ -457,14 +434,11 @@ def encode_texts(spec: ModelSpec, role: Role, view: str, ids: Sequence[str], tex
                 enc.close()
         cost = measured(enc, key, o.batch_size, len(todo), tokens or None, encoding_seconds).record()
         cache.record_run({"device": ",".join(getattr(enc, "devices", [])) or None, "precision": precision,
-                          "backend": backend,
                           "max_batch_tokens": budget, "oom_halvings": halvings, "n_encoded": len(todo),
                           "n_truncated": n_truncated, "seconds": round(time.perf_counter() - started, 3),
-                          "versions": encoding_versions(spec, backend), "cost": cost, **served})
+                          "versions": encoding_versions(spec), "cost": cost, **served})
     return EncodeReport(
-        vectors=cache.get(hashes), cache_dir=cache.dir, prompt=prompt, precision=precision, backend=backend,
-        n_texts=len(texts),
-        n_unique=len(unique), n_cached=len(unique) - len(todo), n_encoded=len(todo), n_reused=n_reused,
+        vectors=cache.get(hashes), cache_dir=cache.dir, prompt=prompt, precision=precision, n_texts=len(texts), n_unique=len(unique), n_cached=len(unique) - len(todo), n_encoded=len(todo), n_reused=n_reused,
         n_truncated=n_truncated, seconds=time.perf_counter() - started, max_batch_tokens=budget,
         oom_halvings=halvings, cost=cost,
     )

@@ -66,7 +66,7 @@ class IndexState:
                          prompt=m["document_prompt"] if prompt is None else prompt,
                          precision=m.get("precision", "float32"),
                          versions=m.get("encoding_versions"),  # absent: a format-1 entry
-                         corpus=m.get("corpus"), backend=m.get("backend", "torch"))
+                         corpus=m.get("corpus"))
 
 
 @dataclass(frozen=True)

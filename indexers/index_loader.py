@@ -54,9 +54,6 @@ LAYOUT = ("facets", "vectors_in_source")
 # Identity keys of byte vectors (evalctl.indexers.byte_vectors): compared on every load like IDENTITY, but in a
 # result's index identity only for a byte index, so the runs of every float index keep the ids they were stored under.
 BYTE_IDENTITY = ("data_type", "byte_quantisation")
-# The inference backend (evalctl.indexers.runtime) where it is not torch: absent from a torch index's manifest,
-# so the indexes and results made before backends were recorded keep their identities.
-BACKEND_IDENTITY = ("backend",)
 # A model index's manifest written before precision was recorded: its vectors were float32, of unknown package
 # versions (no encoding_versions; see evalctl.indexers.embedding_cache.CacheKey).
 _BEFORE_PRECISION = {"precision": "float32"}
@@ -67,8 +64,7 @@ _BEFORE_DATA_TYPE = {"data_type": "float"}  # made before data_type: float vecto
 def result_identity(manifest: dict, extra: tuple[str, ...] = ()) -> dict:
     """What of an index manifest identifies the results made from the index (IDENTITY and the `extra` keys,
     and for a byte index BYTE_IDENTITY)."""
-    keys = (*IDENTITY, *extra, *(BYTE_IDENTITY if is_byte(manifest) else ()),
-            *(BACKEND_IDENTITY if manifest.get("backend") else ()))
+    keys = (*IDENTITY, *extra, *(BYTE_IDENTITY if is_byte(manifest) else ()))
     return {k: manifest.get(k) for k in keys}
 
 
@@ -178,7 +174,7 @@ def ensure_index(client, index: str, meta: dict, settings: IndexSettings, alias:
         if existing is None:
             return meta
     had, asked = existing.get("task_vectors", {}), meta.get("task_vectors", {})
-    diff = [(k, existing.get(k), meta.get(k)) for k in (*IDENTITY, *BYTE_IDENTITY, *BACKEND_IDENTITY, *LAYOUT)
+    diff = [(k, existing.get(k), meta.get(k)) for k in (*IDENTITY, *BYTE_IDENTITY, *LAYOUT)
             if existing.get(k) != meta.get(k)]
     diff += [(f"task_vectors.{t}.prompt", had[t]["prompt"], asked[t]["prompt"])
              for t in sorted(set(had) & set(asked)) if had[t]["prompt"] != asked[t]["prompt"]]
@@ -674,8 +670,7 @@ def _prepare_manifest(load: _Load, tasks: dict[str, dict], encoding: EncodeOptio
                                          **({"precision": imported.precision} if imported else {})) if model else None
     if encoder is not None:  # vectors of another precision or package versions are other vectors
         meta.update(precision=encoder.precision,
-                    encoding_versions=IMPORTED if imported else encoding_versions(model, encoder.backend),
-                    **({"backend": encoder.backend} if encoder.backend != "torch" else {}))
+                    encoding_versions=IMPORTED if imported else encoding_versions(model))
     if imported is not None:
         meta["vectors_import"] = imported.provenance
     # every window against the model before the mapping or _meta names it: a refused setting leaves the index as it was
@@ -811,6 +806,6 @@ def _final_manifest(load: _Load, report: IndexReport) -> dict:
         if encoder is not None:  # what the vectors cost to encode, per view and passage field: their cache entries'
             final["cost"]["encode"] = {u: entry_cost(EmbeddingCache(cache_key(
                 load.model, "document", u, load.variant, prompt=load.prompt, precision=encoder.precision,
-                versions=load.versions, corpus=load.corpus.name, backend=encoder.backend)).runs())
+                versions=load.versions, corpus=load.corpus.name)).runs())
                 for u in [*load.all_views, *(passage_unit(v, p) for v, p in passage_settings(merged))]}
     return final

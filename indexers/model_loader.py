@@ -12,6 +12,7 @@ import importlib.metadata
 import json
 import re
 import shutil
+import warnings
 import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -20,7 +21,6 @@ from evalctl.atomic import publish_dir, staging_dir
 from evalctl.config_files import SpecError
 from evalctl.errors import BadInput
 from evalctl.hf_cache import HubRef, cached_snapshot, hub_cache_dir, hub_offline
-from evalctl.indexers.backends import load_exported, require_backend
 from evalctl.indexers.endpoints import api_key, shown_url
 from evalctl.indexers.runtime import resolve_devices, resolve_precision
 from evalctl.model_files import FOLDER_REVISION_PREFIX, folder_revision
@@ -210,33 +210,30 @@ def choose_source(spec: ModelSpec, source: Source = "auto") -> Literal["offline"
 
 
 def load_model(spec: ModelSpec, device: str | None = None, source: Source = "auto", precision: str | None = None,
-               attn_implementation: str | None = None, backend: str = "torch") -> SentenceTransformer:
+               attn_implementation: str | None = None) -> SentenceTransformer:
     """A SentenceTransformer for `spec` at the precision asked for (evalctl.indexers.runtime.resolve_precision),
     with the spec's length limit, checked against its dimension. Every route (the spec's folder, the offline
-    package, the hub) passes the same trust_remote_code, model_kwargs and tokenizer_kwargs. backend onnx or
-    openvino: the route's model exported for it, from its cached export after the first time (backends)."""
+    package, the hub) passes the same trust_remote_code, model_kwargs and tokenizer_kwargs."""
     import torch  # deferred: torch, sentence_transformers
 
     if spec.endpoint is not None:
         raise ModelLoadError(f"model {spec.id} is served at {shown_url(spec)}: it has no weights to load here "
                              "(it encodes through its endpoint; fine-tune or referee its local counterpart)")
-    require_backend(backend)
     require_weights(spec, source)
     device = device or resolve_devices(None)[0]
-    dtype = getattr(torch, resolve_precision(spec.dtype, device, precision))
+    precision = resolve_precision(spec, device, precision)
+    dtype = torch.float32 if precision == "int8" else getattr(torch, precision)
     model_kwargs = {**spec.model_kwargs, "dtype": dtype}
     if attn_implementation:
         model_kwargs["attn_implementation"] = attn_implementation
     common = dict(device=device, trust_remote_code=spec.trust_remote_code, model_kwargs=model_kwargs,
                   processor_kwargs=dict(spec.tokenizer_kwargs) or None)
-    if backend == "torch":
-        model = _load_route(spec, source, common)
-        # model_kwargs set the transformer's dtype; this also casts the modules after it (Dense, remote code),
-        # whatever dtype their checkpoint was saved in.
-        model.to(dtype)
-    else:  # the exported graph runs in its own (float32) precision: no torch dtype or attention to pass
-        common = {**common, "model_kwargs": dict(spec.model_kwargs)}
-        model = load_exported(spec, backend, lambda: _load_route(spec, source, {**common, "backend": backend}), common)
+    model = _load_route(spec, source, common)
+    # model_kwargs set the transformer's dtype; this also casts the modules after it (Dense, remote code),
+    # whatever dtype their checkpoint was saved in.
+    model.to(dtype)
+    if precision == "int8":
+        quantise_int8(spec, model)
     check_loaded(spec, model)
     return model
 
@@ -244,6 +241,32 @@ def load_model(spec: ModelSpec, device: str | None = None, source: Source = "aut
 # a vocabulary this small is what transformers builds from special tokens alone, when the tokenizer's files are
 # missing: every word would become [UNK], and every text one vector
 _MIN_VOCABULARY = 100
+
+
+def quantise_int8(spec: ModelSpec, model) -> None:
+    """Precision int8: torch's dynamic quantisation (fbgemm kernels on x86) of the linear layers, weights per output
+    channel, activations per batch, except the feed-forward down-projections (a linear layer reading the
+    intermediate_size activations): their inputs carry outlier features that one int8 scale per batch crushes
+    (mpnet's vectors fell to a cosine of 0.50 to float32 with them quantised, 0.93 without; bench/encode.py
+    --precisions)."""
+    import torch  # deferred: torch
+
+    try:
+        from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+    except ImportError as e:
+        raise ModelLoadError(f"model {spec.id}: precision int8 needs torch's dynamic quantisation "
+                             f"(torch.ao.quantization), which torch {torch.__version__} lacks ({e}); use float32 or "
+                             "bfloat16") from None
+    configs = [m.config for m in model.modules() if hasattr(getattr(m, "config", None), "to_dict")]
+    config = configs[0].get_text_config() if configs and hasattr(configs[0], "get_text_config") else \
+        (configs[0] if configs else None)
+    down = getattr(config, "intermediate_size", None)
+    layers = {name: per_channel_dynamic_qconfig for name, m in model.named_modules()
+              if isinstance(m, torch.nn.Linear) and m.in_features != down}
+    with warnings.catch_warnings():  # torch announces the module's move to torchao; its kernels are still these
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        quantize_dynamic(model, layers, dtype=torch.qint8, inplace=True)
 
 
 def check_loaded(spec: ModelSpec, model) -> None:
@@ -327,8 +350,7 @@ def _from_folder(spec: ModelSpec, folder: Path, common: dict) -> SentenceTransfo
     remote = {"trust_remote_code": spec.trust_remote_code}
     transformer = Transformer(str(folder), model_kwargs={**common["model_kwargs"], **remote},
                               processor_kwargs={**(common["processor_kwargs"] or {}), **remote},
-                              config_kwargs=remote, max_seq_length=spec.max_seq_length,
-                              backend=common.get("backend", "torch"))
+                              config_kwargs=remote, max_seq_length=spec.max_seq_length)
     pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode=_POOLING_MODES[spec.pooling])
     return SentenceTransformer(modules=[transformer, pooling], device=common["device"])
 

@@ -1,50 +1,56 @@
-"""How encoding runs: device(s), precision, tokens per forward pass, attention implementation, inference backend.
+"""How encoding runs: device(s), precision, tokens per forward pass, attention implementation.
 
 Set by `evalctl index|encode|run` options or a study spec's `runtime:` section. `using(runtime)` makes one the
 process's for a command, so every encoder made meanwhile (documents, the queries of retrieval steps, label
 tasks; some in loader threads) runs alike: precision is part of a vector's identity (the embedding-cache key),
-and a study's query and document vectors must agree. So is the backend: torch, or onnx / openvino (CPU inference of an
-exported copy of the model, evalctl.indexers.backends).
+and a study's query and document vectors must agree.
+
+Precision `auto` (the default) is bfloat16 on a CPU with native bf16 instructions (avx512_bf16, amx_bf16, Arm's
+bf16), float32 on another CPU (torch emulates bf16 there, several times slower than float32), the model spec's
+dtype on an accelerator; a model spec's own `precision` pins it whatever the runtime asks. int8 is dynamic
+quantisation of the linear layers (CPU only). Measured trade: bench/encode.py --precisions.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
-Precision = Literal["float32", "float16", "bfloat16"]
-PRECISIONS: tuple[str, ...] = ("float32", "float16", "bfloat16")
-Backend = Literal["torch", "onnx", "openvino"]
-BACKENDS: tuple[str, ...] = ("torch", "onnx", "openvino")
+if TYPE_CHECKING:
+    from evalctl.models import ModelSpec
+
+Precision = Literal["auto", "float32", "float16", "bfloat16", "int8"]
+PRECISIONS: tuple[str, ...] = ("auto", "float32", "float16", "bfloat16", "int8")
 # CPU: batches past a few thousand tokens buy nothing, and 16k tokens of a small model fit any machine.
 CPU_BATCH_TOKENS = 16384
 # CUDA: beyond this many tokens a forward pass is no faster per token (and one OOM costs more).
 MAX_CUDA_BATCH_TOKENS = 262144
+_BF16_FLAGS = {"avx512_bf16", "amx_bf16", "bf16"}  # x86 flags, Arm Features
 
 
 @dataclass(frozen=True)
 class Runtime:
-    """Unset fields (None) take the defaults: device cuda when visible else cpu; precision float32 on a CPU,
-    the model spec's dtype on an accelerator; max_batch_tokens from free device memory on CUDA,
-    CPU_BATCH_TOKENS on a CPU; attn_implementation the spec's model_kwargs, else transformers' choice."""
+    """Unset fields (None) take the defaults: device cuda when visible else cpu; precision auto (above);
+    max_batch_tokens from free device memory on CUDA, CPU_BATCH_TOKENS on a CPU; attn_implementation the spec's
+    model_kwargs, else transformers' choice."""
 
     device: str | None = None  # cpu, cuda, cuda:N, mps, a comma list of these, or "all": every visible GPU
     precision: Precision | None = None
     max_batch_tokens: int | None = None  # padded tokens (texts x longest) per forward pass
     attn_implementation: str | None = None  # eager, sdpa, flash_attention_2 (flash: unpadded batches)
-    backend: Backend | None = None  # torch (default); onnx, openvino: float32 on the CPU, through optimum
 
     def __post_init__(self) -> None:
         if self.max_batch_tokens is not None and self.max_batch_tokens < 1:
             raise ValueError(f"runtime max_batch_tokens must be positive, got {self.max_batch_tokens}")
         if self.precision is not None and self.precision not in PRECISIONS:
             raise ValueError(f"runtime precision {self.precision!r} is not one of {', '.join(PRECISIONS)}")
-        if self.backend is not None and self.backend not in BACKENDS:
-            raise ValueError(f"runtime backend {self.backend!r} is not one of {', '.join(BACKENDS)}")
 
     def over(self, base: Runtime) -> Runtime:
         """This runtime's set fields over `base`'s (a command-line option over a spec's section)."""
@@ -76,23 +82,8 @@ def using(runtime: Runtime | None, *, beneath: bool = False) -> Iterator[Runtime
             _current = before
 
 
-def backend_of(runtime: Runtime) -> str:
-    return runtime.backend or "torch"
-
-
 def runtime_devices(runtime: Runtime) -> list[str]:
-    """The devices of `runtime` (resolve_devices); an onnx or openvino backend runs on the CPU alone, in float32
-    (the exported graph's own), so it refuses another device or precision, naming the setting."""
-    backend = backend_of(runtime)
-    if backend == "torch":
-        return resolve_devices(runtime.device)
-    if runtime.device not in (None, "cpu"):
-        raise ValueError(f"runtime backend {backend} runs on the CPU only, not on device {runtime.device!r}: "
-                         "set device cpu (or leave it unset), or backend torch")
-    if runtime.precision not in (None, "float32"):
-        raise ValueError(f"runtime backend {backend} runs in float32 only, not precision {runtime.precision}: "
-                         "leave precision unset, or set backend torch")
-    return ["cpu"]
+    return resolve_devices(runtime.device)
 
 
 def resolve_devices(device: str | None) -> list[str]:
@@ -114,9 +105,53 @@ def resolve_devices(device: str | None) -> list[str]:
     return ["cpu"]
 
 
-def resolve_precision(spec_dtype: str, device: str, precision: str | None) -> str:
-    """The precision asked for, else float32 on a CPU (its half-precision kernels are slow and the spec's dtype
-    is an accelerator's economy), else the model spec's dtype."""
-    if precision:
-        return precision
-    return "float32" if device.startswith("cpu") else spec_dtype
+def cpu_native_bf16() -> bool:
+    """Whether this machine's CPU has bf16 instructions: EVALCTL_CPU_BF16=1 or 0 says so (a test suite that must
+    not depend on its runner's CPU; vectors made to match a bf16 machine's), else Linux's /proc/cpuinfo flags
+    (elsewhere: no)."""
+    said = os.environ.get("EVALCTL_CPU_BF16", "")
+    if said not in ("", "0", "1"):
+        raise ValueError(f"EVALCTL_CPU_BF16={said!r}: set 1 (the CPU has native bf16), 0 (it has not) or leave it unset")
+    return said == "1" if said else _cpuinfo_bf16()
+
+
+@functools.cache
+def _cpuinfo_bf16() -> bool:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    flags = {f for line in text.splitlines() if line.startswith(("flags", "Features")) for f in line.split(":", 1)[1].split()}
+    return bool(flags & _BF16_FLAGS)
+
+
+def resolve_precision(spec: ModelSpec, device: str, precision: str | None) -> str:
+    """The precision a model runs at on `device`: its spec's pin, else the one asked for, else (None, auto) the
+    module docstring's default. Refused, naming the setting: int8 off a CPU, bfloat16 on a CPU without native
+    bf16."""
+    on_cpu = device.startswith("cpu")
+    chosen = spec.precision or precision
+    if chosen in (None, "auto"):
+        chosen = ("bfloat16" if cpu_native_bf16() else "float32") if on_cpu else spec.dtype
+    pinned = f" (pinned by model {spec.id}'s spec)" if spec.precision else ""
+    if chosen == "int8" and not on_cpu:
+        raise ValueError(f"precision int8{pinned} is dynamic quantisation for a CPU, not for device {device}: "
+                         "use float16 or bfloat16 there")
+    if chosen == "bfloat16" and on_cpu and not cpu_native_bf16():
+        raise ValueError(f"precision bfloat16{pinned}: this CPU has no native bf16 instructions (avx512_bf16, "
+                         "amx_bf16), so torch emulates them, several times slower than float32 (bench/encode.py "
+                         "--precisions measures it); use precision auto (float32 here) or int8")
+    return chosen
+
+
+def precision_line(runtime: Runtime) -> str:
+    """What the runtime's precision is on this machine, said before a command encodes anything."""
+    device = resolve_devices(runtime.device)[0]
+    pins = "a model spec's own `precision` pins that model's"
+    if runtime.precision not in (None, "auto"):
+        return f"encoding precision {runtime.precision} on {device} ({pins})"
+    if not device.startswith("cpu"):
+        return f"encoding precision auto on {device}: each model spec's dtype ({pins})"
+    native = cpu_native_bf16()
+    return (f"encoding precision auto on {device}: {'bfloat16' if native else 'float32'} (this CPU has "
+            f"{'native bf16 instructions' if native else 'no native bf16 instructions'}; {pins})")

@@ -124,8 +124,8 @@ class ModelSpec:
     pooling: Literal["mean", "cls", "last-token"]
     normalize: bool
     similarity: Literal["cosine", "dot"]
-    # The precision on an accelerator; on a CPU vectors are float32 unless a runtime asks otherwise
-    # (indexers/runtime.resolve_precision). Enforced at load: a checkpoint's own dtype never decides.
+    # The precision on an accelerator under precision auto (on a CPU: bfloat16 where it is native, else float32;
+    # indexers/runtime.resolve_precision). Enforced at load: a checkpoint's own dtype never decides.
     dtype: Literal["float32", "float16", "bfloat16"]
     named_by_study: bool
     # Where revision and prompts were checked (model card, MTEB model file); free text with URLs.
@@ -152,6 +152,10 @@ class ModelSpec:
     lineage: dict[str, Any] | None = None
     # A served model: encoded through this API, never loaded here (prompts are still put before each text here).
     endpoint: Endpoint | None = None
+    # Pins the encoding precision wherever the model runs, whatever a runtime asks: float32 for a model whose
+    # vectors must not become bfloat16 under auto; int8 or bfloat16 for a variant of another model (`like:` in a
+    # study's inline spec), its own id, so a study compares the two precisions side by side.
+    precision: Literal["float32", "float16", "bfloat16", "int8"] | None = None
 
     def __post_init__(self) -> None:
         if self.dim <= 0 or self.max_seq_length <= 0 or self.params_m <= 0:
@@ -168,6 +172,8 @@ class ModelSpec:
             raise ValueError("model_kwargs: the precision is `dtype` (or a runtime's precision), not a model_kwargs key")
         if self.endpoint is not None and (self.path is not None or self.offline is not None):
             raise ValueError("a served model (endpoint) has no local weights: drop `path` and `offline`")
+        if self.endpoint is not None and self.precision is not None:
+            raise ValueError("a served model runs at its server's precision (state it as dtype), not a pinned one")
         if self.endpoint is not None and self.endpoint.dimensions not in (None, self.dim):
             raise ValueError(f"endpoint.dimensions {self.endpoint.dimensions} differs from dim {self.dim}")
         if self.unpinned_reason and self.pinned:
@@ -303,9 +309,17 @@ def origin(model_id: str) -> Origin | None:
 def define_inline(model_id: str, fields: dict, where: str) -> ModelSpec:
     """The model a study spec defines inline (`where`: its file and entry), kept in study_dir. The id must be new,
     or name this same definition: an id defined elsewhere, or earlier with other fields, is refused, because the
-    vectors, indexes and runs made under an id belong to the definition that made them."""
+    vectors, indexes and runs made under an id belong to the definition that made them. `like: ID` takes that
+    model's fields, the others given over them (a variant: `{like: all-minilm-l6-v2, precision: int8}`)."""
     if "id" in fields:
         raise SpecError(f"{where}: spec: the id is the entry's `id`, not a field of its spec")
+    if "like" in fields:
+        try:
+            base = get_model(fields["like"])
+        except (KeyError, SpecError) as e:
+            raise SpecError(f"{where}: spec: like: {str(e).strip(chr(39))}") from None
+        inherited = {k: v for k, v in json.loads(json.dumps(dataclasses.asdict(base))).items() if k != "id"}
+        fields = {**inherited, **{k: v for k, v in fields.items() if k != "like"}}
     if model_id != model_id.lower():  # two ids differing in case would name one OpenSearch index
         raise SpecError(f"{where}: model id {model_id!r}: use lowercase letters (it becomes part of index names)")
     spec = build(ModelSpec, {"id": model_id, **fields}, f"{where}: spec")

@@ -10,7 +10,7 @@ system's vectors only. Its HNSW figure is the k-NN
 plugin's native memory (faiss graphs) or, for the lucene engine, the graph file the page cache reads (`vex`), the
 same share (the node's stats list one graph file per extension, so only an index with one vector field has it).
 Encoding: document-encoding seconds per 1,000 patents of the view's vectors, on the setting (device,
-precision, backend) that encoded most of them; query encoding is not counted, as the latency does not count it.
+precision) that encoded most of them; query encoding is not counted, as the latency does not count it.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def _encode(cost: dict, unit: str) -> tuple[float | None, str | None]:
     counts, docs = cost.get("vector_counts") or {}, cost.get("documents")
     per_patent = counts[unit] / docs if unit in counts and docs else 1.0
     return (main["seconds"] / main["texts"] * per_patent * PER_ENCODE,
-            f"{main['device']} {main['precision']} {main['backend']}")
+            f"{main['device']} {main['precision']}")
 
 
 def serving_cost(latency: Result) -> ServingCost:

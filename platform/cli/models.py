@@ -162,7 +162,7 @@ def encode(corpus, model_id, view, role, shard, **params) -> None:
                f"in {r.seconds:.1f}s ({r.docs_per_s:.1f} docs/s)")
     click.echo(f"truncated (longer than the model's token limit): {r.n_truncated} of {r.n_encoded} encoded "
                f"({100 * r.truncated_share:.1f}%)")
-    click.echo(f"precision {r.precision}, backend {r.backend}, batches of up to {r.max_batch_tokens} tokens, "
+    click.echo(f"precision {r.precision}, batches of up to {r.max_batch_tokens} tokens, "
                f"{r.oom_halvings} out-of-memory halving(s)")
     if r.cost:
         click.echo(f"cost of this run: {cost_line(r.cost)}")

@@ -10,7 +10,7 @@ from evalctl.cli.runtime_options import runtime_options
 from evalctl.config_files import SpecError
 from evalctl.errors import UserError
 from evalctl.indexers.encode_options import DEVICE_HELP
-from evalctl.indexers.runtime import Runtime, using
+from evalctl.indexers.runtime import Runtime, precision_line, using
 from evalctl.results_store import results_root
 from evalctl.study.plan.cost_plan import cost_plan, parse_sizes
 from evalctl.study.report.write import write_report
@@ -42,7 +42,9 @@ def run(spec_name, dry_run, device, corpus_sizes, gpu, utilisation) -> None:
     for line in missing:
         click.echo(f"missing source (the plan below imports nothing until it is there): {line}")
     # every step that encodes: the spec's runtime section beneath the options given here
-    with using(Runtime(device=device)), using(spec.runtime, beneath=True):
+    with using(Runtime(device=device)), using(spec.runtime, beneath=True) as runtime:
+        if spec.models:
+            click.echo(precision_line(runtime))
         report = execute(steps, echo=click.echo, dry_run=dry_run)
     if dry_run:
         try:

@@ -255,7 +255,8 @@ def test_remote_code_folder_needs_trust_remote_code(built, tmp_path):
     assert np.abs(trusted.vectors - reference(recipe, texts)).max() < 1e-5
 
 
-def test_precision_is_enforced_recorded_and_keyed(built, tmp_path):
+def test_precision_is_enforced_recorded_and_keyed(built, tmp_path, monkeypatch):
+    monkeypatch.setenv("EVALCTL_CPU_BF16", "1")  # bfloat16 is refused on a CPU without it
     recipe = built["qwen3"]  # saved in bfloat16
     spec = spec_for(recipe)
     ids, texts = patent_texts(8)
@@ -265,7 +266,8 @@ def test_precision_is_enforced_recorded_and_keyed(built, tmp_path):
         half = encode_texts(spec, "document", "TA", ids, texts,
                             EncodeOptions(variant="plain", device="cpu", cache_root=tmp_path, progress=False))
     full = encode_texts(spec, "document", "TA", ids, texts,
-                        EncodeOptions(variant="plain", device="cpu", cache_root=tmp_path, progress=False))
+                        EncodeOptions(variant="plain", device="cpu", cache_root=tmp_path, progress=False,
+                                      runtime=Runtime(precision="float32")))
     assert {p.dtype for p in shared_model(spec, "cpu", "auto", "bfloat16").parameters()} == {torch.bfloat16}
     assert half.precision == "bfloat16" and full.precision == "float32" and full.n_encoded == len(texts)
     assert half.cache_dir != full.cache_dir  # never one entry for both
@@ -275,6 +277,19 @@ def test_precision_is_enforced_recorded_and_keyed(built, tmp_path):
     key = cache_key(spec, "document", "TA", "plain", prompt="", precision="float32")
     run = EmbeddingCache(key, root=tmp_path).runs()[-1]
     assert run["precision"] == "float32" and run["device"] == "cpu" and run["oom_halvings"] == 0
+
+
+@pytest.mark.parametrize("kind", ["qwen3", "gemma3-bidir"])
+def test_lower_precisions_stay_near_float32_with_a_prompt(built, kind, monkeypatch):
+    """Last-token (Qwen3) and mean pooling with Dense layers (EmbeddingGemma): bfloat16 and int8 vectors of prompted
+    texts within the bounds of tests/indexers/test_precision.py of float32's."""
+    monkeypatch.setenv("EVALCTL_CPU_BF16", "1")  # bf16's numerics, emulated where the CPU lacks it
+    spec = spec_for(built[kind])
+    texts, prompt = patent_texts(8)[1], "Instruct: Given a patent, retrieve the patents it cites\nQuery: "
+    full = Encoder(spec, device="cpu", precision="float32").encode(texts, prompt).vectors
+    for precision, bound in (("bfloat16", 0.998), ("int8", 0.9)):
+        vectors = Encoder(spec, device="cpu", precision=precision).encode(texts, prompt).vectors
+        assert (vectors * full).sum(1).min() >= bound, (precision, (vectors * full).sum(1).min())
 
 
 def test_cuda_out_of_memory_halves_the_batch_and_is_recorded(built, tmp_path, monkeypatch):
@@ -351,7 +366,7 @@ def test_resident_models_are_bounded_by_memory(built, monkeypatch):
 def test_format_1_entries_stay_readable(tmp_path):
     spec = get_model("all-minilm-l6-v2")
     old = cache_key(spec, "document", "T", None, prompt="", precision="float32", versions=None)
-    fields = {k: v for k, v in dataclasses.asdict(old).items() if k not in ("precision", "versions", "corpus", "backend")}
+    fields = {k: v for k, v in dataclasses.asdict(old).items() if k not in ("precision", "versions", "corpus")}
     before = hashlib.sha256(json.dumps({"format": 1, **fields}, sort_keys=True).encode()).hexdigest()[:24]
     assert old.digest() == before  # the digest a format-1 entry was stored under
     entry = EmbeddingCache(old, root=tmp_path)

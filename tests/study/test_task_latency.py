@@ -144,3 +144,45 @@ def _check_quality_and_cost(md: str, out, corpus: str, latency_steps: dict) -> N
     # 1 MB per 10,000 patents admits neither system: the finding says so and lists what each costs
     assert f"{corpus}, within p95 ≤ 60000 ms and index ≤ 1 MB per 10,000 patents: no system measured fits." in findings
     return float(bm25["index MB / 10k"])
+
+
+@pytest.mark.opensearch
+@pytest.mark.models
+def test_a_precision_variant_is_set_beside_its_float32_twin(os_client, tmp_path, monkeypatch):
+    """MiniLM and `minilm-int8` (defined `like:` it, pinned to int8): both indexed, scored and timed; the methods
+    table names each system's precision, and the quality-and-cost section sets the int8 system beside the float32
+    one with its encoding speed ratio and the comparison table's paired test."""
+    from evalctl.cli.main import cli
+
+    monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("EVALCTL_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    corpus = f"lp-{uuid.uuid4().hex[:6]}"
+    doc = _doc(corpus, methods=["dense"], concurrency=[1])
+    doc["models"].append({"id": "minilm-int8", "spec": {"like": MODEL, "precision": "int8"}})
+    doc["retrieval"] = [{"corpus": corpus, "views": ["T"], "methods": ["dense"]}]
+    path = _write(tmp_path, doc)
+    try:
+        r = CliRunner().invoke(cli, ["run", str(path)])
+        assert r.exit_code == 0, r.output
+        r = CliRunner().invoke(cli, ["report", str(path), "--out", str(tmp_path / "report")])
+        assert r.exit_code == 0, r.output
+        md = (tmp_path / "report" / "report.md").read_text()
+        methods = [[c.strip() for c in line.strip("|").split("|")] for line in md.splitlines()
+                   if line.startswith("| Dense · ")]
+        header = next([c.strip() for c in line.strip("|").split("|")] for line in md.splitlines()
+                      if line.startswith("| system ") and "precision" in line and "reproduce" in line)
+        named = {row[0]: row[header.index("precision")] for row in methods if len(row) == len(header)}
+        assert named == {"Dense · all-MiniLM-L6-v2": "float32", "Dense · all-MiniLM-L6-v2 (int8)": "int8"}, named
+        section = md.split("## Quality and cost")[1].split("\n## ")[0]
+        trade = [dict(zip(h, row)) for h, *rows in [[[c.strip() for c in line.strip("|").split("|")]
+                                                      for line in section.split("Precision: ")[1].splitlines()
+                                                      if line.startswith("|") and not line.startswith(("|--", "|:"))]]
+                 for row in rows]
+        assert len(trade) == 1 and trade[0]["system"] == "Dense · all-MiniLM-L6-v2 (int8) on T" and trade[0]["precision"] == "int8"
+        assert float(trade[0]["encoding speed × float32"]) > 0 and float(trade[0]["encode s / 1k"]) > 0
+        assert trade[0]["float32 twin"] == "Dense · all-MiniLM-L6-v2 on T"
+        test = trade[0]["ndcg@10 − float32 twin"]
+        assert "Holm p" in test and "95% CI" in test, test
+    finally:
+        os_client.indices.delete(index=f"evalctl-{corpus}-*", ignore_unavailable=True)

@@ -16,15 +16,17 @@ _FUSION = {"client": "client fusion", "native": "native pipeline"}
 
 
 def model_title(model_id: str) -> str:
-    """The model's published name (its Hub name without the owner), a fine-tuned one as "<base> + <recipe>";
-    the id itself for a model no spec names any more (a stored run outlives its spec)."""
+    """The model's published name (its Hub name without the owner) with the precision its spec pins ("all-MiniLM-L6-v2
+    (int8)": a variant beside its float32 twin), a fine-tuned one as "<base> + <recipe>"; the id itself for a model
+    no spec names any more (a stored run outlives its spec)."""
     try:
         spec = get_model(model_id)
     except SpecError:
         return model_id
     if spec.lineage:
         return f"{model_title(spec.lineage['base_model'])} + {spec.lineage['recipe']['id']}"
-    return spec.hf_id.rsplit("/", 1)[-1] or model_id
+    name = spec.hf_id.rsplit("/", 1)[-1] or model_id
+    return f"{name} ({spec.precision})" if spec.precision else name
 
 
 def method_title(method: str, fusion_mode: str | None = None) -> str:

@@ -12,6 +12,9 @@ A system is Pareto-optimal on a cost when no other system costs as much or less 
 and scores as much. The budget finding names the best-scoring system within the budget and tests it, with the
 findings' protocol (findings.FindingTests: the comparison table's test where one holds both runs), against the
 best system measured overall, or, when that one fits the budget, against the next best measured.
+
+The same weights at two precisions (a model defined `like:` another with its own `precision`) get a table of their
+own: the lower precision's encoding time and score beside its float32 twin's, with the comparison table's test.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evalctl import results_store
-from evalctl.evaluators.retrieval.serving_cost import RULES, ServingCost, cost_cells, serving_cost
+from evalctl.evaluators.retrieval.serving_cost import PER_ENCODE, RULES, ServingCost, cost_cells, serving_cost
 from evalctl.evaluators.scoring.metrics import PRIMARY
+from evalctl.models import get_model
 from evalctl.study.page.charts import Point, pareto_chart
 from evalctl.study.page.names import relative, score_with_ci
 from evalctl.study.page.document import Report, save_figure
@@ -63,6 +67,8 @@ class System:
     quality: rf.RetrievalResult
     ci: tuple[float, float]
     cost: ServingCost
+    model: str | None  # the model id of a dense or fused system
+    precision: str | None  # of its vectors, as its index's manifest records it (None: text only)
 
 
 def joined(report: Report, steps: list[Recorded]) -> tuple[list[System], int]:
@@ -81,8 +87,12 @@ def joined(report: Report, steps: list[Recorded]) -> tuple[list[System], int]:
         if step is None:
             unscored += 1
             continue
-        quality = rf.retrieval_result(step.target, report.runs.stored(step.ref))
-        out.append(System(quality, run_ci(list(quality.per_query.values()), report.statistics), serving_cost(latency)))
+        run = report.runs.stored(step.ref)
+        quality = rf.retrieval_result(step.target, run)
+        index = run.manifest.get("index_manifest") or {}
+        model = step.target.model if index.get("hf_id") else None
+        out.append(System(quality, run_ci(list(quality.per_query.values()), report.statistics), serving_cost(latency),
+                          model, index.get("precision", "float32") if model else None))
     return out, unscored
 
 
@@ -136,6 +146,48 @@ def section(report: Report, systems: list[System], unscored: int, budgets: dict[
             save_figure(pareto_chart(points, xlabel, f"{PRIMARY} (95% CI)"), report, out,
                         f"pareto-{corpus}-{axis}.png",
                         f"{corpus}: {PRIMARY} against {xlabel}; filled diamonds are Pareto-optimal.")
+
+
+def precision_pairs(systems: list[System]) -> list[tuple[System, System]]:
+    """(the float32 system, a system of the same weights at another precision): the same corpus, view and method,
+    and models of one hf id, revision and folder (a variant defined `like:` the other, docs/performance.md)."""
+
+    def weights(s: System) -> tuple:
+        spec = get_model(s.model)
+        return spec.hf_id, spec.revision, spec.path
+
+    def same(a: System, b: System) -> bool:
+        qa, qb = a.quality, b.quality
+        return (qa.corpus, qa.view, qa.method) == (qb.corpus, qb.view, qb.method) and weights(a) == weights(b)
+
+    return [(base, s) for s in systems if s.precision not in (None, "float32")
+            for base in [next((b for b in systems if b.precision == "float32" and same(b, s)), None)] if base]
+
+
+def precision_section(report: Report, systems: list[System], tests: rf.FindingTests) -> None:
+    """The same weights at two precisions, side by side: what the lower one saves in encoding and costs in score,
+    with the paired test of the comparison table that holds both runs (findings.between)."""
+    import pandas as pd
+
+    from evalctl.study.tasks.retrieval import findings as rf  # scipy
+
+    pairs = precision_pairs(systems)
+    if not pairs:
+        return
+    rows = []
+    for base, s in pairs:
+        d = rf.between(tests, base.quality, s.quality)
+        a, b = base.cost.encode_s_per_1k, s.cost.encode_s_per_1k
+        rows.append({"corpus": s.quality.corpus, "system": s.quality.label, "precision": s.precision,
+                     f"encode s / {PER_ENCODE // 1000}k": f"{b:,.1f}" if b else "-",
+                     "encoding speed × float32": f"{a / b:.2f}" if a and b else "-",
+                     f"{PRIMARY} [95% CI]": score_with_ci(s.quality.mean, *s.ci, False),
+                     "float32 twin": base.quality.label, f"{PRIMARY} − float32 twin": d.text(),
+                     "p95 ms": cost_cells(s.cost)["p95 ms"]})
+    report.p("Precision: the same weights encoded at float32 and at a lower precision (a model defined `like:` "
+             "another with its own `precision`), each system's encoding time and score beside its float32 twin's. "
+             "The difference is tested as the comparison table that holds both runs tests it.")
+    report.table(pd.DataFrame(rows))
 
 
 def budget_findings(systems: list[System], budgets: dict[str, Budget], tests: rf.FindingTests) -> list[rf.Finding]:

@@ -151,7 +151,9 @@ class LatencyTask(AbsTask):
 
         if not spec.entries(KIND):
             return  # a section only for a spec that asks for latency
-        quality_cost.section(report, *quality_cost.joined(report, steps), _budgets(spec), out)
+        systems, unscored = quality_cost.joined(report, steps)
+        quality_cost.section(report, systems, unscored, _budgets(spec), out)
+        quality_cost.precision_section(report, systems, quality_cost.tests_for(report, steps))
         report.h(self.metadata.title)
         done = [(s, res) for s in steps if s.kind == KIND and s.scores and (res := _stored(s))]
         if not done:

@@ -39,6 +39,7 @@ class RunMethod:
     search: str  # "BM25 (k1 1.2, b 0.75)", "ANN: HNSW (m 16, ...)", "exact kNN", or both for fusion
     fusion: str  # "-", "native: neural-search pipeline ..." or "client-side: ranx fusion ...", with its settings
     model: str  # hf id @ revision, or "-"
+    precision: str  # of the documents' vectors, as the index's manifest records it (queries are encoded alike)
     prompts: str  # document and query prompts
     command: str  # the `evalctl retrieve` line that makes this run
     client_fusion: bool
@@ -59,6 +60,7 @@ def run_method(run: StoredRun, load: Callable[[str], StoredRun]) -> RunMethod:
         search=_search(m["method"], index, text.get("bm25_max_terms")),
         fusion=_fusion(m, text.get("bm25_max_terms"), dense.get("prompt_variant")) if d.fused else NONE,
         model=f"{index['hf_id']} @ {index.get('revision') or 'unpinned'}" if d.vector and index.get("hf_id") else NONE,
+        precision=index.get("precision", "float32") if d.vector and index.get("hf_id") else NONE,
         prompts=_prompts(index.get("document_prompt"), dense.get("query_prompt")) if d.vector else NONE,
         command=reproduce_command(m, text.get("bm25_max_terms"), dense.get("prompt_variant")),
         client_fusion=client, native_fusion=d.fused and not client)
@@ -153,7 +155,8 @@ def methods_section(report: Report, spec: ExperimentSpec, groups: list[ViewGroup
                 for g in mine for s, r in zip(g.steps, g.runs)]
         report.p(" ".join([_data(spec, mine), _queries(mine), fusion_used(rows)]).strip())
         report.table(pd.DataFrame([{"system": r.title, "views (query→document)": r.views, "search": r.search,
-                                    "fusion": r.fusion, "model @ revision": r.model, "prompts": r.prompts,
+                                    "fusion": r.fusion, "model @ revision": r.model, "precision": r.precision,
+                                    "prompts": r.prompts,
                                     "run": r.run_id, "reproduce": r.command} for r, _ in rows]))
 
 
