@@ -82,10 +82,6 @@ def using(runtime: Runtime | None, *, beneath: bool = False) -> Iterator[Runtime
             _current = before
 
 
-def runtime_devices(runtime: Runtime) -> list[str]:
-    return resolve_devices(runtime.device)
-
-
 def resolve_devices(device: str | None) -> list[str]:
     """The devices an encoder uses, one model replica each: a comma list as given, `all` -> every visible GPU,
     None -> cuda when visible, else mps, else cpu."""
