@@ -32,9 +32,10 @@ MINILM = get_model("all-minilm-l6-v2")
 
 
 def titles(n: int) -> tuple[list[str], list[str]]:
+    """Real patent titles: short, as bfloat16 is emulated (slow) on a CPU without it."""
     with open(USPTO_60, newline="", encoding="utf-8") as f:
         rows = [r for r in csv.DictReader(f) if r["patent_title"].strip()][:n]
-    return [r["grant_id"] for r in rows], [f"{r['patent_title']}\n{r['abstract']}" for r in rows]
+    return [r["grant_id"] for r in rows], [r["patent_title"] for r in rows]
 
 
 def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -108,7 +109,7 @@ def _within_bound(spec, texts: list[str], monkeypatch) -> dict[str, float]:
 @pytest.mark.models
 @pytest.mark.parametrize("model_id", ["all-minilm-l6-v2", "all-mpnet-base-v2"])
 def test_real_models_lower_precisions_stay_near_float32(model_id, monkeypatch):
-    _within_bound(get_model(model_id), titles(8)[1], monkeypatch)
+    _within_bound(get_model(model_id), titles(16)[1], monkeypatch)
 
 
 @pytest.mark.models
