@@ -358,9 +358,9 @@ def encoding_versions(spec: ModelSpec | None = None) -> str:
 def cache_key(spec: ModelSpec, role: Role, view: str, variant: str | None, *, prompt: str,
               precision: str | None = None, versions: str | None = INSTALLED, corpus: str | None = None) -> CacheKey:
     """The cache entry of these vectors. precision None: the process runtime's for this model; versions: those of
-    the installed packages by default, an index's own as its manifest names them, None for an entry made before versions were
-    keyed (embedding_cache.LEGACY_FORMAT). corpus: the corpus the vectors are for, which keys imported entries
-    only (vectors made elsewhere serve the corpus they were imported for)."""
+    the installed packages by default, an index's own as its manifest names them, None for an entry made before
+    versions were keyed (embedding_cache.LEGACY_FORMAT). corpus: the corpus the vectors are for, which keys
+    imported entries only (vectors made elsewhere serve the corpus they were imported for)."""
     precision = precision or encoding_precision(spec, current_runtime())
     return CacheKey(
         model_id=spec.id, hf_id=spec.hf_id, revision=spec.revision, prompt_variant=variant or spec.default_variant,
@@ -438,7 +438,8 @@ def encode_texts(spec: ModelSpec, role: Role, view: str, ids: Sequence[str], tex
                           "n_truncated": n_truncated, "seconds": round(time.perf_counter() - started, 3),
                           "versions": encoding_versions(spec), "cost": cost, **served})
     return EncodeReport(
-        vectors=cache.get(hashes), cache_dir=cache.dir, prompt=prompt, precision=precision, n_texts=len(texts), n_unique=len(unique), n_cached=len(unique) - len(todo), n_encoded=len(todo), n_reused=n_reused,
+        vectors=cache.get(hashes), cache_dir=cache.dir, prompt=prompt, precision=precision, n_texts=len(texts),
+        n_unique=len(unique), n_cached=len(unique) - len(todo), n_encoded=len(todo), n_reused=n_reused,
         n_truncated=n_truncated, seconds=time.perf_counter() - started, max_batch_tokens=budget,
         oom_halvings=halvings, cost=cost,
     )

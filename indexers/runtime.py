@@ -107,7 +107,8 @@ def cpu_native_bf16() -> bool:
     (elsewhere: no)."""
     said = os.environ.get("EVALCTL_CPU_BF16", "")
     if said not in ("", "0", "1"):
-        raise ValueError(f"EVALCTL_CPU_BF16={said!r}: set 1 (the CPU has native bf16), 0 (it has not) or leave it unset")
+        raise ValueError(f"EVALCTL_CPU_BF16={said!r}: set 1 (the CPU has native bf16), 0 (it has not) "
+                         "or leave it unset")
     return said == "1" if said else _cpuinfo_bf16()
 
 
@@ -117,7 +118,8 @@ def _cpuinfo_bf16() -> bool:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
         return False
-    flags = {f for line in text.splitlines() if line.startswith(("flags", "Features")) for f in line.split(":", 1)[1].split()}
+    flags = {f for line in text.splitlines() if line.startswith(("flags", "Features"))
+             for f in line.split(":", 1)[1].split()}
     return bool(flags & _BF16_FLAGS)
 
 

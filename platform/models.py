@@ -318,7 +318,7 @@ def define_inline(model_id: str, fields: dict, where: str) -> ModelSpec:
             base = get_model(fields["like"])
         except (KeyError, SpecError) as e:
             raise SpecError(f"{where}: spec: like: {str(e).strip(chr(39))}") from None
-        inherited = {k: v for k, v in json.loads(json.dumps(dataclasses.asdict(base))).items() if k != "id"}
+        inherited = {k: v for k, v in spec_fields(base).items() if k != "id"}
         fields = {**inherited, **{k: v for k, v in fields.items() if k != "like"}}
     if model_id != model_id.lower():  # two ids differing in case would name one OpenSearch index
         raise SpecError(f"{where}: model id {model_id!r}: use lowercase letters (it becomes part of index names)")
@@ -405,8 +405,12 @@ def derive_model(ref: str, model_id: str | None = None, pooling: str | None = No
 
 def spec_yaml(spec: ModelSpec) -> str:
     """The spec as a YAML models file (`models: [...]`), as load_models reads it."""
-    data = json.loads(json.dumps(dataclasses.asdict(spec)))  # tuples as lists
-    return yaml.safe_dump({"models": [data]}, sort_keys=False, allow_unicode=True)
+    return yaml.safe_dump({"models": [spec_fields(spec)]}, sort_keys=False, allow_unicode=True)
+
+
+def spec_fields(spec: ModelSpec) -> dict:
+    """The spec's fields as a models-file entry holds them (tuples as lists, nested specs as mappings)."""
+    return json.loads(json.dumps(dataclasses.asdict(spec)))
 
 
 def remember(spec: ModelSpec, directory: Path | None = None) -> ModelSpec:

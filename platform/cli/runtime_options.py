@@ -24,6 +24,6 @@ def runtime_options(f):
     wrapper = click.option("--max-batch-tokens", type=click.IntRange(min=1), default=None,
                            help="Padded tokens per forward pass (default: from free memory on CUDA, 16384 on CPU).")(wrapper)
     return click.option("--precision", type=click.Choice(PRECISIONS), default=None,
-                        help="Encoding precision (default auto: bfloat16 on a CPU with native bf16, float32 on another, the "
-                        "model spec's dtype on a GPU; int8: dynamic quantisation, CPU only; a spec's `precision` pins "
-                        "it). Part of the vectors' identity.")(wrapper)
+                        help="Encoding precision (default auto: bfloat16 on a CPU with native bf16, float32 on "
+                        "another, the model spec's dtype on a GPU; int8: dynamic quantisation, CPU only; a spec's "
+                        "`precision` pins it). Part of the vectors' identity.")(wrapper)

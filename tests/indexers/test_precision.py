@@ -93,7 +93,7 @@ def test_each_precision_is_its_own_entry_and_auto_reuses_its_choice(tmp_path, mo
         assert cost["precision"] == precision and cost["native_bf16"] is (precision == "bfloat16")
 
 
-def _within_bound(spec, texts: list[str], monkeypatch) -> dict[str, float]:
+def _within_bound(spec, texts: list[str], monkeypatch) -> None:
     monkeypatch.setenv("EVALCTL_CPU_BF16", "1")  # bf16's numerics, emulated where the CPU lacks it
     prompt = spec.prompt_for("document")
     full = Encoder(spec, device="cpu", precision="float32").encode(texts, prompt).vectors
@@ -101,9 +101,9 @@ def _within_bound(spec, texts: list[str], monkeypatch) -> dict[str, float]:
     worst = {p: float(cosines(e.encode(texts, prompt).vectors, full).min()) for p, e in encoders.items()}
     assert all(worst[p] >= BOUND[p] for p in BOUND), worst
     assert {p.dtype for p in encoders["bfloat16"].model.parameters()} == {torch.bfloat16}
-    quantised = [m for m in encoders["int8"].model.modules() if type(m).__module__.startswith("torch.ao.nn.quantized.dynamic")]
+    quantised = [m for m in encoders["int8"].model.modules()
+                 if type(m).__module__.startswith("torch.ao.nn.quantized.dynamic")]
     assert quantised, "int8 loaded no quantised linear layer"
-    return worst
 
 
 @pytest.mark.models

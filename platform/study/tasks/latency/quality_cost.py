@@ -152,16 +152,12 @@ def precision_pairs(systems: list[System]) -> list[tuple[System, System]]:
     """(the float32 system, a system of the same weights at another precision): the same corpus, view and method,
     and models of one hf id, revision and folder (a variant defined `like:` the other, docs/performance.md)."""
 
-    def weights(s: System) -> tuple:
+    def twin(s: System) -> tuple:  # what two systems at two precisions share
         spec = get_model(s.model)
-        return spec.hf_id, spec.revision, spec.path
+        return s.quality.corpus, s.quality.view, s.quality.method, spec.hf_id, spec.revision, spec.path
 
-    def same(a: System, b: System) -> bool:
-        qa, qb = a.quality, b.quality
-        return (qa.corpus, qa.view, qa.method) == (qb.corpus, qb.view, qb.method) and weights(a) == weights(b)
-
-    return [(base, s) for s in systems if s.precision not in (None, "float32")
-            for base in [next((b for b in systems if b.precision == "float32" and same(b, s)), None)] if base]
+    full = {twin(s): s for s in systems if s.precision == "float32"}
+    return [(full[twin(s)], s) for s in systems if s.precision not in (None, "float32") and twin(s) in full]
 
 
 def precision_section(report: Report, systems: list[System], tests: rf.FindingTests) -> None:
