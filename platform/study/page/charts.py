@@ -1,12 +1,14 @@
 """The report's bar charts, laid out to print: one row of bars per system (many systems make the figure taller,
 never its labels smaller), a size computed from the number of bars, the legend outside the data, and a blank
 (a system without a result) labelled rather than left out. page.save_figure shows each chart at the width it
-was laid out for, so its text is FONT_PT at page.DPI on the page."""
+was laid out for, so its text is FONT_PT at page.DPI on the page. The quality-against-cost chart places each label
+where it covers no other label and no marker (label_overlaps checks a figure for that)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -78,7 +80,8 @@ def difference_plot(differences: Sequence[float], ylabel: str, title: str):
 
 @dataclass(frozen=True)
 class Point:
-    """One system in a quality-against-cost chart: its cost, its score with the score's 95% CI."""
+    """One system in a quality-against-cost chart: its cost, its score with the score's 95% CI, and, where the cost
+    was measured with a spread, the cost's own interval (cost_lo, cost_hi; drawn as a horizontal error bar)."""
 
     label: str
     cost: float
@@ -86,27 +89,37 @@ class Point:
     lo: float
     hi: float
     optimal: bool  # on the Pareto front: no other system is as cheap or cheaper and scores more
+    cost_lo: float | None = None
+    cost_hi: float | None = None
+
+
+MARKER_PT = 7  # a point's marker
+RINGS_PT = (3, 12, 24, 40, 60)  # a label's gap to its marker, nearest first; past the first ring a leader line
+DIRECTIONS = ((1, 0), (1, 1), (0, 1), (-1, 1), (-1, 0), (-1, -1), (0, -1), (1, -1))  # right of the point first
+ALIGN = ({1: "left", 0: "center", -1: "right"}, {1: "bottom", 0: "center", -1: "top"})  # text side facing the point
+# a leader runs from the text's corner (or side) facing the point (its anchor: relpos) to the marker's edge
+LEADER = {"arrowstyle": "-", "color": "#888", "linewidth": 0.6, "shrinkA": 0, "shrinkB": MARKER_PT / 2}
 
 
 def pareto_chart(points: Sequence[Point], xlabel: str, ylabel: str):
-    """Score against cost, one labelled point per system with its CI; the Pareto-optimal ones filled and joined
-    by the front's steps, the others hollow. A cost axis spanning over 20x is logarithmic. Returns the figure."""
+    """Score against cost, one labelled point per system with its CI (and its cost's, where given); the
+    Pareto-optimal ones filled and joined by the front's steps, the others hollow. A cost axis spanning over 20x
+    (CI ends included) is logarithmic. No label covers another, a marker or the axes' edge (_label_points).
+    Returns the figure."""
     plt = plt_module()
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 5.0), layout="constrained")
-    for optimal, style in ((False, {"mfc": "white", "color": "#777", "marker": "o"}),
-                           (True, {"mfc": "C3", "color": "C3", "marker": "D"})):
-        mine = [p for p in points if p.optimal == optimal]
-        if mine:
-            ax.errorbar([p.cost for p in mine], [p.score for p in mine],
-                        yerr=[[p.score - p.lo for p in mine], [p.hi - p.score for p in mine]], linestyle="none",
-                        capsize=3, markersize=7, elinewidth=1,
-                        label="Pareto-optimal" if optimal else "dominated (another is cheaper and better)", **style)
+    styles = {False: {"mfc": "white", "color": "#777", "marker": "o"},
+              True: {"mfc": "C3", "color": "C3", "marker": "D"}}
+    legend = {False: "dominated (another is cheaper and better)", True: "Pareto-optimal"}  # each said once
+    for p in sorted(points, key=lambda p: p.optimal):  # one call a point: each has its own cost CI or none
+        lo, hi = (p.cost if c is None else c for c in (p.cost_lo, p.cost_hi))
+        ax.errorbar([p.cost], [p.score], xerr=None if lo == hi == p.cost else [[p.cost - lo], [hi - p.cost]],
+                    yerr=[[p.score - p.lo], [p.hi - p.score]], linestyle="none", capsize=3, markersize=MARKER_PT,
+                    elinewidth=1, label=legend.pop(p.optimal, None), **styles[p.optimal])
     front = sorted((p for p in points if p.optimal), key=lambda p: p.cost)
     if len(front) > 1:
         ax.step([p.cost for p in front], [p.score for p in front], where="post", color="C3", alpha=0.5, linewidth=1)
-    for p in points:
-        ax.annotate(p.label, (p.cost, p.score), xytext=(6, 4), textcoords="offset points", fontsize=FONT_PT)
-    costs = [p.cost for p in points if p.cost > 0]
+    costs = [c for p in points for c in (p.cost, p.cost_lo, p.cost_hi) if c is not None and c > 0]
     if costs and max(costs) / min(costs) > 20:
         ax.set_xscale("log")
     ax.set_xlabel(xlabel, fontsize=FONT_PT + 1)
@@ -115,4 +128,140 @@ def pareto_chart(points: Sequence[Point], xlabel: str, ylabel: str):
     ax.margins(x=0.15)  # room for the labels right of the last points
     ax.grid(alpha=0.3)
     fig.legend(loc="outside upper left", ncols=2, fontsize=FONT_PT + 1, frameon=False)
+    _label_points(fig, ax, points)
     return fig
+
+
+class _Spot(NamedTuple):
+    """Where a label goes: direction (dx, dy) of DIRECTIONS on ring RINGS_PT[ring] around its point; the text's box
+    and its leader line (None on the nearest ring) in display pixels."""
+
+    ring: int
+    dx: int
+    dy: int
+    box: object
+    leader: object
+
+
+def _label_points(fig, ax, points: Sequence[Point]) -> None:
+    """Each point's label at the first free spot around it (DIRECTIONS on RINGS_PT, nearest first): inside the
+    axes, over no marker, no other label and no other label's leader line, its own leader crossing no label. A point
+    with no free spot for its label gets a number instead, its label given in a key below the axes."""
+    fig.canvas.draw()  # constrained layout places the axes at draw time: measure only once it has
+    fig.set_layout_engine("none")  # and keep it from moving them under the placed labels
+    renderer = fig.canvas.get_renderer()
+    markers, placed, key = _marker_boxes(ax, renderer), [], []
+    order = sorted(points, key=lambda p: (-p.score, p.cost, p.label))  # stable: the best points choose first
+    # a spot for every point's number first, so that the long labels placed before it cannot leave it without one
+    widest = "9" * len(str(len(points)))
+    kept = [_spot(ax, renderer, p, widest, markers, placed) for p in order]  # each joins placed as it is found
+    for p, own in zip(order, kept):
+        if own is not None:
+            placed.remove(own)  # free for its own label
+        spot, text = _spot(ax, renderer, p, p.label, markers, placed), p.label
+        if spot is None:
+            key.append(f"{len(key) + 1}: {p.label}")
+            # without a kept spot (no room at all), beside the point all the same: label_overlaps reports it
+            text, spot = str(len(key)), own or _Spot(0, 1, 0, None, None)
+        if spot.box is not None:
+            placed.append(spot)
+        ax.annotate(text, (p.cost, p.score), xytext=_offset(spot.ring, spot.dx, spot.dy), textcoords="offset points",
+                    fontsize=FONT_PT, ha=ALIGN[0][spot.dx], va=ALIGN[1][spot.dy],
+                    arrowprops={**LEADER, "relpos": ((1 - spot.dx) / 2, (1 - spot.dy) / 2)} if spot.ring else None)
+    if key:
+        _add_key(fig, ax, key)
+
+
+def _offset(ring: int, dx: int, dy: int) -> tuple[float, float]:  # in points, from the point to the text's anchor
+    return dx * (MARKER_PT / 2 + RINGS_PT[ring]), dy * (MARKER_PT / 2 + RINGS_PT[ring])
+
+
+def _spot(ax, renderer, p: Point, text: str, markers: list, placed: list) -> _Spot | None:
+    """The first free spot for text around p, added to placed; None where there is none."""
+    from matplotlib.path import Path
+
+    frame, xy = ax.get_window_extent(renderer), ax.transData.transform((p.cost, p.score))
+    probe = ax.annotate(text, (p.cost, p.score), xytext=(0, 0), textcoords="offset points", fontsize=FONT_PT)
+    try:
+        for ring in range(len(RINGS_PT)):
+            for dx, dy in DIRECTIONS:
+                offset = _offset(ring, dx, dy)
+                probe.set(x=offset[0], y=offset[1], ha=ALIGN[0][dx], va=ALIGN[1][dy])
+                box = probe.get_window_extent(renderer).padded(renderer.points_to_pixels(1))  # a point of air
+                leader = Path([xy, xy + renderer.points_to_pixels(np.array(offset))]) if ring else None
+                if _within(box, frame) and not any(box.overlaps(m) for m in markers) and not any(
+                        box.overlaps(s.box) or _crosses(leader, s.box) or _crosses(s.leader, box) for s in placed):
+                    placed.append(_Spot(ring, dx, dy, box, leader))
+                    return placed[-1]
+        return None
+    finally:
+        probe.remove()
+
+
+def _crosses(leader, box) -> bool:
+    return leader is not None and leader.intersects_bbox(box, filled=False)
+
+
+def _add_key(fig, ax, lines: list[str]) -> None:
+    """The numbered points' labels, a line each, under everything else: the figure grows at the bottom by the key's
+    height while the axes keep their size and distance from the top, so the labels placed on them stay put."""
+    pad, height, width = FONT_PT / 72, fig.get_figheight(), fig.get_figwidth()  # inches
+    text = fig.text(ax.get_position().x0 * width, pad, "\n".join(lines), transform=fig.dpi_scale_trans,
+                    fontsize=FONT_PT, va="bottom")
+    grow = text.get_window_extent(fig.canvas.get_renderer()).height / fig.dpi + 2 * pad
+    for a in fig.axes:
+        box = a.get_position()
+        a.set_position([box.x0, (box.y0 * height + grow) / (height + grow), box.width,
+                        box.height * height / (height + grow)])
+    fig.set_figheight(height + grow)
+
+
+def _marker_boxes(ax, renderer) -> list:
+    """Every marker the axes draw (the points', the error bars' caps) as a square of its size, in display pixels."""
+    from matplotlib.transforms import Bbox
+
+    boxes = []
+    for line in ax.lines:
+        if line.get_marker() in (None, "None", "none", "", " "):
+            continue
+        half = renderer.points_to_pixels(line.get_markersize()) / 2
+        boxes += [Bbox.from_extents(x - half, y - half, x + half, y + half)
+                  for x, y in line.get_transform().transform(line.get_xydata())]
+    return boxes
+
+
+def _within(box, frame) -> bool:
+    return frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1)
+
+
+def label_overlaps(fig) -> list[str]:
+    """Every way the figure's labels fail, read from its own geometry after a draw (display pixels): two
+    annotations' texts that intersect, an annotation's text outside its axes or over a marker, a leader line across
+    another annotation's text, and a figure text (pareto_chart's key) outside the figure or over an axes (its ticks
+    and labels included) or a legend. Empty: none."""
+    from matplotlib.text import Annotation, Text
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    problems = []
+    for ax in fig.axes:
+        frame, markers = ax.get_window_extent(renderer), _marker_boxes(ax, renderer)
+        # the text alone: an Annotation's own extent takes in its leader line
+        texts = [(a, Text.get_window_extent(a, renderer)) for a in ax.texts if isinstance(a, Annotation)]
+        leaders = [(a, a.arrow_patch.get_transform().transform_path(a.arrow_patch.get_path()))
+                   for a, _ in texts if a.arrow_patch]
+        for i, (a, box) in enumerate(texts):
+            name = repr(a.get_text())
+            problems += [f"{name} overlaps {b.get_text()!r}" for b, other in texts[i + 1:] if box.overlaps(other)]
+            problems += [f"{b.get_text()!r}'s leader crosses {name}" for b, line in leaders
+                         if b is not a and _crosses(line, box)]
+            if not _within(box, frame):
+                problems.append(f"{name} leaves its axes")
+            if any(box.overlaps(m) for m in markers):
+                problems.append(f"{name} covers a marker")
+    drawn = [ax.get_tightbbox(renderer) for ax in fig.axes] + [g.get_window_extent(renderer) for g in fig.legends]
+    for t in fig.texts:
+        box = t.get_window_extent(renderer)
+        if not _within(box, fig.bbox) or any(box.overlaps(d) for d in drawn):
+            problems.append(f"figure text {t.get_text()!r} leaves the figure or covers a chart or legend")
+    return problems
