@@ -71,12 +71,12 @@ def order(query: int, round_: int, n: int) -> list[int]:
 
 
 class OtherLoad:
-    """The CPU share of the host held by work other than this process and the node's (when it runs on this host):
-    /proc/stat's busy time less both processes' own CPU time, over wall time x CPUs. Without /proc (not Linux):
+    """The CPU share of the host held by work other than this process and the nodes' that run on this host:
+    /proc/stat's busy time less these processes' own CPU time, over wall time x CPUs. Without /proc (not Linux):
     the 1-minute load average over the CPUs, which counts this experiment too."""
 
-    def __init__(self, node_pid: int | None = None):
-        self._pid, self._cpus = node_pid, os.cpu_count() or 1
+    def __init__(self, node_pids: tuple[int, ...] = ()):
+        self._pids, self._cpus = node_pids, os.cpu_count() or 1
         self._tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
     def _busy_s(self) -> float | None:
@@ -88,19 +88,20 @@ class OtherLoad:
         total = sum(fields)
         return (total - fields[3] - fields[4]) / self._tick  # less idle and iowait
 
-    def _node_s(self) -> float:
-        if self._pid is None:
-            return 0.0
-        try:
-            with open(f"/proc/{self._pid}/stat") as f:
-                after_name = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            return 0.0
-        return (int(after_name[11]) + int(after_name[12])) / self._tick  # utime, stime
+    def _nodes_s(self) -> float:
+        total = 0
+        for pid in self._pids:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    after_name = f.read().rsplit(")", 1)[1].split()
+            except OSError:  # a node gone: its time no longer counts on either side
+                continue
+            total += int(after_name[11]) + int(after_name[12])  # utime, stime
+        return total / self._tick
 
     def mark(self) -> tuple:
         t = os.times()
-        return self._busy_s(), t.user + t.system, self._node_s(), t.elapsed
+        return self._busy_s(), t.user + t.system, self._nodes_s(), t.elapsed
 
     def share(self, since: tuple) -> float:
         now = self.mark()
@@ -111,10 +112,13 @@ class OtherLoad:
         return max(0.0, others) / (wall * self._cpus)
 
 
-def send_rounds(n_systems: int, n_queries: int, rounds: int, send: Callable[[int, int], tuple[float | None, str | None]],
-                load=None, warmup: int = 0, busy_repeats: int = 2, progress=None) -> Rounds:
-    """Run the design (module docstring). `send(system, query)` sends one request and gives (ms, None) or
-    (None, what failed); `load` is an OtherLoad (or anything with its mark/share)."""
+Send = Callable[[int, int], tuple[float | None, str | None]]  # (system, query) -> (ms, None) or (None, what failed)
+
+
+def send_rounds(n_systems: int, n_queries: int, rounds: int, send: Send, load=None, warmup: int = 0,
+                busy_repeats: int = 2) -> Rounds:
+    """Run the design (module docstring): `send` sends one request; `load` is an OtherLoad (or anything with its
+    mark/share)."""
     load = load or OtherLoad()
     for i in range(warmup):  # the warm-up interleaved too, so each system's graphs are paged in alike
         for s in order(i, 0, n_systems):
@@ -128,8 +132,6 @@ def send_rounds(n_systems: int, n_queries: int, rounds: int, send: Callable[[int
                 timings.append(Timing(s, r, q, pos, ms, error))
         shares.append(round(load.share(since), 3))
         quiet.append(shares[-1] <= BUSY_SHARE)
-        if progress:
-            progress(r, shares[-1])
     return Rounds(tuple(timings), tuple(shares), tuple(quiet), rounds)
 
 

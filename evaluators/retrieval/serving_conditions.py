@@ -80,3 +80,19 @@ def node_load(client) -> dict | None:
         out[n["name"]] = {"cpu_percent": cpu.get("percent"), "load_1m": cpu.get("load_average", {}).get("1m"),
                           "search_active": search.get("active"), "search_queue": search.get("queue")}
     return out
+
+
+def local_node_pids(client) -> tuple[int, ...]:
+    """The process ids of the cluster's nodes that run on this host: their CPU time is the measurement's own work,
+    not other work's (latency_design.OtherLoad)."""
+    info = _per_node(client.nodes.info, "process", "process.id") or {}
+    out = []
+    for n in info.values():
+        pid = n.get("process", {}).get("id")
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"opensearch" in f.read():
+                    out.append(int(pid))
+        except (OSError, TypeError):
+            continue
+    return tuple(out)

@@ -159,3 +159,29 @@ def test_compare_adds_each_runs_serving_cost(corpus):
     dense = next(r for name, r in rows.items() if "dense" in name.lower())
     assert "not measured" in dense[-2] and dense[2].strip() == "-"
     assert "Serving cost: index MB per 10,000 patents" in res.output
+
+
+def test_systems_timed_interleaved_are_stored_and_read_back(os_client, corpus):
+    from evalctl.evaluators.retrieval.latency import LatencyError
+    from evalctl.evaluators.retrieval.latency_experiment import ExperimentParams, analyse, measure_interleaved
+    from evalctl.evaluators.retrieval.params import RetrievalParams
+    from evalctl.evaluators.retrieval.retrieve import retrieval_spec
+
+    specs = [retrieval_spec(RetrievalParams(corpus, "A", m, MODEL, qrels="given",  # BM25 on the same index
+                                            split="test")) for m in ("bm25", "dense")]
+    exp = measure_interleaved(os_client, specs, ExperimentParams(warmup=2, rounds=5, max_queries=SENT, busy_repeats=1))
+    m, sent = exp.result.manifest, len(exp.rounds.quiet)
+    assert m["kind"] == "latency-experiment" and [s["method"] for s in m["systems"]] == ["bm25", "dense"]
+    assert 5 <= sent <= 6 and len(m["queries"]) == SENT and m["busy"] == (sum(m["quiet"]) < 5)
+    cells = {(t.system, t.round, t.query) for t in exp.rounds.timings}  # every query to every system, once a round
+    assert len(cells) == len(exp.rounds.timings) == 2 * SENT * sent
+    first = {(t.round, t.query): t.system for t in exp.rounds.timings if t.position == 0}
+    assert set(first.values()) == {0, 1}  # the order turns
+    rounds, analysis = analyse(exp.result)  # read back from the store, the same figures
+    assert rounds == exp.rounds
+    for i, s in enumerate(exp.systems):
+        assert s.errors == 0 and s.name == m["systems"][i]["retrieval"]["name"]
+        assert 0 < s.p50_ms.lo <= s.p50_ms.value <= s.p50_ms.hi and s.p50_ms.value <= s.p95_ms.value
+        assert analysis.percentile(i, 95) == s.p95_ms
+    with pytest.raises(LatencyError, match="rounds 3: must be 5 or more"):
+        ExperimentParams(rounds=3)

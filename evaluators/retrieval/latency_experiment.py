@@ -1,0 +1,151 @@
+"""Serving latency of several retrieval systems of one corpus as one experiment (latency_design: interleaved query
+by query, the order rotated, busy rounds repeated, percentiles with bootstrap CIs): each request one `_search` (or
+a chunked query's `_msearch`) built exactly as `evalctl retrieve` builds it and sent once, as latency.py sends them,
+at one request in flight. The queries are the split's first `max_queries` that every system can send.
+
+The result (results store, kind "latency-experiment") keeps every latency (timings.csv: system, round, query,
+position, ms, error), each system's retrieval identity, index and index manifest, the rounds' other load and which
+were quiet, and the conditions (serving_conditions), so a report recomputes any interval or comparison from it.
+Like a single latency, a measurement is an observation: its time and a random id are part of its identity.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import time
+import uuid
+from dataclasses import dataclass
+
+from evalctl import results_store
+from evalctl.clock import utc_now_us
+from evalctl.corpus.store import load_corpus
+from evalctl.evaluators.retrieval.latency import LatencyError, _payloads, _require_one_request, _Sender
+from evalctl.evaluators.retrieval.latency_design import (BUSY_SHARE, Analysis, Estimate, OtherLoad, Rounds, Timing,
+                                                         send_rounds)
+from evalctl.evaluators.retrieval.retrieve import RetrievalSpec, identify, search_type
+from evalctl.evaluators.retrieval.serving_conditions import (client_host, load_average, local_node_pids, node_load,
+                                                             node_settings)
+from evalctl.evaluators.scoring.runs import find_run
+from evalctl.evaluators.scoring.significance_params import StatsProtocol
+from evalctl.opensearch.cluster_info import require_available
+from evalctl.parameters import param
+from evalctl.results_store import Result
+
+KIND = "latency-experiment"
+TIMINGS = "timings.csv"
+MIN_ROUNDS = 5
+
+
+@dataclass(frozen=True)
+class ExperimentParams:
+    """How the systems of one corpus are timed together (a study's `latency:` entries)."""
+
+    warmup: int = param(20, min=0, help="Queries sent to every system first and not measured.")
+    rounds: int = param(5, min=MIN_ROUNDS, help="Measured rounds: each sends every query to every system.")
+    max_queries: int = param(100, min=1, help="Queries per round at most: the split's first ones all systems send.")
+    busy_repeats: int = param(2, min=0, help="Rounds run again in all, at most, for rounds the machine was busy in.")
+
+    def __post_init__(self):
+        for name, least in (("warmup", 0), ("rounds", MIN_ROUNDS), ("max_queries", 1), ("busy_repeats", 0)):
+            if getattr(self, name) < least:
+                raise LatencyError(f"{name} {getattr(self, name)}: must be {least} or more")
+
+
+@dataclass(frozen=True)
+class SystemLatency:
+    name: str  # the run identity's name
+    p50_ms: Estimate
+    p95_ms: Estimate
+    errors: int
+
+
+@dataclass(frozen=True)
+class Experiment:
+    result: Result
+    rounds: Rounds
+    systems: tuple[SystemLatency, ...]
+
+
+def _csv(rounds: Rounds, query_ids: list[str]) -> str:
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(["system", "round", "query_id", "position", "ms", "error"])
+    for t in rounds.timings:
+        w.writerow([t.system, t.round, query_ids[t.query], t.position, "" if t.ms is None else t.ms, t.error or ""])
+    return out.getvalue()
+
+
+def read_rounds(result: Result) -> Rounds:
+    """The stored timings as the design's Rounds (checked against their digest)."""
+    m, at = result.manifest, {q: i for i, q in enumerate(result.manifest["queries"])}
+    rows = csv.DictReader(io.StringIO(result.read_text(TIMINGS)))
+    timings = tuple(Timing(int(r["system"]), int(r["round"]), at[r["query_id"]], int(r["position"]),
+                           float(r["ms"]) if r["ms"] else None, r["error"] or None) for r in rows)
+    return Rounds(timings, tuple(m["other_load"]), tuple(m["quiet"]), m["rounds"])
+
+
+def analyse(result: Result, statistics: StatsProtocol = StatsProtocol()) -> tuple[Rounds, Analysis]:
+    """A stored experiment's rounds and their analysis under the protocol's bootstrap (resamples, seed)."""
+    rounds = read_rounds(result)
+    m = result.manifest
+    return rounds, Analysis(rounds, len(m["systems"]), len(m["queries"]), statistics.n_bootstrap, statistics.seed)
+
+
+def summaries(result: Result, analysis: Analysis) -> tuple[SystemLatency, ...]:
+    return tuple(SystemLatency(s["retrieval"]["name"], analysis.percentile(i, 50), analysis.percentile(i, 95),
+                               analysis.errors[i]) for i, s in enumerate(result.manifest["systems"]))
+
+
+def measure_interleaved(client, specs: list[RetrievalSpec], params: ExperimentParams,
+                        statistics: StatsProtocol = StatsProtocol(), progress: bool = False) -> Experiment:
+    """Time `specs` (systems of one corpus) together as the module docstring says, and store the experiment."""
+    load_before = load_average()
+    if len({s.corpus for s in specs}) != 1:
+        raise LatencyError(f"an interleaved latency times the systems of one corpus; given {len(specs)} systems of "
+                           f"corpora {', '.join(sorted({s.corpus for s in specs}))}")
+    for s in specs:
+        _require_one_request(client, s)
+    corpus = load_corpus(specs[0].corpus)
+    its = [identify(client, s, corpus) for s in specs]
+    for it in its:
+        require_available(client, it.index)
+    bodies = [dict(_payloads(client, s, it, progress)[0]) for s, it in zip(specs, its)]
+    queries = [q for q in bodies[0] if all(q in b for b in bodies[1:])][:params.max_queries]
+    if not queries:
+        raise LatencyError(f"no query of corpus {corpus.name!r} can be sent to every system (--split, --query-view)")
+    senders = [_Sender(client, it.index, search_type(s, it.manifest), multi=s.query_chunks)
+               for s, it in zip(specs, its)]
+
+    def send(system: int, query: int) -> tuple[float | None, str | None]:
+        start = time.perf_counter()
+        _, error = senders[system].send(bodies[system][queries[query]])
+        return (None, error) if error else (round((time.perf_counter() - start) * 1000, 3), None)
+
+    node_pids = local_node_pids(client)
+    node_before = node_load(client)
+    rounds = send_rounds(len(specs), len(queries), params.rounds, send, OtherLoad(node_pids), params.warmup,
+                         params.busy_repeats)
+    systems = [{"retrieval": it.identity, "index": it.index, "method": s.method, "model": s.model, "view": s.view,
+                "run": (run.id if (run := find_run(corpus.name, it.identity)) else None), "index_manifest": it.manifest}
+               for s, it in zip(specs, its)]
+    identity = {"name": "interleaved latency of " + ", ".join(it.identity["name"] for it in its),
+                "systems": [it.identity for it in its], **dataclasses.asdict(params),
+                "measured_at": utc_now_us(), "measurement": uuid.uuid4().hex[:12]}
+    extra = {
+        "systems": systems, "queries": queries, "other_load": list(rounds.other_load), "quiet": list(rounds.quiet),
+        "busy": rounds.busy, "kept_rounds": rounds.kept, "client_host": client_host(),
+        "node": {it.index: node_settings(client, it.index) for it in its}, "node_pids_on_this_host": list(node_pids),
+        "node_load": {"before": node_before, "after": node_load(client)},
+        "load_average": {"before": load_before, "after": load_average()},
+        "busy_rule": f"a round is busy when other work (not this process, not a node on this host) held more than "
+                     f"{BUSY_SHARE:g} of the host's CPUs during it; a busy round is run again, at most "
+                     f"{params.busy_repeats} times in all; with fewer quiet rounds than {params.rounds} every round is "
+                     "read and the measurement is busy",
+        "measured": "one request per query and system, one in flight, sent once (no retries); client latency = "
+                    "request sent until its answer is parsed; query encoding happens before timing",
+    }
+    result = results_store.write(KIND, corpus.name, identity, {TIMINGS: _csv(rounds, queries)}, extra=extra)
+    _, analysis = analyse(result, statistics)
+    return Experiment(result, rounds, summaries(result, analysis))
