@@ -301,7 +301,7 @@ def measure_latency(client, spec: RetrievalSpec, params: LatencyParams, progress
     host = client_host()
     run = find_run(corpus.name, it.identity)
     identity = {"name": it.identity["name"], "retrieval": it.identity, **dataclasses.asdict(params),
-                "measured_at": utc_now_us(), "measurement": uuid.uuid4().hex[:12]}  # the id keeps two apart; latest_latency orders by the time
+                "measured_at": utc_now_us(), "measurement": uuid.uuid4().hex[:12]}  # the id keeps two apart; latest_cost orders by the time
     extra = {
         "index": it.index, "method": spec.method, "model": spec.model, "view": spec.view, "split": spec.split,
         "run": run.id if run else None, "index_manifest": it.manifest, "search_type": st or "query_then_fetch",

@@ -99,8 +99,10 @@ def summaries(result: Result, analysis: Analysis) -> tuple[SystemLatency, ...]:
 
 
 def measure_interleaved(client, specs: list[RetrievalSpec], params: ExperimentParams,
-                        statistics: StatsProtocol = StatsProtocol(), progress: bool = False) -> Experiment:
-    """Time `specs` (systems of one corpus) together as the module docstring says, and store the experiment."""
+                        statistics: StatsProtocol = StatsProtocol(), labels: list[str] | None = None,
+                        progress: bool = False) -> Experiment:
+    """Time `specs` (systems of one corpus) together as the module docstring says, and store the experiment;
+    `labels` name the systems for the caller (a study's step targets), kept beside them."""
     load_before = load_average()
     if len({s.corpus for s in specs}) != 1:
         raise LatencyError(f"an interleaved latency times the systems of one corpus; given {len(specs)} systems of "
@@ -125,11 +127,12 @@ def measure_interleaved(client, specs: list[RetrievalSpec], params: ExperimentPa
 
     node_pids = local_node_pids(client)
     node_before = node_load(client)
-    rounds = send_rounds(len(specs), len(queries), params.rounds, send, OtherLoad(node_pids), params.warmup,
-                         params.busy_repeats)
-    systems = [{"retrieval": it.identity, "index": it.index, "method": s.method, "model": s.model, "view": s.view,
-                "run": (run.id if (run := find_run(corpus.name, it.identity)) else None), "index_manifest": it.manifest}
-               for s, it in zip(specs, its)]
+    rounds = send_rounds(len(specs), len(queries), params.rounds, send, load=OtherLoad(node_pids),
+                         warmup=params.warmup, busy_repeats=params.busy_repeats)
+    systems = [{"label": label, "retrieval": it.identity, "index": it.index, "method": s.method, "model": s.model,
+                "view": s.view, "run": (run.id if (run := find_run(corpus.name, it.identity)) else None),
+                "index_manifest": it.manifest}
+               for s, it, label in zip(specs, its, labels or [None] * len(specs))]
     identity = {"name": "interleaved latency of " + ", ".join(it.identity["name"] for it in its),
                 "systems": [it.identity for it in its], **dataclasses.asdict(params),
                 "measured_at": utc_now_us(), "measurement": uuid.uuid4().hex[:12]}

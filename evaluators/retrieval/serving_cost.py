@@ -1,14 +1,15 @@
-"""What serving one retrieval system costs, as one row: its latency (a stored `evalctl latency` result, the first
-concurrency level), the index it is served from, and the encoding of its documents, all read from the latency
-result (which keeps the index manifest, `cost` included, as it was when measured). Read by `evalctl compare
---cost` and the study report's quality-and-cost table; nothing here asks the node.
+"""What serving one retrieval system costs, as one row: its latency (the newest of a stored interleaved experiment,
+latency_experiment, or a single `evalctl latency`, its first concurrency level), the index it is served from, and
+the encoding of its documents, all read from the stored latency (which keeps the index manifest, `cost` included, as
+it was when measured). Read by `evalctl compare --cost` and the study report's quality-and-cost table; nothing here
+asks the node.
 
-A system searches one view's vector field, or its passage field (BM25: none), of an index that holds every view's
-text and vectors. Its index size is the index's store less its vector files, plus its own field's share of them (its
-vectors over the index's: a passage field holds a vector per passage): what the index would take holding this
-system's vectors only. Its HNSW figure is the k-NN
-plugin's native memory (faiss graphs) or, for the lucene engine, the graph file the page cache reads (`vex`), the
-same share (the node's stats list one graph file per extension, so only an index with one vector field has it).
+Size is stated from what each system stores: its vectors' bytes (their count x dimension x bytes per value, every
+passage counted: index_cost.vector_bytes), its graph (the k-NN plugin's native memory for an index with one vector
+field, else OpenSearch's HNSW estimate of 1.1 x (4d + 8m) bytes per vector, labelled as such), and its index's
+store less the vectors of fields it does not search (what the index would take holding this system's vectors only;
+BM25: none), whose shared part (text, _source, ids: the store less every vector) is the same for every system of the
+index and shown once per index (shared_parts).
 Encoding: document-encoding seconds per 1,000 patents of the view's vectors, on the setting (device,
 precision) that encoded most of them; query encoding is not counted, as the latency does not count it.
 """
@@ -18,7 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evalctl import results_store
+from evalctl.evaluators.retrieval.latency_experiment import KIND as EXPERIMENT, analyse
 from evalctl.evaluators.retrieval.methods import METHODS
+from evalctl.indexers.index_cost import vector_bytes
 from evalctl.indexers.passages import PassageSpec, passage_unit
 from evalctl.results_store import Result
 
@@ -26,12 +29,15 @@ KIND = "latency"
 MB = 1e6  # decimal megabytes, as the tables say
 PER_INDEX = 10_000  # index size per this many patents
 PER_ENCODE = 1_000  # encode seconds per this many patents
-RULES = (f"index MB per {PER_INDEX:,} patents: the index's store less its vector files, plus this system's field's "
-         "share of them (its vectors over the index's; BM25: none), from the index cost measured after its last load; HNSW MB: the k-NN plugin's "
-         "native memory (faiss) or the lucene graph file (an index with one vector field: the node's stats list "
-         "one file per extension), the same share; encode s: document (or passage) encoding per "
-         f"{PER_ENCODE:,} patents on the setting that encoded most of them (queries not counted); latency and QPS: "
-         "the first concurrency level of the newest `evalctl latency` of the system")
+HNSW_ESTIMATE = "1.1 x (4d + 8m) B per vector"
+RULES = (f"vectors MB per {PER_INDEX:,} patents: the system's vectors, count x dimension x bytes per value (every "
+         f"passage counted); graph MB: the k-NN plugin's native memory (faiss, an index with one vector field) or "
+         f"OpenSearch's HNSW estimate, {HNSW_ESTIMATE} (est.); index MB: its index's store less the vectors of the "
+         "fields it does not search (the index's shared text, _source and ids included: see the table of indexes), "
+         f"from the index cost measured after its last load; encode s: document (or passage) encoding per "
+         f"{PER_ENCODE:,} patents on the setting that encoded most of them (queries not counted); latency: client "
+         "p50/p95 at one request in flight with bootstrap 95% CIs, of the newest interleaved experiment (or single "
+         "`evalctl latency`, no CI) of the system")
 
 
 @dataclass(frozen=True)
@@ -39,34 +45,66 @@ class ServingCost:
     latency_id: str
     measured_at: str
     concurrency: int
-    p50_ms: float | None  # None: no query of the pass was answered
+    p50_ms: float | None  # None: no query was answered
     p95_ms: float | None
-    qps: float
-    busy: bool  # the machine was busy when measured (serving_conditions.is_busy)
+    qps: float | None  # None: an interleaved experiment (one request in flight: throughput not measured)
+    busy: bool  # the machine was busy when measured
     index_mb_per_10k: float | None  # None: the index's cost was not recorded
+    vector_mb_per_10k: float | None  # None: a text-only system, or not recorded
     graph_mb: float | None  # None: a text-only system, or not recorded
-    graph_source: str | None  # "native memory" or "graph file"
+    graph_source: str | None  # "native memory" or "estimate"
     encode_s_per_1k: float | None  # None: a text-only system, or not recorded
     encode_device: str | None
+    p50_ci: tuple[float, float] | None = None  # bootstrap 95% CIs of an interleaved experiment
+    p95_ci: tuple[float, float] | None = None
+    index: str | None = None  # the index it is served from
 
 
-def _share(cost: dict, unit: str | None) -> tuple[float | None, float | None, str | None]:
-    """(index bytes, graph bytes, graph source) of one system's part of the index (see the module docstring):
-    `unit` is the vector field it searches (None: text only)."""
+@dataclass(frozen=True)
+class IndexSize:
+    """What a system stores, from its index manifest's cost (see the module docstring)."""
+
+    index_bytes: float | None
+    vector_bytes: float | None
+    graph_bytes: float | None
+    graph_source: str | None
+
+
+def _size(manifest: dict, unit: str | None) -> IndexSize:
+    """`unit`: the vector field the system searches (None: text only)."""
+    cost = manifest.get("cost") or {}
     if not cost.get("store_bytes"):
-        return None, None, None
-    # the vectors' bytes from their count; a cost measured before it was recorded: the files' (one field's)
-    files = cost["vector_bytes"] if "vector_bytes" in cost else sum((cost.get("vector_files_bytes") or {}).values())
-    counts = cost.get("vector_counts")  # absent from a cost measured before it was recorded: equal shares
-    share = (counts.get(unit, 0) / sum(counts.values()) if counts and sum(counts.values())
-             else 1 / (cost.get("vector_fields") or 1)) if unit else 0.0
-    index = cost["store_bytes"] - files + files * share
+        return IndexSize(None, None, None, None)
+    counts, dim = cost.get("vector_counts") or {}, cost.get("dim")
+    everything = cost["store_bytes"] - shared_bytes(manifest)
+    own = vector_bytes({unit: counts[unit]}, dim, manifest) if unit and unit in counts and dim else None
+    if unit and own is None:  # a cost measured before vectors were counted: equal shares of the files
+        own = everything / (cost.get("vector_fields") or 1)
+    index = cost["store_bytes"] - everything + (own or 0)
     if not unit:
-        return index, None, None
-    if cost.get("native_memory_bytes") is not None:
-        return index, cost["native_memory_bytes"] * share, "native memory"
-    graph = cost.get("hnsw_graph_file_bytes")
-    return index, (graph * share if graph is not None else None), "graph file" if graph is not None else None
+        return IndexSize(index, None, None, None)
+    one_field = sum(1 for n in counts.values() if n) <= 1
+    if one_field and cost.get("native_memory_bytes") is not None:
+        return IndexSize(index, own, cost["native_memory_bytes"], "native memory")
+    m = (manifest.get("hnsw") or {}).get("m")
+    if m and dim and unit in counts:
+        return IndexSize(index, own, 1.1 * (4 * dim + 8 * m) * counts[unit], "estimate")
+    return IndexSize(index, own, None, None)
+
+
+def shared_bytes(manifest: dict) -> float | None:
+    """An index's part no system owns: its store less every vector (text, keywords, _source, ids)."""
+    cost = manifest.get("cost") or {}
+    if not cost.get("store_bytes"):
+        return None
+    return cost["store_bytes"] - cost.get("vector_bytes", sum((cost.get("vector_files_bytes") or {}).values()))
+
+
+def _unit(method: str, view: str, passages: str | None) -> str | None:
+    """The vector field a system searches (None: text only)."""
+    if not METHODS.get(method).vector:
+        return None
+    return passage_unit(view, PassageSpec.parse(passages)) if passages else view
 
 
 def _encode(cost: dict, unit: str) -> tuple[float | None, str | None]:
@@ -83,45 +121,70 @@ def _encode(cost: dict, unit: str) -> tuple[float | None, str | None]:
             f"{main['device']} {main['precision']}")
 
 
+def cost_row(system: dict, latency_id: str, measured_at: str, **timing) -> ServingCost:
+    """A cost row of `system` (method, view, retrieval identity, index manifest: as latency results keep them)."""
+    manifest = system.get("index_manifest") or {}
+    unit = _unit(system["method"], system["view"], system["retrieval"].get("passages"))
+    size, docs = _size(manifest, unit), (manifest.get("cost") or {}).get("documents")
+    per_10k = (lambda b: b / docs * PER_INDEX / MB if b is not None and docs else None)
+    encode, device = _encode(manifest.get("cost") or {}, unit) if unit else (None, None)
+    return ServingCost(latency_id=latency_id, measured_at=measured_at, index_mb_per_10k=per_10k(size.index_bytes),
+                       vector_mb_per_10k=per_10k(size.vector_bytes), graph_mb=per_10k(size.graph_bytes),
+                       graph_source=size.graph_source, encode_s_per_1k=encode, encode_device=device,
+                       index=system.get("index"), **timing)
+
+
 def serving_cost(latency: Result) -> ServingCost:
-    """The cost row of a stored latency result."""
+    """The cost row of a stored single latency result."""
     m = latency.manifest
     first = m["passes"][0]
     client = first["client_ms"] or {}
-    cost = (m.get("index_manifest") or {}).get("cost") or {}
-    vector = METHODS.get(m["method"]).vector
-    passages = m["retrieval"].get("passages")
-    unit = (passage_unit(m["view"], PassageSpec.parse(passages)) if passages else m["view"]) if vector else None
-    index, graph, source = _share(cost, unit)
-    docs = cost.get("documents")
-    encode, device = _encode(cost, unit) if unit else (None, None)
-    return ServingCost(
-        latency_id=latency.id, measured_at=m["measured_at"], concurrency=first["concurrency"], p50_ms=client.get("p50"),
-        p95_ms=client.get("p95"), qps=first["qps"], busy=bool(m["busy"]),
-        index_mb_per_10k=index / docs * PER_INDEX / MB if index is not None and docs else None,
-        graph_mb=graph / MB if graph is not None else None, graph_source=source, encode_s_per_1k=encode,
-        encode_device=device)
+    return cost_row(m, latency.id, m["measured_at"], concurrency=first["concurrency"], p50_ms=client.get("p50"),
+                p95_ms=client.get("p95"), qps=first["qps"], busy=bool(m["busy"]))
 
 
-def latest_latency(corpus: str, run_id: str) -> Result | None:
-    """The newest stored latency measured of the system whose run is `run_id` (the same retrieval identity: index,
-    method, queries, depth), or None."""
-    mine = [r for r in results_store.iter_results(KIND, corpus)
-            if results_store.result_id(r.manifest["retrieval"], "run") == run_id]
-    return max(mine, key=lambda r: r.manifest["measured_at"], default=None)
+def experiment_cost(experiment: Result, i: int, analysis) -> ServingCost:
+    """The cost row of system i of a stored interleaved experiment (latency_design.Analysis of its kept rounds)."""
+    m = experiment.manifest
+    p50, p95 = analysis.percentile(i, 50), analysis.percentile(i, 95)
+    return cost_row(m["systems"][i], experiment.id, m["measured_at"], concurrency=1, p50_ms=p50.value, p95_ms=p95.value,
+                qps=None, busy=bool(m["busy"]), p50_ci=(p50.lo, p50.hi), p95_ci=(p95.lo, p95.hi))
 
 
+def latest_cost(corpus: str, run_id: str) -> ServingCost | None:
+    """The cost row of the newest latency measured of the system whose run is `run_id` (the same retrieval
+    identity: index, method, queries, depth), alone or in an interleaved experiment; None when none was."""
+    def timed(system: dict) -> bool:
+        return results_store.result_id(system["retrieval"], "run") == run_id
 
-COLUMNS = ("p50 ms", "p95 ms", "QPS", f"index MB / {PER_INDEX // 1000}k", "HNSW MB",
-           f"encode s / {PER_ENCODE // 1000}k", "busy", "latency")
-_DIGITS = (1, 1, 1, 1, 3, 1)
+    single = [r for r in results_store.iter_results(KIND, corpus) if timed(r.manifest)]
+    together = [(r, i) for r in results_store.iter_results(EXPERIMENT, corpus)
+                for i, s in enumerate(r.manifest["systems"]) if timed(s)]
+    newest = max([(r, None) for r in single] + together, key=lambda x: x[0].manifest["measured_at"], default=None)
+    if newest is None:
+        return None
+    result, i = newest
+    return serving_cost(result) if i is None else experiment_cost(result, i, analyse(result)[1])
+
+
+COLUMNS = ("p50 ms", "p95 ms", "QPS", f"vectors MB / {PER_INDEX // 1000}k", f"graph MB / {PER_INDEX // 1000}k",
+           f"index MB / {PER_INDEX // 1000}k", f"encode s / {PER_ENCODE // 1000}k", "busy", "latency")
+_DIGITS = (1, 1, 1, 1, 1, 1, 1)
 
 
 def cost_cells(c: ServingCost | None, text: bool = True) -> dict:
-    """A system's cost columns (COLUMNS) as tables show them: rounded text ("-": not measured or not applicable),
-    or the numbers (None for those) when `text` is False (CSV)."""
-    values = (c.p50_ms, c.p95_ms, c.qps, c.index_mb_per_10k, c.graph_mb, c.encode_s_per_1k) if c else (None,) * 6
+    """A system's cost columns (COLUMNS) as tables show them: rounded text ("-": not measured or not applicable; a
+    latency with its CI, an estimated graph marked "est."), or the numbers (None for those) when `text` is False
+    (CSV)."""
+    values = ((c.p50_ms, c.p95_ms, c.qps, c.vector_mb_per_10k, c.graph_mb, c.index_mb_per_10k, c.encode_s_per_1k)
+              if c else (None,) * 7)
     cells = [(f"{v:,.{d}f}" if v is not None else "-") if text else v for v, d in zip(values, _DIGITS)]
     if c is None:
         return dict(zip(COLUMNS, [*cells, "-" if text else None, "not measured (`evalctl latency`)" if text else None]))
+    if text:
+        for k, ci in ((0, c.p50_ci), (1, c.p95_ci)):
+            if ci and values[k] is not None:
+                cells[k] += f" [{ci[0]:,.1f}, {ci[1]:,.1f}]"
+        if c.graph_source == "estimate" and values[4] is not None:
+            cells[4] += " (est.)"
     return dict(zip(COLUMNS, [*cells, ("yes" if c.busy else "no") if text else c.busy, c.latency_id]))

@@ -158,7 +158,7 @@ def test_compare_adds_each_runs_serving_cost(corpus):
     assert bm25[-2].strip() == timed and bm25[3].strip() == f"{cost.p95_ms:,.1f}" and float(bm25[4]) > 0
     dense = next(r for name, r in rows.items() if "dense" in name.lower())
     assert "not measured" in dense[-2] and dense[2].strip() == "-"
-    assert "Serving cost: index MB per 10,000 patents" in res.output
+    assert "Serving cost: vectors MB per 10,000 patents" in res.output
 
 
 def test_systems_timed_interleaved_are_stored_and_read_back(os_client, corpus):

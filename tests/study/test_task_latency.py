@@ -1,7 +1,7 @@
 """Serving latency as a study task (platform/study/tasks/latency/task.py, one line in TASKS): a spec's `latency:` entry
 on the 274 Espacenet pizza patents (titles, MiniLM) is planned after its index, run by `evalctl run` (bm25 and
-dense, two concurrency levels), kept (a second run finds it done) and shown in the report's own section; bad
-entries and expected latencies are refused naming the entry."""
+dense timed together, interleaved: one experiment), kept (a second run finds it done) and shown in the report's own
+section; bad entries and expected latencies are refused naming the entry."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import yaml
 from click.testing import CliRunner
 
 from conftest import ESPACENET
+from report_tables import section_tables
 
 MODEL = "all-minilm-l6-v2"
 
@@ -20,8 +21,7 @@ def _doc(corpus: str, **latency) -> dict:
     return {"name": f"lat-{corpus}", "models": [{"id": MODEL}],
             "corpora": [{"name": corpus, "format": "espacenet", "sources": [str(ESPACENET)],
                          "qrels": {"name": "citations", "direction": "both", "dev_fraction": 0.0}}],
-            "latency": [{"corpus": corpus, "views": ["T"], "warmup": 1, "concurrency": [1, 2], "max_queries": 3,
-                         "time_limit_s": 30, **latency}]}
+            "latency": [{"corpus": corpus, "views": ["T"], "warmup": 1, "max_queries": 3, **latency}]}
 
 
 def _write(tmp_path, doc: dict):
@@ -30,13 +30,13 @@ def _write(tmp_path, doc: dict):
     return path
 
 
-def test_entry_matches_the_command_parameters():
-    from evalctl.evaluators.retrieval.latency import LatencyParams
+def test_entry_matches_the_experiment_parameters():
+    from evalctl.evaluators.retrieval.latency_experiment import ExperimentParams
     from evalctl.parameters import differences
     from evalctl.study.tasks.latency.task import LatencyEntry
 
-    assert differences(LatencyEntry, LatencyParams) == {}  # a spec entry means what the command's options mean
-    assert {"warmup", "concurrency", "max_queries", "time_limit_s"} <= set(LatencyEntry.__dataclass_fields__)
+    assert differences(LatencyEntry, ExperimentParams) == {}  # a spec entry means what the parameters mean
+    assert {"warmup", "rounds", "max_queries", "busy_repeats"} <= set(LatencyEntry.__dataclass_fields__)
 
 
 @pytest.mark.data  # a real export, fetched through the catalogue (tests/real_data.py)
@@ -44,10 +44,14 @@ def test_bad_entries_and_expected_latencies_are_refused(tmp_path, monkeypatch):
     from evalctl.cli.main import cli
 
     monkeypatch.setenv("EVALCTL_CACHE", str(tmp_path / "cache"))
-    for latency, named in (({"concurrency": [1, 0]}, "latency[0]: concurrency 1,0"),
+    for latency, named in (({"rounds": 2}, "latency[0]: rounds 2: must be 5 or more"),
                            ({"methods": ["sparse"]}, "latency[0]"), ({"split": "val"}, "latency[0]: unknown split")):
         r = CliRunner().invoke(cli, ["run", str(_write(tmp_path, _doc("lat-bad", **latency))), "--dry-run"])
         assert r.exit_code == 2 and named in r.output, r.output
+    doc = _doc("lat-bad")  # a corpus's entries are one experiment: they agree on how it is measured
+    doc["latency"].append({**doc["latency"][0], "views": ["A"], "max_queries": 5})
+    r = CliRunner().invoke(cli, ["run", str(_write(tmp_path, doc)), "--dry-run"])
+    assert r.exit_code == 2 and "latency[1]: max_queries 5: the latency entries of corpus lat-bad" in r.output, r.output
     doc = {**_doc("lat-bad"), "expected": [{"task": "latency", "corpus": "lat-bad", "model": MODEL, "view": "T",
                                             "method": "dense", "metric": "p50_ms", "value": 5.0}]}
     r = CliRunner().invoke(cli, ["run", str(_write(tmp_path, doc)), "--dry-run"])
@@ -59,7 +63,7 @@ def test_bad_entries_and_expected_latencies_are_refused(tmp_path, monkeypatch):
 def test_latency_task_runs_is_kept_and_reported(os_client, tmp_path, monkeypatch):
     from evalctl import results_store
     from evalctl.cli.main import cli
-    from evalctl.evaluators.retrieval.latency import read_timings
+    from evalctl.evaluators.retrieval.latency_experiment import analyse, read_rounds
     from evalctl.study.plan.runner import plan
     from evalctl.study.plan.loading import load_experiment
     from evalctl.study.spec.step_ids import step_key
@@ -78,14 +82,20 @@ def test_latency_task_runs_is_kept_and_reported(os_client, tmp_path, monkeypatch
             deps = {step_key(d) for d in steps[key].deps}
             assert deps == {f"qrels {corpus} citations", f"index {corpus} {MODEL} [T]"}
         r = CliRunner().invoke(cli, ["run", str(path)])
-        assert r.exit_code == 0 and all(f"{k}: ok" in r.output for k in keys), r.output
-        for key in keys:
-            scores, ref = steps[key].scores(), steps[key].ref()
-            res = results_store.get(corpus, ref)
-            assert res.manifest["kind"] == "latency" and [p["concurrency"] for p in res.manifest["passes"]] == [1, 2]
-            timings = read_timings(res)
-            assert len(timings) == sum(p["sent"] for p in res.manifest["passes"]) and scores["errors"] == 0
-            assert scores["p50_ms"] == res.manifest["passes"][0]["client_ms"]["p50"] and scores["qps@2"] > 0
+        # the first step measures the corpus's experiment, the second takes its system's part of it
+        assert r.exit_code == 0 and f"{keys[0]}: ok" in r.output and f"{keys[1]}: done" in r.output, r.output
+        assert "2 systems interleaved" in r.output
+        refs = {steps[key].ref() for key in keys}
+        assert len(refs) == 1  # one experiment timed both systems
+        res = results_store.get(corpus, refs.pop())
+        m = res.manifest
+        assert m["kind"] == "latency-experiment" and [s["label"] for s in m["systems"]] == [
+            str(steps[k].id.target) for k in keys]
+        _, analysis = analyse(res)
+        assert len(read_rounds(res).timings) == 2 * 3 * len(m["quiet"])  # every query to both, each round
+        for i, key in enumerate(keys):
+            scores = steps[key].scores()
+            assert scores["errors"] == 0 and scores["p50_ms"] == round(analysis.percentile(i, 50).value, 3)
         r = CliRunner().invoke(cli, ["run", str(path)])
         assert r.exit_code == 0 and all(f"{k}: done" in r.output for k in keys), r.output  # kept, not measured again
         monkeypatch.setenv("EVALCTL_OPENSEARCH_URL", "http://127.0.0.1:9")  # the report reads the store alone
@@ -99,14 +109,19 @@ def test_latency_task_runs_is_kept_and_reported(os_client, tmp_path, monkeypatch
         r = CliRunner().invoke(cli, ["report", str(path), "--out", str(tmp_path / "report")])
         findings = (tmp_path / "report" / "report.md").read_text().split("## Findings")[1].split("\n## ")[0]
         claim = next(line for line in findings.splitlines() if f"{corpus}, within index ≤ {bm25_size:g} MB" in line)
-        assert ": the best system is BM25 on T (ndcg@10 " in claim, claim
-        assert ("also the best measured" in claim) != ("the best measured, Dense · all-MiniLM-L6-v2 on T" in claim)
+        if m["busy"]:  # other work held the machine: shown, no finding drawn
+            assert "no finding: the latency was measured while other work held the machine" in claim, claim
+        else:
+            assert ": the best system is BM25 on T (ndcg@10 " in claim, claim
+            assert ("also the best measured" in claim) != ("the best measured, Dense · all-MiniLM-L6-v2 on T" in claim)
         section = md.split("## Serving latency")[1].split("\n## ")[0]
         rows = [[c.strip() for c in line.strip("|").split("|")] for line in section.splitlines()
-                if steps[keys[1]].ref() in line]
-        dense = "Dense · all-MiniLM-L6-v2"
-        assert [(row[0], row[2]) for row in rows] == [(dense, "1"), (dense, "2")]  # a row per concurrency level
-        assert all(float(row[4]) > 0 and row[7] == "0" for row in rows)  # p50 ms, errors
+                if line.startswith("| ") and res.manifest["systems"][0]["index"] in line]
+        assert [row[0] for row in rows] == ["BM25 on T", "Dense · all-MiniLM-L6-v2 on T"]  # a row per system
+        for i, row in enumerate(rows):
+            p50 = analysis.percentile(i, 50)
+            assert row[1] == f"{p50.value:,.1f} [{p50.lo:,.1f}, {p50.hi:,.1f}]" and row[3] == "0"  # p50 [CI], errors
+        assert "cannot be told apart on this machine" in section or "slower beyond the noise" in section
         assert "Serving latency" not in md.split("## Headline results")[1].split("\n## ")[0]  # no headline claim
     finally:
         os_client.indices.delete(index=f"evalctl-{corpus}-*", ignore_unavailable=True)
@@ -115,25 +130,26 @@ def test_latency_task_runs_is_kept_and_reported(os_client, tmp_path, monkeypatch
 def _check_quality_and_cost(md: str, out, corpus: str, latency_steps: dict) -> None:
     """The quality-and-cost table joins each timed system to its score, with the costs its latency result
     recorded; both Pareto charts are drawn; the budget finding names the best system that fits."""
-    from evalctl import results_store
-    from evalctl.evaluators.retrieval.serving_cost import serving_cost
+    from evalctl.evaluators.retrieval.serving_cost import latest_cost
     from evalctl.study.tasks.latency.quality_cost import pareto_optimal
 
-    section = md.split("## Quality and cost")[1].split("\n## ")[0]
-    header, *rows = [[c.strip() for c in line.strip("|").split("|")] for line in section.splitlines()
-                     if line.startswith("|") and not line.startswith(("|--", "|:"))]
-    table = [dict(zip(header, row)) for row in rows]
+    table, indexes = section_tables(md, "Quality and cost")
+    header = list(table[0])
     assert [row["system"] for row in table] == ["BM25 on T", "Dense · all-MiniLM-L6-v2 on T"]
     costs = []
-    for row, step in zip(table, latency_steps.values()):
-        cost = serving_cost(results_store.get(corpus, step.ref()))
+    for row in table:
+        cost = latest_cost(corpus, row["run"])
         costs.append(cost)
-        assert row["latency"] == step.ref() and row["p95 ms"] == f"{cost.p95_ms:,.1f}"
+        assert row["latency"] == cost.latency_id == next(iter(latency_steps.values())).ref()
+        assert row["p95 ms"] == f"{cost.p95_ms:,.1f} [{cost.p95_ci[0]:,.1f}, {cost.p95_ci[1]:,.1f}]"
         assert float(row["index MB / 10k"]) > 0 and row["ndcg@10 [95% CI]"].count("[") == 1
     bm25, dense = table
-    assert bm25["HNSW MB"] == "-" and bm25["encode s / 1k"] == "-"  # no vectors searched, none encoded
-    assert float(dense["HNSW MB"]) > 0 and float(dense["encode s / 1k"]) > 0
+    assert bm25["graph MB / 10k"] == "-" and bm25["vectors MB / 10k"] == "-" and bm25["encode s / 1k"] == "-"
+    assert float(dense["graph MB / 10k"].split()[0]) > float(dense["vectors MB / 10k"]) > 0  # links on the vectors
+    assert float(dense["encode s / 1k"]) > 0
     assert float(dense["index MB / 10k"]) > float(bm25["index MB / 10k"])  # its vectors on top of the text
+    assert [(row["index"], row["systems"]) for row in indexes] == [(costs[0].index, "2")]  # its shared part once
+    assert 0 < float(indexes[0]["shared MB / 10k (text, _source, ids)"]) < float(indexes[0]["store MB / 10k"])
     for axis, name in (("p95_ms", "latency"), ("index_mb_per_10k", "size")):
         # the costs as measured: the table rounds them, and two rounded alike may differ on the front
         points = [(getattr(cost, axis), float(row[header[1]].split()[0])) for cost, row in zip(costs, table)]
@@ -141,8 +157,11 @@ def _check_quality_and_cost(md: str, out, corpus: str, latency_steps: dict) -> N
     for axis in ("p95_ms", "index_mb_per_10k"):
         assert (out / f"pareto-{corpus}-{axis}.png").stat().st_size > 10_000
     findings = md.split("## Findings")[1].split("\n## ")[0]
-    # 1 MB per 10,000 patents admits neither system: the finding says so and lists what each costs
-    assert f"{corpus}, within p95 ≤ 60000 ms and index ≤ 1 MB per 10,000 patents: no system measured fits." in findings
+    # 1 MB per 10,000 patents admits neither system: the finding says so and lists what each costs (a busy
+    # experiment: no finding, and it says why)
+    said = ("no finding: the latency was measured while other work held the machine." if costs[0].busy
+            else "no system measured fits.")
+    assert f"{corpus}, within p95 ≤ 60000 ms and index ≤ 1 MB per 10,000 patents: {said}" in findings
     return float(bm25["index MB / 10k"])
 
 
@@ -158,7 +177,7 @@ def test_a_precision_variant_is_set_beside_its_float32_twin(os_client, tmp_path,
     monkeypatch.setenv("EVALCTL_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     corpus = f"lp-{uuid.uuid4().hex[:6]}"
-    doc = _doc(corpus, methods=["dense"], concurrency=[1])
+    doc = _doc(corpus, methods=["dense"])
     doc["models"].append({"id": "minilm-int8", "spec": {"like": MODEL, "precision": "int8"}})
     doc["retrieval"] = [{"corpus": corpus, "views": ["T"], "methods": ["dense"]}]
     path = _write(tmp_path, doc)

@@ -231,6 +231,9 @@ def test_a_step_recorded_before_the_task_base_stays_done(tmp_path, monkeypatch):
         def compute(self, ctx, entry, sid):
             raise AssertionError("a finished step is not computed again")
 
+        def deps(self, ctx, entry, sid):
+            return ()  # no spec here to find the corpus's other systems in
+
     sid = TaskStepId("latency", Target("latency", "toy", "m", "T", "dense"))
     result = results_store.write("latency", "toy", {"name": "a measurement"}, {})
     for key in ("result", "run"):

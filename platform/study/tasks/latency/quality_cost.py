@@ -1,17 +1,22 @@
 """Quality next to cost (issue 42): per corpus, every retrieval system a study both scored and timed, in one
-table (nDCG@10 with its CI beside latency, throughput, index size, HNSW memory and encoding time), two Pareto
+table (nDCG@10 with its CI beside latency with its CIs, vector bytes, graph memory, index size and encoding time),
+a table of the indexes' shared parts, two Pareto
 charts (nDCG@10 against p95 latency and against index size) and the finding of the best system within the
 budget the spec states.
 
-A latency step is joined to the retrieval step whose run has the very identity it timed (index, method, queries,
-depth: serving_cost reads it from the latency result), so a row's score and cost are of one system; a system timed
-with other settings than it was scored with (another k, a tuned hybrid weight) has no row, and the section says
-how many. Costs come from the stored latency results (serving_cost): no node is asked.
+Each system of a corpus's interleaved latency experiment (latency_experiment) is joined to the retrieval step whose
+run has the very identity it timed (index, method, queries, depth), so a row's score and cost are of one system; a
+system timed with other settings than it was scored with (another k, a tuned hybrid weight) has no row, and the
+section says how many. Costs come from the stored experiments (serving_cost): no node is asked.
 
 A system is Pareto-optimal on a cost when no other system costs as much or less and scores more, or costs less
-and scores as much. The budget finding names the best-scoring system within the budget and tests it, with the
-findings' protocol (findings.FindingTests: the comparison table's test where one holds both runs), against the
-best system measured overall, or, when that one fits the budget, against the next best measured.
+and scores as much. The budget finding is drawn only from a quiet experiment (latency_design: a busy one is
+shown, not used). A system is within a p95 budget when its p95's bootstrap CI lies inside it and over it when the
+CI lies above it, the CIs at the Bonferroni level over the corpus's systems (the family the finding compares with
+the budget); the finding names the best-scoring system within the budget only when every better-scoring system is
+over it, else it says which systems this machine cannot tell apart from the budget. The named system's score is
+tested, with the findings' protocol (findings.FindingTests: the comparison table's test where one holds both runs),
+against the best system measured overall, or, when that one fits the budget, against the next best measured.
 
 The same weights at two precisions (a model defined `like:` another with its own `precision`) get a table of their
 own: the lower precision's encoding time and score beside its float32 twin's, with the comparison table's test.
@@ -24,11 +29,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evalctl import results_store
-from evalctl.evaluators.retrieval.serving_cost import PER_ENCODE, RULES, ServingCost, cost_cells, serving_cost
+from evalctl.evaluators.retrieval.latency_design import Analysis, apart, bonferroni_level, ranking
+from evalctl.evaluators.retrieval.latency_experiment import analyse
+from evalctl.evaluators.retrieval.serving_cost import (MB, PER_ENCODE, PER_INDEX, RULES, ServingCost, cost_cells,
+                                                       experiment_cost, shared_bytes)
 from evalctl.evaluators.scoring.metrics import PRIMARY
 from evalctl.models import get_model
 from evalctl.study.page.charts import Point, pareto_chart
-from evalctl.study.page.names import relative, score_with_ci
+from evalctl.study.page.names import relative, score_with_ci, system_title
 from evalctl.study.page.document import Report, save_figure
 from evalctl.study.tasks.retrieval.groups import table_tests, view_groups
 from evalctl.study.abstasks.steps import Recorded
@@ -51,10 +59,18 @@ class Budget:
     def stated(self) -> bool:
         return self.p95_ms is not None or self.index_mb_per_10k is not None
 
-    def fits(self, c: ServingCost) -> bool:
-        """Within every stated bound (an unmeasured cost never fits a bound on it)."""
-        return all(limit is None or (value is not None and value <= limit)
-                   for value, limit in ((c.p95_ms, self.p95_ms), (c.index_mb_per_10k, self.index_mb_per_10k)))
+    def verdict(self, c: ServingCost, p95: tuple[float, float] | None) -> str:
+        """"within" every stated bound, "over" one, or "unsure": a p95 CI (`p95`: lo, hi) that straddles its bound.
+        An unmeasured cost is over a bound on it; the index size is a count, not a sample: no interval."""
+        size, limit = c.index_mb_per_10k, self.index_mb_per_10k
+        if limit is not None and (size is None or size > limit):
+            return "over"
+        if self.p95_ms is None:
+            return "within"
+        lo, hi = p95 or (c.p95_ms, c.p95_ms)
+        if c.p95_ms is None or lo > self.p95_ms:
+            return "over"
+        return "within" if hi <= self.p95_ms else "unsure"
 
     def text(self) -> str:
         bounds = ([f"p95 ≤ {self.p95_ms:g} ms"] if self.p95_ms is not None else []) + (
@@ -69,30 +85,54 @@ class System:
     cost: ServingCost
     model: str | None  # the model id of a dense or fused system
     precision: str | None  # of its vectors, as its index's manifest records it (None: text only)
+    timed: Timed  # its latencies in their experiment
+
+
+@dataclass(frozen=True)
+class Timed:
+    """A system's place in its interleaved experiment: the analysis every interval and comparison reads."""
+
+    analysis: Analysis
+    i: int
+    experiment: str
+    busy: bool
+    index_manifest: dict
+
+
+def _experiments(steps: list[Recorded]) -> list[results_store.Result]:
+    """The stored experiments the latency steps name, newest first."""
+    refs = {(s.target.corpus, s.ref) for s in steps if s.kind == LATENCY and s.scores and s.ref}
+    found = [results_store.get(corpus, ref) for corpus, ref in refs]
+    return sorted(found, key=lambda r: r.manifest["measured_at"], reverse=True)
 
 
 def joined(report: Report, steps: list[Recorded]) -> tuple[list[System], int]:
-    """The systems both scored and timed (a latency step's newest stored result joined to the retrieval step of
-    the run it timed), and how many timed systems found no such score."""
+    """The systems both scored and timed (each system of the newest experiment that timed it, joined to the
+    retrieval step of the run it timed), and how many timed systems found no such score."""
     from evalctl.evaluators.scoring.compare import run_ci  # pandas, scipy: an up-to-date report never pays for them
     from evalctl.study.tasks.retrieval import findings as rf  # scipy
 
     scored = {s.ref: s for s in steps if s.kind == RETRIEVAL and s.scores and s.ref}
-    out, unscored = [], 0
-    for s in steps:
-        if s.kind != LATENCY or not s.scores or not s.ref:
-            continue
-        latency = results_store.get(s.target.corpus, s.ref)
-        step = scored.get(results_store.result_id(latency.manifest["retrieval"], "run"))
-        if step is None:
-            unscored += 1
-            continue
-        run = report.runs.stored(step.ref)
-        quality = rf.retrieval_result(step.target, run)
-        index = run.manifest.get("index_manifest") or {}
-        model = step.target.model if index.get("hf_id") else None
-        out.append(System(quality, run_ci(list(quality.per_query.values()), report.statistics), serving_cost(latency),
-                          model, index.get("precision", "float32") if model else None))
+    out, unscored, seen = [], 0, set()
+    for exp in _experiments(steps):
+        _, analysis = analyse(exp, report.statistics)
+        for i, system in enumerate(exp.manifest["systems"]):
+            run_id = results_store.result_id(system["retrieval"], "run")
+            if run_id in seen:
+                continue  # timed again in a newer experiment
+            seen.add(run_id)
+            step = scored.get(run_id)
+            if step is None:
+                unscored += 1
+                continue
+            run = report.runs.stored(step.ref)
+            quality = rf.retrieval_result(step.target, run)
+            index = run.manifest.get("index_manifest") or {}
+            model = step.target.model if index.get("hf_id") else None
+            out.append(System(quality, run_ci(list(quality.per_query.values()), report.statistics),
+                              experiment_cost(exp, i, analysis), model,
+                              index.get("precision", "float32") if model else None,
+                              Timed(analysis, i, exp.id, bool(exp.manifest["busy"]), system["index_manifest"] or {})))
     return out, unscored
 
 
@@ -138,14 +178,37 @@ def section(report: Report, systems: list[System], unscored: int, budgets: dict[
         if unscored:
             report.p(f"{unscored} timed system(s) have no score of the same settings (another depth, split or a "
                      "tuned fusion weight) and are left out.")
+        _shared_parts(report, mine)
         for axis, xlabel in AXES:
-            points = [Point(s.quality.label, getattr(s.cost, axis), s.quality.mean, *s.ci, fronts[axis][i])
+            points = [Point(s.quality.label, getattr(s.cost, axis), s.quality.mean, *s.ci, fronts[axis][i],
+                            *(s.cost.p95_ci if axis == "p95_ms" and s.cost.p95_ci else (None, None)))
                       for i, s in enumerate(mine) if i in fronts[axis]]
             if len(points) < 2:
                 continue
             save_figure(pareto_chart(points, xlabel, f"{PRIMARY} (95% CI)"), report, out,
                         f"pareto-{corpus}-{axis}.png",
-                        f"{corpus}: {PRIMARY} against {xlabel}; filled diamonds are Pareto-optimal.")
+                        f"{corpus}: {PRIMARY} against {xlabel}; filled diamonds are Pareto-optimal; bars: 95% CIs.")
+
+
+def _shared_parts(report: Report, systems: list[System]) -> None:
+    """Each index the systems are served from, once: its store and the part no system owns (text, _source, ids)."""
+    import pandas as pd
+
+    rows: dict[str, dict | None] = {}
+    for s in systems:
+        m, index = s.timed.index_manifest, s.cost.index
+        if index not in rows:
+            docs, shared = (m.get("cost") or {}).get("documents"), shared_bytes(m)
+            rows[index] = {"index": index, "systems": 0, f"store MB / {PER_INDEX // 1000}k":
+                           f"{m['cost']['store_bytes'] / docs * PER_INDEX / MB:,.1f}",
+                           f"shared MB / {PER_INDEX // 1000}k (text, _source, ids)":
+                           f"{shared / docs * PER_INDEX / MB:,.1f}"} if docs and shared is not None else None
+        if rows[index]:
+            rows[index]["systems"] += 1
+    if any(rows.values()):
+        report.p("The indexes the systems are served from, each once: its whole store and its shared part, the store "
+                 "less every vector, which every system of the index reads and none owns.")
+        report.table(pd.DataFrame([r for r in rows.values() if r]))
 
 
 def precision_pairs(systems: list[System]) -> list[tuple[System, System]]:
@@ -187,7 +250,7 @@ def precision_section(report: Report, systems: list[System], tests: rf.FindingTe
 
 
 def budget_findings(systems: list[System], budgets: dict[str, Budget], tests: rf.FindingTests) -> list[rf.Finding]:
-    """Per corpus with a stated budget: the best system within it, tested as the module docstring says."""
+    """Per corpus with a stated budget: the best system within it, as the module docstring says."""
     from evalctl.study.tasks.retrieval import findings as rf  # scipy
 
     out = []
@@ -195,34 +258,99 @@ def budget_findings(systems: list[System], budgets: dict[str, Budget], tests: rf
         mine = sorted((s for s in systems if s.quality.corpus == corpus), key=lambda s: -s.quality.mean)
         if not budget.stated or not mine:
             continue
-        fits = [s for s in mine if budget.fits(s.cost)]
         where = f"{corpus}, within {budget.text()}"
-        if not fits:
+        if busy := sorted({s.timed.experiment for s in mine if s.timed.busy}):
+            out.append(rf.Finding(f"{where}: no finding: the latency was measured while other work held the machine.",
+                                  f"busy experiment(s) {', '.join(busy)} (the Serving latency section shows them)"))
+            continue
+        level = bonferroni_level(len(mine), tests.protocol.alpha)
+        cis = [(ci.lo, ci.hi) for s in mine for ci in [s.timed.analysis.percentile(s.timed.i, 95, level)]]
+        verdicts = [budget.verdict(s.cost, ci) for s, ci in zip(mine, cis)]
+        first = next((k for k, v in enumerate(verdicts) if v != "over"), None)
+        if first is None:
             out.append(rf.Finding(f"{where}: no system measured fits.", "; ".join(
                 f"{s.quality.label}: {_costs(s)}" for s in mine)))
             continue
-        best = fits[0]
-        other = mine[0] if mine[0] is not best else (mine[1] if len(mine) > 1 else None)
-        head = f"{where}: the best system is {best.quality.label} ({PRIMARY} {best.quality.mean:.4f}, {_costs(best)})"
+        best = mine[first]
+        if verdicts[first] == "unsure":
+            unsure = [f"{s.quality.label} (p95 {s.cost.p95_ms:,.1f} ms, {level:.1%} CI [{lo:,.1f}, {hi:,.1f}])"
+                      for s, v, (lo, hi) in zip(mine, verdicts, cis) if v == "unsure"]
+            out.append(rf.Finding(
+                f"{where}: this machine cannot tell whether {best.quality.label}, the best-scoring system not over "
+                f"the budget, is within it: its p95's CI straddles the bound.",
+                f"straddling the budget: {'; '.join(unsure)}; CIs at the Bonferroni level over {len(mine)} systems "
+                f"(experiment {best.timed.experiment})"))
+            continue
+        other = mine[0] if first else (mine[1] if len(mine) > 1 else None)
+        head = (f"{where}: the best system is {best.quality.label} ({PRIMARY} {best.quality.mean:.4f}, {_costs(best)}; "
+                f"p95 {level:.1%} CI [{cis[first][0]:,.1f}, {cis[first][1]:,.1f}])")
         if other is None:
             out.append(rf.Finding(f"{head}, the only one measured.", f"run {best.quality.run_id}"))
             continue
         d = rf.between(tests, best.quality, other.quality)
-        if other is mine[0]:
+        if first:
+            above = mine[first - 1]  # the next better-scoring system, over the budget: how far, paired
+            gap = best.timed.analysis.difference(best.timed.i, above.timed.i, 95, level) \
+                if above.timed.experiment == best.timed.experiment else None
             claim = (f"{head}; the best measured, {other.quality.label} ({_costs(other)}), scores "
                      f"{relative(other.quality.mean, best.quality.mean)} more, {d.verdict}.")
         else:
+            gap = None
             claim = (f"{head}, also the best measured, {relative(best.quality.mean, other.quality.mean)} over the "
                      f"next, {other.quality.label} ({_costs(other)}): {d.verdict}.")
+        latency = "" if gap is None else (
+            f"; p95 of {mine[first - 1].quality.label} - {best.quality.label}, paired: {gap.value:+,.1f} ms "
+            f"[{gap.lo:+,.1f}, {gap.hi:+,.1f}] ({'beyond' if apart(gap) else 'within'} the noise)")
         out.append(rf.Finding(claim, f"{other.quality.label} - {best.quality.label}: {d.text()} (runs "
-                                     f"{best.quality.run_id}, {other.quality.run_id}; latencies {best.cost.latency_id}, "
-                                     f"{other.cost.latency_id})", rf.relative_size(other.quality.mean, best.quality.mean)))
+                                     f"{best.quality.run_id}, {other.quality.run_id}; experiment "
+                                     f"{best.timed.experiment}{latency}; p95 CIs at the Bonferroni level over "
+                                     f"{len(mine)} systems)",
+                              rf.relative_size(other.quality.mean, best.quality.mean)))
     return out
 
 
+def experiment_section(report: Report, result: results_store.Result, statistics) -> None:
+    """One interleaved experiment: each system's percentiles with their CIs, which neighbours (by p95) the noise
+    cannot tell apart, what coming first in the order cost, and the rounds' load."""
+    import pandas as pd
+
+    m = result.manifest
+    rounds, analysis = analyse(result, statistics)
+    names = [f"{system_title(s['retrieval'])} on {s['view']}" for s in m["systems"]]
+    rows = []
+    for i, s in enumerate(m["systems"]):
+        p50, p95 = analysis.percentile(i, 50), analysis.percentile(i, 95)
+        rows.append({"system": names[i], "p50 ms [95% CI]": f"{p50.value:,.1f} [{p50.lo:,.1f}, {p50.hi:,.1f}]",
+                     "p95 ms [95% CI]": f"{p95.value:,.1f} [{p95.lo:,.1f}, {p95.hi:,.1f}]",
+                     "errors": analysis.errors[i], "index": s["index"]})
+    report.p(f"Corpus {m['corpus']}: {len(names)} systems timed together (experiment {result.id}, "
+             f"{m['measured_at']}): after a warm-up of {m['warmup']} queries, {len(m['quiet'])} rounds "
+             f"({sum(m['quiet'])} quiet) of {len(m['queries'])} queries, each query sent to every system in turn, "
+             f"the order rotated by query and round; "
+             f"{m['measured']}. Other work's CPU share per round: {', '.join(f'{x:.2f}' for x in m['other_load'])}; "
+             f"{m['busy_rule']}. "
+             + ("**Busy: every round is read, and no finding is drawn from it.**" if m["busy"] else
+                f"The analysis reads the {len(rounds.kept)} quiet rounds.")
+             + f" CIs: percentile bootstrap over queries and rounds ({statistics.n_bootstrap:,} resamples).")
+    report.table(pd.DataFrame(rows))
+    steps = ranking(analysis, range(len(names)), 95, statistics.alpha)
+    if steps:
+        level = bonferroni_level(len(steps), statistics.alpha)
+        report.p(f"Neighbours by p95, each difference paired (the same resampled queries and rounds), its CI at "
+                 f"{level:.1%} (Bonferroni over the {len(steps)} comparisons):")
+        report.table(pd.DataFrame([{"faster": names[a], "slower": names[b],
+                                    "p95 difference ms [CI]": f"{d.value:+,.1f} [{d.lo:+,.1f}, {d.hi:+,.1f}]",
+                                    "verdict": "slower beyond the noise" if sep else
+                                    "cannot be told apart on this machine"} for a, b, d, sep in steps]))
+    effect = analysis.position_effect(rounds)
+    report.p("Mean latency by place in a query's order (every system took each place alike): "
+             + ", ".join(f"{k + 1}: {v:,.1f} ms" for k, v in enumerate(effect)) + ".")
+
+
 def _costs(s: System) -> str:
-    c = cost_cells(s.cost)
-    return f"p95 {c['p95 ms']} ms, {c['index MB / 10k']} MB per 10,000 patents"
+    c = s.cost
+    size = f"{c.index_mb_per_10k:,.1f}" if c.index_mb_per_10k is not None else "-"
+    return f"p95 {c.p95_ms:,.1f} ms, index {size} MB per 10,000 patents"
 
 
 def tests_for(report: Report, steps: list[Recorded]) -> rf.FindingTests:

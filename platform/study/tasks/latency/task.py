@@ -1,13 +1,16 @@
 """The latency task: how fast each retrieval system of a study answers when served, beside how well it
-retrieves (issue 42). One step per corpus x model x view x method: `evalctl latency` (evaluators/retrieval/
-latency.py: one `_search` per query after a warm-up, at each concurrency level) on the study's index, its
-stored result named by a study-step record.
+retrieves. One step per corpus x model x view x method, and one experiment per corpus: the systems of every
+`latency:` entry of a corpus are timed together, interleaved (evaluators/retrieval/latency_experiment.py: rounds of
+one `_search` per query and system, the order rotated, busy rounds repeated), so their latencies are compared paired
+and with their noise. The first step of a corpus to run measures the experiment; the others take their system's
+part of it (a step's record names the experiment).
 
 A latency is an observation of one machine at one moment, not a reproducible score: the task takes no expected
-scores, and its section shows each measurement with the machine's busy flag. Its report part also sets each timed
-system's cost beside its retrieval score (quality_cost: the quality-and-cost table, two Pareto charts, and the one
-finding, on scores, of the best system within the spec's `budget`). A stored
-measurement stays the step's until the index or the settings change; `evalctl latency` by hand takes another.
+scores, and its section shows each system's percentiles with their CIs, which systems the noise cannot tell apart,
+and whether the machine was busy. Its report part also sets each timed system's cost beside its retrieval score
+(quality_cost: the quality-and-cost table, two Pareto charts, and the finding of the best system within the spec's
+`budget`, drawn only from a quiet experiment). A stored measurement stays the steps' until a corpus's systems,
+their indexes or the settings change; `evalctl latency` by hand times one system alone.
 Fine-tuned models join only when asked (`include_tuned: true`): a tuned model serves at its base's cost.
 """
 
@@ -16,26 +19,30 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
+
 from evalctl import results_store
 from evalctl.config_files import SpecError
 from evalctl.corpus.qrels import SPLITS
 from evalctl.corpus.store import load_corpus
-from evalctl.evaluators.retrieval.latency import LatencyError, LatencyParams, measure_latency, read_timings
+from evalctl.evaluators.retrieval.latency import LatencyError
+from evalctl.evaluators.retrieval.latency_experiment import (ExperimentParams, analyse, measure_interleaved,
+                                                             summaries)
 from evalctl.evaluators.retrieval.params import RetrievalParams
-from evalctl.evaluators.retrieval.retrieve import RetrievalSpec, retrieval_spec
+from evalctl.evaluators.retrieval.retrieve import RetrievalSpec, identify, retrieval_spec
 from evalctl.indexers.index_layout import index_name
 from evalctl.indexers.index_loader import read_manifest, result_identity
 from evalctl.opensearch.connection import make_client
 from evalctl.study.abstasks.base import AbsTask, Computed, IndexNeeds, TaskMetadata
 from evalctl.study.abstasks.steps import Recorded, SpecModels
-from evalctl.study.page.names import system_title
 from evalctl.study.spec.experiment import method_targets, passage_settings
-from evalctl.study.spec.step_ids import Target, TaskStepId
+from evalctl.study.spec.step_ids import QrelsId, Target, TaskStepId
 from evalctl.study.tasks.latency import quality_cost
 from evalctl.study.tasks.latency.quality_cost import Budget
 
 KIND = "latency"
-SCORES = ("p50_ms", "p95_ms", "qps")  # client latency and throughput of the first concurrency level
+SCORES = ("p50_ms", "p95_ms")  # client latency at one request in flight, over the experiment's kept rounds
+SHARED = ("qrels", "split", "warmup", "rounds", "max_queries", "busy_repeats")  # one experiment: one setting
 
 
 @dataclass(frozen=True)
@@ -48,35 +55,21 @@ class LatencyEntry:
     qrels: str = "citations"
     split: str = "test"
     k: int = 100
-    # LatencyParams' fields, same names and defaults (tests/study/test_task_latency.py checks them)
+    # ExperimentParams' fields, same names and defaults (tests/study/test_task_latency.py checks them)
     warmup: int = 20
-    concurrency: tuple[int, ...] = (1, 4)
-    max_queries: int = 200
-    time_limit_s: float = 60.0
+    rounds: int = 5
+    max_queries: int = 100
+    busy_repeats: int = 2
     budget: Budget = Budget()  # the report's finding names the best system within it (quality_cost)
     passages: tuple[str, ...] = ()  # passage settings the passage methods are timed on, as RetrievalEntry's
     query_chunks: bool = False  # chunked queries timed too (one _msearch of a query's chunks), as RetrievalEntry's
 
 
-def _params(entry: LatencyEntry) -> LatencyParams:
-    return LatencyParams(entry.warmup, tuple(entry.concurrency), entry.max_queries, entry.time_limit_s)
+def _params(entry: LatencyEntry) -> ExperimentParams:
+    return ExperimentParams(entry.warmup, entry.rounds, entry.max_queries, entry.busy_repeats)
 
 
-def _scores(passes) -> dict:
-    """The first level's client p50/p95 and QPS, each level's under `@<concurrency>`, and the errors."""
-    scores = {"errors": float(sum(p.errors for p in passes))}
-    for i, p in enumerate(passes):
-        if p.client_ms is None:
-            continue  # no answered query: no figure (the errors say why)
-        figures = {"p50_ms": p.client_ms.p50, "p95_ms": p.client_ms.p95, "qps": p.qps}
-        scores.update({f"{k}@{p.concurrency}": v for k, v in figures.items()})
-        if i == 0:
-            scores.update(figures)
-    return scores
-
-
-def _spec(entry: LatencyEntry, sid: TaskStepId) -> RetrievalSpec:
-    t = sid.target
+def _spec(entry: LatencyEntry, t: Target) -> RetrievalSpec:
     return retrieval_spec(RetrievalParams(
         entry.corpus, t.view, t.what, None if t.model == "bm25" else t.model, qrels=entry.qrels, split=entry.split,
         k=entry.k, passages=t.passages and t.passages.name, query_chunks=t.query_chunks is not None))
@@ -87,7 +80,7 @@ def _stored(step: Recorded) -> results_store.Result | None:
 
 
 class LatencyTask(AbsTask):
-    """A stored measurement stays the step's until the corpus, the index or the settings change."""
+    """A stored experiment stays its steps' until the corpus, a system, an index or the settings change."""
 
     metadata = TaskMetadata(KIND, "latency", LatencyEntry, "Serving latency", "p50_ms", SCORES,
                             reads=("retrieval",))  # its findings and section set each system's cost beside its score
@@ -102,6 +95,12 @@ class LatencyTask(AbsTask):
         for key in ("p95_ms", "index_mb_per_10k"):
             if (limit := getattr(entry.budget, key)) is not None and not limit > 0:
                 raise SpecError(f"{at}: budget.{key} {limit}: must be more than 0 (or left out: no bound)")
+        first = next(e for e in spec.entries(KIND) if e.corpus == entry.corpus)
+        if differ := [k for k in SHARED if getattr(first, k) != getattr(entry, k)]:
+            said = ", ".join(repr(getattr(first, k)) for k in differ)
+            raise SpecError(f"{at}: {', '.join(f'{k} {getattr(entry, k)!r}' for k in differ)}: the latency entries "
+                            f"of corpus {entry.corpus} are timed as one experiment and must agree on "
+                            f"{', '.join(SHARED)} (its first entry says {said})")
 
     def index_needs(self, entry: LatencyEntry) -> IndexNeeds:
         return IndexNeeds(tuple(entry.views), passage_settings(entry.passages))
@@ -111,19 +110,55 @@ class LatencyTask(AbsTask):
             yield TaskStepId(self.command, Target(KIND, entry.corpus, model, view, method,
                                                   passages=passages, query_chunks=chunks))
 
+    def _systems(self, ctx, corpus: str) -> list[tuple[LatencyEntry, Target]]:
+        """Every system the corpus's latency entries time, once each, in the spec's order: one experiment."""
+        out = {}
+        for e in ctx.spec.entries(KIND):
+            if e.corpus == corpus:
+                for sid in self.targets(ctx.models, e):
+                    out.setdefault(sid.target, e)
+        return [(e, t) for t, e in out.items()]
+
+    def deps(self, ctx, entry: LatencyEntry, sid: TaskStepId):
+        """The qrels set and the index of every system of the corpus's experiment (the first step measures all)."""
+        qrels = ctx.planned(QrelsId(entry.corpus, entry.qrels))
+        models = dict.fromkeys(None if t.model == "bm25" else t.model for _, t in self._systems(ctx, entry.corpus))
+        return (*qrels, *dict.fromkeys(ctx.index_ids[(entry.corpus, m)] for m in models))
+
     def identity(self, ctx, entry: LatencyEntry, sid: TaskStepId) -> dict:
-        model = sid.target.model
-        meta = read_manifest(make_client(), index_name(entry.corpus, None if model == "bm25" else model)) or {}
-        return {"corpus_hash": load_corpus(entry.corpus).content_hash, "index": result_identity(meta),
-                "retrieval": asdict(_spec(entry, sid)), "settings": asdict(_params(entry))}
+        client, indexes = make_client(), {}
+
+        def index(t: Target) -> dict:
+            model = None if t.model == "bm25" else t.model
+            if model not in indexes:
+                indexes[model] = result_identity(read_manifest(client, index_name(entry.corpus, model)) or {})
+            return indexes[model]
+
+        return {"corpus_hash": load_corpus(entry.corpus).content_hash, "index": index(sid.target),
+                "retrieval": asdict(_spec(entry, sid.target)), "settings": asdict(_params(entry)),
+                "experiment": [{"retrieval": asdict(_spec(e, t)), "index": index(t)}
+                               for e, t in self._systems(ctx, entry.corpus)]}
+
+    def adopt(self, ctx, entry: LatencyEntry, sid: TaskStepId) -> Computed | None:
+        """The newest stored experiment of exactly this corpus's systems as they are now (their run identities:
+        index, queries, depth) with these settings: another step of it measured it."""
+        client, corpus = make_client(), load_corpus(entry.corpus)
+        systems = self._systems(ctx, entry.corpus)
+        names = [identify(client, _spec(e, t), corpus).identity for e, t in systems]
+        settings = asdict(_params(entry))
+        mine = [r for r in results_store.iter_results("latency-experiment", corpus.name)
+                if r.manifest["systems"] and [s["retrieval"] for s in r.manifest["systems"]] == names
+                and all(r.manifest.get(k) == v for k, v in settings.items())]
+        newest = max(mine, key=lambda r: r.manifest["measured_at"], default=None)
+        return newest and _computed(newest, _position(newest, sid.target))
 
     def compute(self, ctx, entry: LatencyEntry, sid: TaskStepId) -> Computed:
-        params = _params(entry)
-        lat = measure_latency(make_client(pool_size=max(params.concurrency)), _spec(entry, sid), params)
-        busy = " (machine busy)" if lat.result.manifest["busy"] else ""
-        return Computed(_scores(lat.passes), lat.result.id, "; ".join(
-            f"concurrency {p.concurrency}: p50 {p.client_ms.p50 if p.client_ms else '-'} ms, {p.qps} QPS, "
-            f"{p.errors} errors" for p in lat.passes) + busy)
+        if (done := self.adopt(ctx, entry, sid)) is not None:  # measured by the corpus's first step to run
+            return done
+        systems = self._systems(ctx, entry.corpus)
+        exp = measure_interleaved(make_client(), [_spec(e, t) for e, t in systems], _params(entry),
+                                  labels=[str(t) for _, t in systems])
+        return _computed(exp.result, _position(exp.result, sid.target))
 
     def metrics(self, e, at: str) -> tuple[str, ...]:
         raise SpecError(f"{at}: a latency is a timing of one machine at one moment, not a reproducible score: "
@@ -139,44 +174,45 @@ class LatencyTask(AbsTask):
         return quality_cost.budget_findings(systems, _budgets(spec), quality_cost.tests_for(report, steps))
 
     def per_unit(self, step: Recorded, metric: str, runs) -> dict[str, float]:
-        """Per query: the client latency at the first concurrency level (`qps` is one value per pass)."""
-        if metric not in ("p50_ms", "p95_ms"):
-            raise ValueError(f"{metric} is one value per pass, not per query")
-        rows = read_timings(_stored(step))
-        first = rows[0].concurrency if rows else None
-        return {r.query_id: r.client_ms for r in rows if r.concurrency == first and r.error is None}
+        """Per query: the system's median client latency over the experiment's kept rounds."""
+        if metric not in SCORES:
+            raise ValueError(f"{metric}: not a latency of this task (one of {', '.join(SCORES)})")
+        result = _stored(step)
+        _, analysis = analyse(result)
+        i = _position(result, step.target)
+        medians = np.nanmedian(analysis.ms[i], axis=0)
+        return {q: float(v) for q, v in zip(result.manifest["queries"], medians) if not np.isnan(v)}
 
     def section(self, report, spec, steps: list[Recorded], out: Path) -> None:
-        import pandas as pd
-
         if not spec.entries(KIND):
             return  # a section only for a spec that asks for latency
         systems, unscored = quality_cost.joined(report, steps)
         quality_cost.section(report, systems, unscored, _budgets(spec), out)
         quality_cost.precision_section(report, systems, quality_cost.tests_for(report, steps))
         report.h(self.metadata.title)
-        done = [(s, res) for s in steps if s.kind == KIND and s.scores and (res := _stored(s))]
-        if not done:
-            report.p("No latency measured yet (`evalctl run`; one by hand: `evalctl latency`).")
+        experiments = {s.ref: res for s in steps if s.kind == KIND and s.scores and (res := _stored(s))}
+        if not experiments:
+            report.p("No latency measured yet (`evalctl run`; one system by hand: `evalctl latency`).")
             return
-        for corpus in dict.fromkeys(s.target.corpus for s, _ in done):
-            rows = []
-            for s, res in (d for d in done if d[0].target.corpus == corpus):
-                m = res.manifest
-                system = system_title({"method": m["method"], "model": m["model"],
-                                       "fusion_mode": m["retrieval"].get("fusion_mode")})
-                for p in m["passes"]:
-                    client = p["client_ms"]  # None: no query of the pass was answered
-                    rows.append({"system": system, "view": s.target.view, "concurrency": p["concurrency"],
-                                 "queries": p["sent"], **{f"{q} ms": f"{client[q]:.1f}" if client else "-"
-                                                          for q in ("p50", "p95")},
-                                 "QPS": f"{p['qps']:.1f}", "errors": p["errors"], "busy": "yes" if m["busy"] else "no",
-                                 "result": res.id})
-            first = done[0][1].manifest
-            report.p(f"Corpus {corpus}: client latency per query (one `_search` each, after a warm-up of "
-                     f"{first['warmup']} queries; query encoding not counted), throughput and errors per concurrency "
-                     f"level. Busy: {first['busy_rule']}.")
-            report.table(pd.DataFrame(rows))
+        for res in experiments.values():
+            quality_cost.experiment_section(report, res, report.statistics)
+
+
+def _computed(result: results_store.Result, i: int) -> Computed:
+    """Step scores of system i of a stored experiment."""
+    _, analysis = analyse(result)
+    s = summaries(result, analysis)[i]
+    m = result.manifest
+    busy = " (machine busy: no finding drawn)" if m["busy"] else ""
+    return Computed({"p50_ms": round(s.p50_ms.value, 3), "p95_ms": round(s.p95_ms.value, 3), "errors": float(s.errors)},
+                    result.id, f"p50 {s.p50_ms.value:.1f} ms [{s.p50_ms.lo:.1f}, {s.p50_ms.hi:.1f}], p95 "
+                               f"{s.p95_ms.value:.1f} ms, {s.errors} errors, {len(m['systems'])} systems interleaved, "
+                               f"{len(m['quiet'])} rounds{busy}")
+
+
+def _position(result: results_store.Result, target: Target) -> int:
+    """Where the step's system sits among the experiment's systems (their labels are the steps' targets)."""
+    return [s["label"] for s in result.manifest["systems"]].index(str(target))
 
 
 def _budgets(spec) -> dict[str, quality_cost.Budget]:

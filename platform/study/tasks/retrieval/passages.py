@@ -121,10 +121,9 @@ def section(report: Report, groups: list[ViewGroup]) -> None:
                 row[m] = f"{doc[m]:.4f} → {psg[m]:.4f}"
             rows.append(row)
             for r in (p.document, p.passage):
-                cost = serving_cost.latest_latency(corpus, r.id)
                 costs.append({"system": system_title(r.manifest), "view": p.group.label,
                               "truncated by the model": _truncated(p, r),
-                              **serving_cost.cost_cells(serving_cost.serving_cost(cost) if cost else None)})
+                              **serving_cost.cost_cells(serving_cost.latest_cost(corpus, r.id))})
         report.p(f"Corpus {corpus}: {PRIMARY} of the document and the passage system ({SECONDARY[0]} and "
                  f"{SECONDARY[1]} after the arrow, document → passage):")
         report.table(pd.DataFrame(rows))
