@@ -144,9 +144,12 @@ class Estimate:
 
 class Analysis:
     """The kept rounds' latencies as one array per system (rounds x queries, nan where a request failed) and the
-    bootstrap replicates every interval and comparison shares (one draw of rounds and queries per replicate)."""
+    bootstrap replicates every interval and comparison shares (one draw of rounds and queries per replicate).
+    `encode` (systems x queries, ms): each query's encoding, added to its search in each round for the serving
+    latency (`serving=True`); nan where not measured, which leaves the system no serving figure."""
 
-    def __init__(self, rounds: Rounds, n_systems: int, n_queries: int, n_bootstrap: int = 1000, seed: int = 42):
+    def __init__(self, rounds: Rounds, n_systems: int, n_queries: int, n_bootstrap: int = 1000, seed: int = 42,
+                 encode: np.ndarray | None = None):
         kept = rounds.kept
         row = {r: i for i, r in enumerate(kept)}
         self.ms = np.full((n_systems, len(kept), n_queries), np.nan)
@@ -158,24 +161,32 @@ class Analysis:
         rng = np.random.default_rng(seed)
         self._draws = [(rng.integers(len(kept), size=len(kept)), rng.integers(n_queries, size=n_queries))
                        for _ in range(n_bootstrap)]
-        self._reps: dict[tuple[int, float], np.ndarray] = {}
+        self.encode = np.zeros((n_systems, n_queries)) if encode is None else encode
+        self._reps: dict[tuple[int, float, bool], np.ndarray] = {}
 
-    def _replicates(self, system: int, pct: float) -> np.ndarray:
-        if (system, pct) not in self._reps:
-            a = self.ms[system]
-            self._reps[system, pct] = np.array([np.nanpercentile(a[np.ix_(r, q)], pct) for r, q in self._draws])
-        return self._reps[system, pct]
+    def has_serving(self, system: int) -> bool:
+        return not np.isnan(self.encode[system]).any()
 
-    def percentile(self, system: int, pct: float, level: float = 0.95) -> Estimate:
-        reps = self._replicates(system, pct)
+    def _values(self, system: int, serving: bool) -> np.ndarray:
+        return self.ms[system] + self.encode[system][None, :] if serving else self.ms[system]
+
+    def _replicates(self, system: int, pct: float, serving: bool) -> np.ndarray:
+        if (system, pct, serving) not in self._reps:
+            a = self._values(system, serving)
+            self._reps[system, pct, serving] = np.array([np.nanpercentile(a[np.ix_(r, q)], pct)
+                                                         for r, q in self._draws])
+        return self._reps[system, pct, serving]
+
+    def percentile(self, system: int, pct: float, level: float = 0.95, serving: bool = False) -> Estimate:
+        reps = self._replicates(system, pct, serving)
         lo, hi = np.nanpercentile(reps, [50 * (1 - level), 50 * (1 + level)])
-        return Estimate(float(np.nanpercentile(self.ms[system], pct)), float(lo), float(hi))
+        return Estimate(float(np.nanpercentile(self._values(system, serving), pct)), float(lo), float(hi))
 
-    def difference(self, a: int, b: int, pct: float, level: float = 0.95) -> Estimate:
+    def difference(self, a: int, b: int, pct: float, level: float = 0.95, serving: bool = False) -> Estimate:
         """b's percentile less a's, paired: the same resampled rounds and queries for both."""
-        reps = self._replicates(b, pct) - self._replicates(a, pct)
+        reps = self._replicates(b, pct, serving) - self._replicates(a, pct, serving)
         lo, hi = np.nanpercentile(reps, [50 * (1 - level), 50 * (1 + level)])
-        point = np.nanpercentile(self.ms[b], pct) - np.nanpercentile(self.ms[a], pct)
+        point = (np.nanpercentile(self._values(b, serving), pct) - np.nanpercentile(self._values(a, serving), pct))
         return Estimate(float(point), float(lo), float(hi))
 
     def position_effect(self, rounds: Rounds) -> list[float]:

@@ -3,9 +3,17 @@ by query, the order rotated, busy rounds repeated, percentiles with bootstrap CI
 a chunked query's `_msearch`) built exactly as `evalctl retrieve` builds it and sent once, as latency.py sends them,
 at one request in flight. The queries are the split's first `max_queries` that every system can send.
 
+A dense system's query is encoded before it can be searched: each query the rounds send is encoded once more,
+alone (batch 1), by the model on this machine's runtime (the device and precision `evalctl retrieve` would encode
+queries with; a served model: its endpoint), after a warm-up of WARM_ENCODES, and the time kept per query; systems
+of one model, query view and prompt share the measurement. A system's serving latency per query is its encoding
+plus its search (latency_design.Analysis). A chunked query's encoding (its chunks, cut in the model's tokens) and
+a text-only system's (none) are not measured.
+
 The result (results store, kind "latency-experiment") keeps every latency (timings.csv: system, round, query,
-position, ms, error), each system's retrieval identity, index and index manifest, the rounds' other load and which
-were quiet, and the conditions (serving_conditions), so a report recomputes any interval or comparison from it.
+position, ms, error), every query encoding (encode.csv: encoding, query, ms), each system's retrieval identity,
+index and index manifest, the rounds' other load and which were quiet, and the conditions (serving_conditions), so a
+report recomputes any interval or comparison from it.
 Like a single latency, a measurement is an observation: its time and a random id are part of its identity.
 """
 
@@ -18,24 +26,30 @@ import time
 import uuid
 from dataclasses import dataclass
 
+import numpy as np
+
 from evalctl import results_store
 from evalctl.clock import utc_now_us
 from evalctl.corpus.store import load_corpus
 from evalctl.evaluators.retrieval.latency import LatencyError, _payloads, _require_one_request, _Sender
 from evalctl.evaluators.retrieval.latency_design import (BUSY_SHARE, Analysis, Estimate, OtherLoad, Rounds, Timing,
                                                          send_rounds)
+from evalctl.evaluators.retrieval.methods import METHODS
 from evalctl.evaluators.retrieval.retrieve import RetrievalSpec, identify, search_type
 from evalctl.evaluators.retrieval.serving_conditions import (client_host, load_average, local_node_pids, node_load,
                                                              node_settings)
 from evalctl.evaluators.scoring.runs import find_run
 from evalctl.evaluators.scoring.significance_params import StatsProtocol
+from evalctl.indexers.encoder import make_encoder
 from evalctl.opensearch.cluster_info import require_available
 from evalctl.parameters import param
 from evalctl.results_store import Result
 
 KIND = "latency-experiment"
 TIMINGS = "timings.csv"
+ENCODINGS = "encode.csv"
 MIN_ROUNDS = 5
+WARM_ENCODES = 3  # queries encoded first and not timed: the model loaded, its first batches' allocations made
 
 
 @dataclass(frozen=True)
@@ -77,6 +91,58 @@ def _csv(rounds: Rounds, query_ids: list[str]) -> str:
     return out.getvalue()
 
 
+def _encode_csv(encodings: dict[str, list[float]], query_ids: list[str]) -> str:
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(["encoding", "query_id", "ms"])
+    for key, times in encodings.items():
+        w.writerows([key, q, ms] for q, ms in zip(query_ids, times))
+    return out.getvalue()
+
+
+def read_encodings(result: Result) -> np.ndarray:
+    """Per system and query, the query's encoding in ms (0 for a text-only system, nan where not measured)."""
+    m = result.manifest
+    at = {q: i for i, q in enumerate(m["queries"])}
+    times: dict[str, np.ndarray] = {}
+    for r in csv.DictReader(io.StringIO(result.read_text(ENCODINGS))):
+        times.setdefault(r["encoding"], np.full(len(at), np.nan))[at[r["query_id"]]] = float(r["ms"])
+    out = np.full((len(m["systems"]), len(at)), np.nan)
+    for i, s in enumerate(m["systems"]):
+        if not METHODS.get(s["method"]).vector:
+            out[i] = 0.0
+        elif s.get("encoding") in times:
+            out[i] = times[s["encoding"]]
+    return out
+
+
+def _time_encodings(specs: list[RetrievalSpec], its, queries: list[str]) -> tuple[dict[str, list[float]], list]:
+    """Each distinct query encoding of the dense systems (model, query view, prompt) timed per query, batch 1; and
+    per system its encoding's key (None: none measured)."""
+    keys, texts, encoders = [], {}, {}
+    for s, it in zip(specs, its):
+        if not (s.definition.vector and it.model) or s.query_chunks:
+            keys.append(None)
+            continue
+        prompt = it.model.prompt_for("query", task_type="retrieval", variant=s.prompt_variant) or ""
+        key = f"{it.model.id}|{s.qview}|{prompt}"
+        keys.append(key)
+        texts[key] = (it.model, prompt, [it.queries.texts[q] for q in queries])
+    out = {}
+    for key, (model, prompt, batch) in texts.items():
+        encoder = encoders.setdefault(model.id, make_encoder(model))
+        for text in batch[:WARM_ENCODES]:
+            encoder.encode([text], prompt)
+        out[key] = []
+        for text in batch:
+            start = time.perf_counter()
+            encoder.encode([text], prompt)
+            out[key].append(round((time.perf_counter() - start) * 1000, 3))
+    for e in encoders.values():
+        getattr(e, "close", lambda: None)()
+    return out, keys
+
+
 def read_rounds(result: Result) -> Rounds:
     """The stored timings as the design's Rounds (checked against their digest)."""
     m, at = result.manifest, {q: i for i, q in enumerate(result.manifest["queries"])}
@@ -90,7 +156,8 @@ def analyse(result: Result, statistics: StatsProtocol = StatsProtocol()) -> tupl
     """A stored experiment's rounds and their analysis under the protocol's bootstrap (resamples, seed)."""
     rounds = read_rounds(result)
     m = result.manifest
-    return rounds, Analysis(rounds, len(m["systems"]), len(m["queries"]), statistics.n_bootstrap, statistics.seed)
+    return rounds, Analysis(rounds, len(m["systems"]), len(m["queries"]), statistics.n_bootstrap, statistics.seed,
+                            encode=read_encodings(result))
 
 
 def summaries(result: Result, analysis: Analysis) -> tuple[SystemLatency, ...]:
@@ -125,14 +192,15 @@ def measure_interleaved(client, specs: list[RetrievalSpec], params: ExperimentPa
         _, error = senders[system].send(bodies[system][queries[query]])
         return (None, error) if error else (round((time.perf_counter() - start) * 1000, 3), None)
 
+    encodings, encoding_keys = _time_encodings(specs, its, queries)
     node_pids = local_node_pids(client)
     node_before = node_load(client)
     rounds = send_rounds(len(specs), len(queries), params.rounds, send, load=OtherLoad(node_pids),
                          warmup=params.warmup, busy_repeats=params.busy_repeats)
-    systems = [{"label": label, "retrieval": it.identity, "index": it.index, "method": s.method, "model": s.model,
-                "view": s.view, "run": (run.id if (run := find_run(corpus.name, it.identity)) else None),
+    systems = [{"label": label, "encoding": key, "retrieval": it.identity, "index": it.index, "method": s.method,
+                "model": s.model, "view": s.view, "run": (run.id if (run := find_run(corpus.name, it.identity)) else None),
                 "index_manifest": it.manifest}
-               for s, it, label in zip(specs, its, labels or [None] * len(specs))]
+               for s, it, label, key in zip(specs, its, labels or [None] * len(specs), encoding_keys)]
     identity = {"name": "interleaved latency of " + ", ".join(it.identity["name"] for it in its),
                 "systems": [it.identity for it in its], **dataclasses.asdict(params),
                 "measured_at": utc_now_us(), "measurement": uuid.uuid4().hex[:12]}
@@ -147,8 +215,10 @@ def measure_interleaved(client, specs: list[RetrievalSpec], params: ExperimentPa
                      f"{params.busy_repeats} times in all; with fewer quiet rounds than {params.rounds} every round is "
                      "read and the measurement is busy",
         "measured": "one request per query and system, one in flight, sent once (no retries); client latency = "
-                    "request sent until its answer is parsed; query encoding happens before timing",
+                    "request sent until its answer is parsed; each dense system's query encoding timed apart, per "
+                    f"query at batch 1 after {WARM_ENCODES} untimed, on this machine's runtime",
     }
-    result = results_store.write(KIND, corpus.name, identity, {TIMINGS: _csv(rounds, queries)}, extra=extra)
+    files = {TIMINGS: _csv(rounds, queries), ENCODINGS: _encode_csv(encodings, queries)}
+    result = results_store.write(KIND, corpus.name, identity, files, extra=extra)
     _, analysis = analyse(result, statistics)
     return Experiment(result, rounds, summaries(result, analysis))

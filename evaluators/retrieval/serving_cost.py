@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from evalctl import results_store
 from evalctl.evaluators.retrieval.latency_experiment import KIND as EXPERIMENT, analyse
 from evalctl.evaluators.retrieval.methods import METHODS
@@ -37,7 +39,8 @@ RULES = (f"vectors MB per {PER_INDEX:,} patents: the system's vectors, count x d
          f"from the index cost measured after its last load; encode s: document (or passage) encoding per "
          f"{PER_ENCODE:,} patents on the setting that encoded most of them (queries not counted); latency: client "
          "p50/p95 at one request in flight with bootstrap 95% CIs, of the newest interleaved experiment (or single "
-         "`evalctl latency`, no CI) of the system")
+         "`evalctl latency`, no CI) of the system; query encode: a query encoded alone (batch 1) on this machine; "
+         "serving p95: encoding + search per query, what a user waits for")
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,18 @@ class ServingCost:
     p50_ci: tuple[float, float] | None = None  # bootstrap 95% CIs of an interleaved experiment
     p95_ci: tuple[float, float] | None = None
     index: str | None = None  # the index it is served from
+    encode_p50_ms: float | None = None  # a query's encoding, batch 1 (None: text only, or not measured)
+    serving_p95_ms: float | None = None  # encoding + search per query (None: not measured)
+    serving_p95_ci: tuple[float, float] | None = None
+
+    @property
+    def end_to_end_p95_ms(self) -> float | None:
+        """What a user waits for: the serving p95 where the query's encoding was measured, else the search's."""
+        return self.serving_p95_ms if self.serving_p95_ms is not None else self.p95_ms
+
+    @property
+    def end_to_end_p95_ci(self) -> tuple[float, float] | None:
+        return self.serving_p95_ci if self.serving_p95_ms is not None else self.p95_ci
 
 
 @dataclass(frozen=True)
@@ -147,8 +162,12 @@ def experiment_cost(experiment: Result, i: int, analysis) -> ServingCost:
     """The cost row of system i of a stored interleaved experiment (latency_design.Analysis of its kept rounds)."""
     m = experiment.manifest
     p50, p95 = analysis.percentile(i, 50), analysis.percentile(i, 95)
+    dense = METHODS.get(m["systems"][i]["method"]).vector
+    serving = analysis.percentile(i, 95, serving=True) if analysis.has_serving(i) else None
     return cost_row(m["systems"][i], experiment.id, m["measured_at"], concurrency=1, p50_ms=p50.value, p95_ms=p95.value,
-                qps=None, busy=bool(m["busy"]), p50_ci=(p50.lo, p50.hi), p95_ci=(p95.lo, p95.hi))
+                    qps=None, busy=bool(m["busy"]), p50_ci=(p50.lo, p50.hi), p95_ci=(p95.lo, p95.hi),
+                    encode_p50_ms=float(np.median(analysis.encode[i])) if dense and serving else None,
+                    serving_p95_ms=serving and serving.value, serving_p95_ci=serving and (serving.lo, serving.hi))
 
 
 def latest_cost(corpus: str, run_id: str) -> ServingCost | None:
@@ -167,24 +186,25 @@ def latest_cost(corpus: str, run_id: str) -> ServingCost | None:
     return serving_cost(result) if i is None else experiment_cost(result, i, analyse(result)[1])
 
 
-COLUMNS = ("p50 ms", "p95 ms", "QPS", f"vectors MB / {PER_INDEX // 1000}k", f"graph MB / {PER_INDEX // 1000}k",
-           f"index MB / {PER_INDEX // 1000}k", f"encode s / {PER_ENCODE // 1000}k", "busy", "latency")
-_DIGITS = (1, 1, 1, 1, 1, 1, 1)
+COLUMNS = ("p50 ms", "p95 ms", "query encode p50 ms", "serving p95 ms", "QPS", f"vectors MB / {PER_INDEX // 1000}k",
+           f"graph MB / {PER_INDEX // 1000}k", f"index MB / {PER_INDEX // 1000}k", f"encode s / {PER_ENCODE // 1000}k",
+           "busy", "latency")
+_DIGITS = (1, 1, 1, 1, 1, 1, 1, 1, 1)
 
 
 def cost_cells(c: ServingCost | None, text: bool = True) -> dict:
     """A system's cost columns (COLUMNS) as tables show them: rounded text ("-": not measured or not applicable; a
     latency with its CI, an estimated graph marked "est."), or the numbers (None for those) when `text` is False
     (CSV)."""
-    values = ((c.p50_ms, c.p95_ms, c.qps, c.vector_mb_per_10k, c.graph_mb, c.index_mb_per_10k, c.encode_s_per_1k)
-              if c else (None,) * 7)
+    values = ((c.p50_ms, c.p95_ms, c.encode_p50_ms, c.serving_p95_ms, c.qps, c.vector_mb_per_10k, c.graph_mb,
+               c.index_mb_per_10k, c.encode_s_per_1k) if c else (None,) * len(_DIGITS))
     cells = [(f"{v:,.{d}f}" if v is not None else "-") if text else v for v, d in zip(values, _DIGITS)]
     if c is None:
         return dict(zip(COLUMNS, [*cells, "-" if text else None, "not measured (`evalctl latency`)" if text else None]))
     if text:
-        for k, ci in ((0, c.p50_ci), (1, c.p95_ci)):
+        for k, ci in ((0, c.p50_ci), (1, c.p95_ci), (3, c.serving_p95_ci)):
             if ci and values[k] is not None:
                 cells[k] += f" [{ci[0]:,.1f}, {ci[1]:,.1f}]"
-        if c.graph_source == "estimate" and values[4] is not None:
-            cells[4] += " (est.)"
+        if c.graph_source == "estimate" and values[6] is not None:
+            cells[6] += " (est.)"
     return dict(zip(COLUMNS, [*cells, ("yes" if c.busy else "no") if text else c.busy, c.latency_id]))
