@@ -1,7 +1,10 @@
 """Serving latency of several retrieval systems of one corpus as one experiment (latency_design: interleaved query
 by query, the order rotated, busy rounds repeated, percentiles with bootstrap CIs): each request one `_search` (or
 a chunked query's `_msearch`) built exactly as `evalctl retrieve` builds it and sent once, as latency.py sends them,
-at one request in flight. The queries are the split's first `max_queries` that every system can send.
+at one request in flight. The queries are the split's first `max_queries` that every system can send. Each system
+is timed in each layout asked for (serving_layout: an index holding only what it searches, made for the
+experiment and removed after, and/or the study's shared index): an arm per system and layout, the arms interleaved
+as the design's systems.
 
 A dense system's query is encoded before it can be searched: each query the rounds send is encoded once more,
 alone (batch 1), by the model on this machine's runtime (the device and precision `evalctl retrieve` would encode
@@ -10,10 +13,10 @@ of one model, query view and prompt share the measurement. A system's serving la
 plus its search (latency_design.Analysis). A chunked query's encoding (its chunks, cut in the model's tokens) and
 a text-only system's (none) are not measured.
 
-The result (results store, kind "latency-experiment") keeps every latency (timings.csv: system, round, query,
-position, ms, error), every query encoding (encode.csv: encoding, query, ms), each system's retrieval identity,
-index and index manifest, the rounds' other load and which were quiet, and the conditions (serving_conditions), so a
-report recomputes any interval or comparison from it.
+The result (results store, kind "latency-experiment") keeps every latency (timings.csv: arm, round, query,
+position, ms, error), every query encoding (encode.csv: encoding, query, ms), each arm's system (retrieval
+identity), layout, index and index manifest (with the serving copy's own cost), the rounds' other load and which
+were quiet, and the conditions (serving_conditions), so a report recomputes any interval or comparison from it.
 Like a single latency, a measurement is an observation: its time and a random id are part of its identity.
 """
 
@@ -36,6 +39,7 @@ from evalctl.evaluators.retrieval.latency_design import (BUSY_SHARE, Analysis, E
                                                          send_rounds)
 from evalctl.evaluators.retrieval.methods import METHODS
 from evalctl.evaluators.retrieval.retrieve import RetrievalSpec, identify, search_type
+from evalctl.evaluators.retrieval.serving_layout import LAYOUTS, layouts
 from evalctl.evaluators.retrieval.serving_conditions import (client_host, load_average, local_node_pids, node_load,
                                                              node_settings)
 from evalctl.evaluators.scoring.runs import find_run
@@ -60,8 +64,14 @@ class ExperimentParams:
     rounds: int = param(5, min=MIN_ROUNDS, help="Measured rounds: each sends every query to every system.")
     max_queries: int = param(100, min=1, help="Queries per round at most: the split's first ones all systems send.")
     busy_repeats: int = param(2, min=0, help="Rounds run again in all, at most, for rounds the machine was busy in.")
+    layouts: tuple[str, ...] = param(("serving",), comma=True, help="Where each system is timed: serving (an index "
+                                     "holding only what it searches, copied from the study's) and/or shared (the "
+                                     "study's index); the first is the one findings read.")
 
     def __post_init__(self):
+        if not self.layouts or len(set(self.layouts)) != len(self.layouts) or set(self.layouts) - set(LAYOUTS):
+            raise LatencyError(f"layouts {','.join(self.layouts) or '(none)'}: one or both of {', '.join(LAYOUTS)}, "
+                               "each once")
         for name, least in (("warmup", 0), ("rounds", MIN_ROUNDS), ("max_queries", 1), ("busy_repeats", 0)):
             if getattr(self, name) < least:
                 raise LatencyError(f"{name} {getattr(self, name)}: must be {least} or more")
@@ -184,36 +194,47 @@ def measure_interleaved(client, specs: list[RetrievalSpec], params: ExperimentPa
     queries = [q for q in bodies[0] if all(q in b for b in bodies[1:])][:params.max_queries]
     if not queries:
         raise LatencyError(f"no query of corpus {corpus.name!r} can be sent to every system (--split, --query-view)")
-    senders = [_Sender(client, it.index, search_type(s, it.manifest), multi=s.query_chunks)
-               for s, it in zip(specs, its)]
-
-    def send(system: int, query: int) -> tuple[float | None, str | None]:
-        start = time.perf_counter()
-        _, error = senders[system].send(bodies[system][queries[query]])
-        return (None, error) if error else (round((time.perf_counter() - start) * 1000, 3), None)
-
-    encodings, encoding_keys = _time_encodings(specs, its, queries)
     node_pids = local_node_pids(client)
+    probe = OtherLoad(node_pids)
+    since = probe.mark()
+    encodings, encoding_keys = _time_encodings(specs, its, queries)
+    encode_load = round(probe.share(since), 3)  # other work slows an encoding as it slows a search
     node_before = node_load(client)
-    rounds = send_rounds(len(specs), len(queries), params.rounds, send, load=OtherLoad(node_pids),
-                         warmup=params.warmup, busy_repeats=params.busy_repeats)
-    systems = [{"label": label, "encoding": key, "retrieval": it.identity, "index": it.index, "method": s.method,
-                "model": s.model, "view": s.view, "run": (run.id if (run := find_run(corpus.name, it.identity)) else None),
-                "index_manifest": it.manifest}
-               for s, it, label, key in zip(specs, its, labels or [None] * len(specs), encoding_keys)]
+    with layouts(client, specs, [(it.index, it.manifest) for it in its], params.layouts) as made:
+        arms = [(j, layout) for kind in params.layouts for j, layout in enumerate(made[kind])]
+        senders = [_Sender(client, layout.index, search_type(specs[j], layout.manifest), multi=specs[j].query_chunks)
+                   for j, layout in arms]
+
+        def send(arm: int, query: int) -> tuple[float | None, str | None]:
+            start = time.perf_counter()
+            _, error = senders[arm].send(bodies[arms[arm][0]][queries[query]])
+            return (None, error) if error else (round((time.perf_counter() - start) * 1000, 3), None)
+
+        rounds = send_rounds(len(arms), len(queries), params.rounds, send, load=probe,
+                             warmup=params.warmup, busy_repeats=params.busy_repeats)
+        node = {layout.index: node_settings(client, layout.index) for _, layout in arms}
+    labels = labels or [None] * len(specs)
+    systems = [{"label": labels[j], "layout": layout.kind, "layout_asked": kind, "why_shared": layout.why_shared,
+                "encoding": encoding_keys[j], "retrieval": its[j].identity, "index": layout.index,
+                "method": specs[j].method, "model": specs[j].model, "view": specs[j].view,
+                "run": (run.id if (run := find_run(corpus.name, its[j].identity)) else None),
+                "index_manifest": layout.manifest}
+               for kind, (j, layout) in zip([k for k in params.layouts for _ in specs], arms)]
     identity = {"name": "interleaved latency of " + ", ".join(it.identity["name"] for it in its),
-                "systems": [it.identity for it in its], **dataclasses.asdict(params),
+                "system_identities": [it.identity for it in its], **dataclasses.asdict(params),
                 "measured_at": utc_now_us(), "measurement": uuid.uuid4().hex[:12]}
     extra = {
         "systems": systems, "queries": queries, "other_load": list(rounds.other_load), "quiet": list(rounds.quiet),
-        "busy": rounds.busy, "kept_rounds": rounds.kept, "client_host": client_host(),
-        "node": {it.index: node_settings(client, it.index) for it in its}, "node_pids_on_this_host": list(node_pids),
+        "busy": rounds.busy or encode_load > BUSY_SHARE, "encode_other_load": encode_load,
+        "kept_rounds": rounds.kept, "client_host": client_host(),
+        "node": node, "node_pids_on_this_host": list(node_pids),
         "node_load": {"before": node_before, "after": node_load(client)},
         "load_average": {"before": load_before, "after": load_average()},
         "busy_rule": f"a round is busy when other work (not this process, not a node on this host) held more than "
                      f"{BUSY_SHARE:g} of the host's CPUs during it; a busy round is run again, at most "
                      f"{params.busy_repeats} times in all; with fewer quiet rounds than {params.rounds} every round is "
-                     "read and the measurement is busy",
+                     "read and the measurement is busy; so is it when other work held more than that share while the "
+                     "queries were encoded",
         "measured": "one request per query and system, one in flight, sent once (no retries); client latency = "
                     "request sent until its answer is parsed; each dense system's query encoding timed apart, per "
                     f"query at batch 1 after {WARM_ENCODES} untimed, on this machine's runtime",

@@ -173,6 +173,11 @@ def test_systems_timed_interleaved_are_stored_and_read_back(os_client, corpus):
     m, sent = exp.result.manifest, len(exp.rounds.quiet)
     assert m["kind"] == "latency-experiment" and [s["method"] for s in m["systems"]] == ["bm25", "dense"]
     assert 5 <= sent <= 6 and len(m["queries"]) == SENT and m["busy"] == (sum(m["quiet"]) < 5)
+    for s in m["systems"]:  # each timed in an index of its own, holding only its field, removed after
+        assert s["layout"] == "serving" and "--serving-" in s["index"]
+        assert not os_client.indices.exists(index=s["index"])
+    bm25_copy, dense_copy = (s["index_manifest"]["cost"] for s in m["systems"])
+    assert "vector_counts" not in bm25_copy and dense_copy["vector_counts"] == {"A": dense_copy["documents"]}
     cells = {(t.system, t.round, t.query) for t in exp.rounds.timings}  # every query to every system, once a round
     assert len(cells) == len(exp.rounds.timings) == 2 * SENT * sent
     first = {(t.round, t.query): t.system for t in exp.rounds.timings if t.position == 0}

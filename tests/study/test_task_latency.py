@@ -72,7 +72,8 @@ def test_latency_task_runs_is_kept_and_reported(os_client, tmp_path, monkeypatch
     monkeypatch.setenv("EVALCTL_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     corpus = f"lt-{uuid.uuid4().hex[:6]}"
-    doc = _doc(corpus, methods=["bm25", "dense"], budget={"p95_ms": 60000, "index_mb_per_10k": 1})
+    doc = _doc(corpus, methods=["bm25", "dense"], budget={"p95_ms": 60000, "index_mb_per_10k": 1},
+               layouts=["serving", "shared"])
     doc["retrieval"] = [{"corpus": corpus, "views": ["T"], "methods": ["bm25", "dense"]}]  # the scores it joins
     path = _write(tmp_path, doc)
     try:
@@ -84,17 +85,24 @@ def test_latency_task_runs_is_kept_and_reported(os_client, tmp_path, monkeypatch
         r = CliRunner().invoke(cli, ["run", str(path)])
         # the first step measures the corpus's experiment, the second takes its system's part of it
         assert r.exit_code == 0 and f"{keys[0]}: ok" in r.output and f"{keys[1]}: done" in r.output, r.output
-        assert "2 systems interleaved" in r.output
+        assert "2 systems x 2 layout(s) interleaved" in r.output
         refs = {steps[key].ref() for key in keys}
         assert len(refs) == 1  # one experiment timed both systems
         res = results_store.get(corpus, refs.pop())
         m = res.manifest
-        assert m["kind"] == "latency-experiment" and [s["label"] for s in m["systems"]] == [
-            str(steps[k].id.target) for k in keys]
+        labels = [str(steps[k].id.target) for k in keys]
+        assert m["kind"] == "latency-experiment" and [(s["label"], s["layout"]) for s in m["systems"]] == [
+            *((label, "serving") for label in labels), *((label, "shared") for label in labels)]  # an arm each
+        study_index = m["systems"][2]["index"]
+        assert m["systems"][3]["index"] == study_index and all(  # the copies: removed after the experiment
+            s["index"] != study_index and not os_client.indices.exists(index=s["index"]) for s in m["systems"][:2])
+        shared, served = m["systems"][3]["index_manifest"]["cost"], m["systems"][1]["index_manifest"]["cost"]
+        assert served["store_bytes"] < shared["store_bytes"]  # the dense copy holds no text
         _, analysis = analyse(res)
-        assert len(read_rounds(res).timings) == 2 * 3 * len(m["quiet"])  # every query to both, each round
+        assert len(read_rounds(res).timings) == 4 * 3 * len(m["quiet"])  # every query to every arm, each round
         encode = read_encodings(res)  # BM25 encodes nothing; each dense query was encoded alone, and timed
-        assert encode.shape == (2, 3) and (encode[0] == 0).all() and (encode[1] > 0).all()
+        assert encode.shape == (4, 3) and (encode[0] == 0).all() and (encode[1] > 0).all()
+        assert (encode[1] == encode[3]).all()  # both layouts of a system: one encoding
         for i, key in enumerate(keys):
             scores = steps[key].scores()
             assert scores["errors"] == 0 and scores["p50_ms"] == round(analysis.percentile(i, 50).value, 3)
@@ -117,13 +125,18 @@ def test_latency_task_runs_is_kept_and_reported(os_client, tmp_path, monkeypatch
             assert ": the best system is BM25 on T (ndcg@10 " in claim, claim
             assert ("also the best measured" in claim) != ("the best measured, Dense · all-MiniLM-L6-v2 on T" in claim)
         section = md.split("## Serving latency")[1].split("\n## ")[0]
-        rows, neighbours = section_tables(md, "Serving latency")
-        assert [row["system"] for row in rows] == ["BM25 on T", "Dense · all-MiniLM-L6-v2 on T"]  # a row per system
+        rows, layouts, neighbours = section_tables(md, "Serving latency")
+        assert [row["system"] for row in rows] == [f"{name} on T ({layout} layout)" for layout in ("serving", "shared")
+                                                   for name in ("BM25", "Dense · all-MiniLM-L6-v2")]  # a row per arm
+        assert [row["system"] for row in layouts] == ["BM25 on T", "Dense · all-MiniLM-L6-v2 on T"]
+        for i, row in enumerate(layouts):  # the same system in both layouts, paired
+            d = analysis.difference(i, i + 2, 95, 0.975)
+            assert row["shared − serving ms [CI]"] == f"{d.value:+,.1f} [{d.lo:+,.1f}, {d.hi:+,.1f}]"
         for i, row in enumerate(rows):
             p50 = analysis.percentile(i, 50)
             assert row["p50 ms [95% CI]"] == f"{p50.value:,.1f} [{p50.lo:,.1f}, {p50.hi:,.1f}]" and row["errors"] == "0"
-        assert len(neighbours) == 1
-        assert {neighbours[0]["faster"], neighbours[0]["slower"]} == {r["system"] for r in rows}
+        assert len(neighbours) == 3 and {n["faster"] for n in neighbours} | {n["slower"] for n in neighbours} == {
+            r["system"] for r in rows}
         assert "cannot be told apart on this machine" in section or "slower beyond the noise" in section
         assert "Serving latency" not in md.split("## Headline results")[1].split("\n## ")[0]  # no headline claim
     finally:
@@ -138,6 +151,7 @@ def _check_quality_and_cost(md: str, out, corpus: str, latency_steps: dict) -> N
 
     table, indexes = section_tables(md, "Quality and cost")
     header = list(table[0])
+    assert {row["layout"] for row in table} == {"serving"}  # the findings' layout only
     assert [row["system"] for row in table] == ["BM25 on T", "Dense · all-MiniLM-L6-v2 on T"]
     costs = []
     for row in table:
@@ -154,8 +168,8 @@ def _check_quality_and_cost(md: str, out, corpus: str, latency_steps: dict) -> N
     assert float(dense["graph MB / 10k"].split()[0]) > float(dense["vectors MB / 10k"]) > 0  # links on the vectors
     assert float(dense["encode s / 1k"]) > 0
     assert float(dense["index MB / 10k"]) > float(bm25["index MB / 10k"])  # its vectors on top of the text
-    assert [(row["index"], row["systems"]) for row in indexes] == [(costs[0].index, "2")]  # its shared part once
-    assert 0 < float(indexes[0]["shared MB / 10k (text, _source, ids)"]) < float(indexes[0]["store MB / 10k"])
+    assert [(row["index"], row["systems"]) for row in indexes] == [(c.index, "1") for c in costs]  # one each
+    assert 0 < float(indexes[1]["shared MB / 10k (text, _source, ids)"]) < float(indexes[1]["store MB / 10k"])
     for axis, name in (("end_to_end_p95_ms", "latency"), ("index_mb_per_10k", "size")):
         # the costs as measured: the table rounds them, and two rounded alike may differ on the front
         points = [(getattr(cost, axis), float(row[header[1]].split()[0])) for cost, row in zip(costs, table)]

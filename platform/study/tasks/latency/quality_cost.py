@@ -102,6 +102,7 @@ class Timed:
     experiment: str
     busy: bool
     index_manifest: dict
+    layout: str  # "serving" (an index of its own) or "shared" (the study's index)
 
 
 def _experiments(steps: list[Recorded]) -> list[results_store.Result]:
@@ -123,6 +124,8 @@ def joined(report: Report, steps: list[Recorded]) -> tuple[list[System], int]:
         _, analysis = analyse(exp, report.statistics)
         for i, system in enumerate(exp.manifest["systems"]):
             run_id = results_store.result_id(system["retrieval"], "run")
+            if system["layout_asked"] != exp.manifest["layouts"][0]:
+                continue  # another layout of the same system: the Serving latency section compares them
             if run_id in seen:
                 continue  # timed again in a newer experiment
             seen.add(run_id)
@@ -137,7 +140,8 @@ def joined(report: Report, steps: list[Recorded]) -> tuple[list[System], int]:
             out.append(System(quality, run_ci(list(quality.per_query.values()), report.statistics),
                               experiment_cost(exp, i, analysis), model,
                               index.get("precision", "float32") if model else None,
-                              Timed(analysis, i, exp.id, bool(exp.manifest["busy"]), system["index_manifest"] or {})))
+                              Timed(analysis, i, exp.id, bool(exp.manifest["busy"]), system["index_manifest"] or {},
+                                    system["layout"])))
     return out, unscored
 
 
@@ -172,11 +176,14 @@ def section(report: Report, systems: list[System], unscored: int, budgets: dict[
         for i, s in enumerate(mine):
             optimal = [name for (axis, _), name in zip(AXES, ("latency", "size")) if fronts[axis].get(i)]
             rows.append({"system": s.quality.label, f"{PRIMARY} [95% CI]": score_with_ci(s.quality.mean, *s.ci, False),
-                         **cost_cells(s.cost), "Pareto-optimal on": ", ".join(optimal) or "-",
+                         "layout": s.timed.layout, **cost_cells(s.cost), "Pareto-optimal on": ", ".join(optimal) or "-",
                          "run": s.quality.run_id})
         budget = budgets.get(corpus, Budget())
         report.p(f"Corpus {corpus}: each system's {PRIMARY} beside what serving it costs on this machine. "
-                 f"{RULES}. Pareto-optimal: no other system is as cheap or cheaper and scores more. "
+                 f"{RULES}. Layout: serving, each system timed and sized in an index holding only what it searches "
+                 "(copied from the study's index for the measurement); shared, the study's index, which holds every "
+                 "view of its model: a figure of a shared layout is the layout's, not the system's. Pareto-optimal: "
+                 "no other system is as cheap or cheaper and scores more. "
                  + (f"Budget stated in the spec: {budget.text()}." if budget.stated
                     else "No budget stated (`latency: budget:` in the spec names the best system within one)."))
         report.table(pd.DataFrame(rows))
@@ -325,7 +332,8 @@ def experiment_section(report: Report, result: results_store.Result, statistics)
 
     m = result.manifest
     rounds, analysis = analyse(result, statistics)
-    names = [f"{system_title(s['retrieval'])} on {s['view']}" for s in m["systems"]]
+    names = [f"{system_title(s['retrieval'])} on {s['view']}" + (f" ({s['layout']} layout)" if len(m["layouts"]) > 1
+                                                                  else "") for s in m["systems"]]
     rows = []
     for i, s in enumerate(m["systems"]):
         p50, p95 = analysis.percentile(i, 50), analysis.percentile(i, 95)
@@ -340,12 +348,13 @@ def experiment_section(report: Report, result: results_store.Result, statistics)
              f"{m['measured_at']}): after a warm-up of {m['warmup']} queries, {len(m['quiet'])} rounds "
              f"({sum(m['quiet'])} quiet) of {len(m['queries'])} queries, each query sent to every system in turn, "
              f"the order rotated by query and round; "
-             f"{m['measured']}. Other work's CPU share per round: {', '.join(f'{x:.2f}' for x in m['other_load'])}; "
-             f"{m['busy_rule']}. "
-             + ("**Busy: every round is read, and no finding is drawn from it.**" if m["busy"] else
-                f"The analysis reads the {len(rounds.kept)} quiet rounds.")
-             + f" CIs: percentile bootstrap over queries and rounds ({statistics.n_bootstrap:,} resamples).")
+             f"{m['measured']}. Other work's CPU share per round: {', '.join(f'{x:.2f}' for x in m['other_load'])}, "
+             f"while the queries were encoded: {m['encode_other_load']:.2f}; {m['busy_rule']}. "
+             + (f"The analysis reads the {len(rounds.kept)} " + ("rounds" if rounds.busy else "quiet rounds") + ". ")
+             + f"CIs: percentile bootstrap over queries and rounds ({statistics.n_bootstrap:,} resamples)."
+             + (" **Busy: no finding is drawn from this measurement.**" if m["busy"] else ""))
     report.table(pd.DataFrame(rows))
+    _layout_table(report, m, names, analysis, statistics.alpha)
     report.p("Serving p95: each query's encoding (alone, batch 1, on this machine) plus its search, per round; "
              "a text-only system encodes nothing, a chunked query's encoding is not measured (-).")
     steps = ranking(analysis, range(len(names)), 95, statistics.alpha)
@@ -360,6 +369,31 @@ def experiment_section(report: Report, result: results_store.Result, statistics)
     effect = analysis.position_effect(rounds)
     report.p("Mean latency by place in a query's order (every system took each place alike): "
              + ", ".join(f"{k + 1}: {v:,.1f} ms" for k, v in enumerate(effect)) + ".")
+
+
+def _layout_table(report: Report, m: dict, names: list[str], analysis: Analysis, alpha: float) -> None:
+    """Each system timed in two layouts: its p95 search latency in each and their paired difference."""
+    import pandas as pd
+
+    if len(m["layouts"]) < 2:
+        return
+    arms = {(s["label"], s["layout_asked"]): i for i, s in enumerate(m["systems"])}
+    first, second = m["layouts"][:2]
+    pairs = [(i, arms[(s["label"], second)]) for i, s in enumerate(m["systems"]) if s["layout_asked"] == first]
+    level = bonferroni_level(len(pairs), alpha)
+    rows = []
+    for a, b in pairs:
+        pa, pb, d = analysis.percentile(a, 95), analysis.percentile(b, 95), analysis.difference(a, b, 95, level)
+        rows.append({"system": names[a].rsplit(" (", 1)[0], f"p95 ms, {first} [95% CI]": f"{pa.value:,.1f} "
+                     f"[{pa.lo:,.1f}, {pa.hi:,.1f}]", f"p95 ms, {second} [95% CI]": f"{pb.value:,.1f} "
+                     f"[{pb.lo:,.1f}, {pb.hi:,.1f}]", f"{second} − {first} ms [CI]": f"{d.value:+,.1f} "
+                     f"[{d.lo:+,.1f}, {d.hi:+,.1f}]", "verdict": "apart" if apart(d) else
+                     "cannot be told apart on this machine",
+                     "why shared": m["systems"][a]["why_shared"] or m["systems"][b]["why_shared"] or "-"})
+    report.p(f"Layouts: each system timed in its {first} and its {second} layout in the same rounds; the difference "
+             f"paired, its CI at {level:.1%} (Bonferroni over the {len(pairs)} systems). Findings read the {first} "
+             "layout only.")
+    report.table(pd.DataFrame(rows))
 
 
 def _costs(s: System) -> str:

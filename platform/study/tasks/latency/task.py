@@ -42,7 +42,7 @@ from evalctl.study.tasks.latency.quality_cost import Budget
 
 KIND = "latency"
 SCORES = ("p50_ms", "p95_ms")  # client latency at one request in flight, over the experiment's kept rounds
-SHARED = ("qrels", "split", "warmup", "rounds", "max_queries", "busy_repeats")  # one experiment: one setting
+SHARED = ("qrels", "split", "warmup", "rounds", "max_queries", "busy_repeats", "layouts")  # one experiment: one setting
 
 
 @dataclass(frozen=True)
@@ -60,13 +60,14 @@ class LatencyEntry:
     rounds: int = 5
     max_queries: int = 100
     busy_repeats: int = 2
+    layouts: tuple[str, ...] = ("serving",)  # serving: an index of each system's own; shared: the study's index
     budget: Budget = Budget()  # the report's finding names the best system within it (quality_cost)
     passages: tuple[str, ...] = ()  # passage settings the passage methods are timed on, as RetrievalEntry's
     query_chunks: bool = False  # chunked queries timed too (one _msearch of a query's chunks), as RetrievalEntry's
 
 
 def _params(entry: LatencyEntry) -> ExperimentParams:
-    return ExperimentParams(entry.warmup, entry.rounds, entry.max_queries, entry.busy_repeats)
+    return ExperimentParams(entry.warmup, entry.rounds, entry.max_queries, entry.busy_repeats, tuple(entry.layouts))
 
 
 def _spec(entry: LatencyEntry, t: Target) -> RetrievalSpec:
@@ -147,8 +148,8 @@ class LatencyTask(AbsTask):
         names = [identify(client, _spec(e, t), corpus).identity for e, t in systems]
         settings = asdict(_params(entry))
         mine = [r for r in results_store.iter_results("latency-experiment", corpus.name)
-                if r.manifest["systems"] and [s["retrieval"] for s in r.manifest["systems"]] == names
-                and all(r.manifest.get(k) == v for k, v in settings.items())]
+                if r.manifest.get("system_identities") == names
+                and all(r.manifest.get(k) == (list(v) if isinstance(v, tuple) else v) for k, v in settings.items())]
         newest = max(mine, key=lambda r: r.manifest["measured_at"], default=None)
         return newest and _computed(newest, _position(newest, sid.target))
 
@@ -206,13 +207,16 @@ def _computed(result: results_store.Result, i: int) -> Computed:
     busy = " (machine busy: no finding drawn)" if m["busy"] else ""
     return Computed({"p50_ms": round(s.p50_ms.value, 3), "p95_ms": round(s.p95_ms.value, 3), "errors": float(s.errors)},
                     result.id, f"p50 {s.p50_ms.value:.1f} ms [{s.p50_ms.lo:.1f}, {s.p50_ms.hi:.1f}], p95 "
-                               f"{s.p95_ms.value:.1f} ms, {s.errors} errors, {len(m['systems'])} systems interleaved, "
+                               f"{s.p95_ms.value:.1f} ms, {s.errors} errors, {len(m['system_identities'])} systems x "
+                               f"{len(m['layouts'])} layout(s) interleaved, "
                                f"{len(m['quiet'])} rounds{busy}")
 
 
 def _position(result: results_store.Result, target: Target) -> int:
-    """Where the step's system sits among the experiment's systems (their labels are the steps' targets)."""
-    return [s["label"] for s in result.manifest["systems"]].index(str(target))
+    """Where the step's system sits among the experiment's arms (their labels are the steps' targets), in the
+    layout findings read (the first asked for)."""
+    m = result.manifest
+    return [(s["label"], s["layout_asked"]) for s in m["systems"]].index((str(target), m["layouts"][0]))
 
 
 def _budgets(spec) -> dict[str, quality_cost.Budget]:
