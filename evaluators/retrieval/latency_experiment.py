@@ -126,9 +126,10 @@ def read_encodings(result: Result) -> np.ndarray:
     return out
 
 
-def _time_encodings(specs: list[RetrievalSpec], its, queries: list[str]) -> tuple[dict[str, list[float]], list]:
-    """Each distinct query encoding of the dense systems (model, query view, prompt) timed per query, batch 1; and
-    per system its encoding's key (None: none measured)."""
+def _time_encodings(specs: list[RetrievalSpec], its, queries: list[str]
+                    ) -> tuple[dict[str, list[float]], list, dict[str, str]]:
+    """Each distinct query encoding of the dense systems (model, query view, prompt) timed per query, batch 1; per
+    system its encoding's key (None: none measured); per key what encoded it (device and precision, or served)."""
     keys, texts, encoders = [], {}, {}
     for s, it in zip(specs, its):
         if not (s.definition.vector and it.model) or s.query_chunks:
@@ -138,9 +139,11 @@ def _time_encodings(specs: list[RetrievalSpec], its, queries: list[str]) -> tupl
         key = f"{it.model.id}|{s.qview}|{prompt}"
         keys.append(key)
         texts[key] = (it.model, prompt, [it.queries.texts[q] for q in queries])
-    out = {}
+    out, settings = {}, {}
     for key, (model, prompt, batch) in texts.items():
         encoder = encoders.setdefault(model.id, make_encoder(model))
+        devices = getattr(encoder, "devices", None)  # a served model's encoder has none here: the server's
+        settings[key] = f"{','.join(devices)} {encoder.precision}" if devices else "served by its endpoint"
         for text in batch[:WARM_ENCODES]:
             encoder.encode([text], prompt)
         out[key] = []
@@ -150,7 +153,7 @@ def _time_encodings(specs: list[RetrievalSpec], its, queries: list[str]) -> tupl
             out[key].append(round((time.perf_counter() - start) * 1000, 3))
     for e in encoders.values():
         getattr(e, "close", lambda: None)()
-    return out, keys
+    return out, keys, settings
 
 
 def read_rounds(result: Result) -> Rounds:
@@ -197,7 +200,7 @@ def measure_interleaved(client, specs: list[RetrievalSpec], params: ExperimentPa
     node_pids = local_node_pids(client)
     probe = OtherLoad(node_pids)
     since = probe.mark()
-    encodings, encoding_keys = _time_encodings(specs, its, queries)
+    encodings, encoding_keys, encoding_settings = _time_encodings(specs, its, queries)
     encode_load = round(probe.share(since), 3)  # other work slows an encoding as it slows a search
     node_before = node_load(client)
     with layouts(client, specs, [(it.index, it.manifest) for it in its], params.layouts) as made:
@@ -226,6 +229,7 @@ def measure_interleaved(client, specs: list[RetrievalSpec], params: ExperimentPa
     extra = {
         "systems": systems, "queries": queries, "other_load": list(rounds.other_load), "quiet": list(rounds.quiet),
         "busy": rounds.busy or encode_load > BUSY_SHARE, "encode_other_load": encode_load,
+        "encoding_settings": encoding_settings,
         "kept_rounds": rounds.kept, "client_host": client_host(),
         "node": node, "node_pids_on_this_host": list(node_pids),
         "node_load": {"before": node_before, "after": node_load(client)},

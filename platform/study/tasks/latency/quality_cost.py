@@ -14,7 +14,8 @@ and scores as much. The budget finding is drawn only from a quiet experiment (la
 shown, not used). A system is within a p95 budget when its p95's bootstrap CI lies inside it and over it when the
 CI lies above it, the CIs at the Bonferroni level over the corpus's systems (the family the finding compares with
 the budget); the finding names the best-scoring system within the budget only when every better-scoring system is
-over it, else it says which systems this machine cannot tell apart from the budget. The named system's score is
+over it and, under a p95 bound, its paired p95 difference from the next better-scoring one is beyond the noise (at
+the same level), else it says what this machine cannot tell apart. The named system's score is
 tested, with the findings' protocol (findings.FindingTests: the comparison table's test where one holds both runs),
 against the best system measured overall, or, when that one fits the budget, against the next best measured.
 
@@ -314,6 +315,13 @@ def budget_findings(systems: list[System], budgets: dict[str, Budget], tests: rf
             gap = None
             claim = (f"{head}, also the best measured, {relative(best.quality.mean, other.quality.mean)} over the "
                      f"next, {other.quality.label} ({_costs(other)}): {d.verdict}.")
+        if gap is not None and budget.p95_ms is not None and not apart(gap):
+            out.append(rf.Finding(
+                f"{where}: this machine cannot tell {best.quality.label} from {above.quality.label}, the next "
+                f"better-scoring system, in serving p95: their paired difference is within the noise.",
+                f"p95 of {above.quality.label} - {best.quality.label}, paired: {gap.value:+,.1f} ms "
+                f"[{gap.lo:+,.1f}, {gap.hi:+,.1f}] at {level:.1%} (experiment {best.timed.experiment})"))
+            continue
         latency = "" if gap is None else (
             f"; p95 of {mine[first - 1].quality.label} - {best.quality.label}, paired: {gap.value:+,.1f} ms "
             f"[{gap.lo:+,.1f}, {gap.hi:+,.1f}] ({'beyond' if apart(gap) else 'within'} the noise)")
@@ -355,8 +363,11 @@ def experiment_section(report: Report, result: results_store.Result, statistics)
              + (" **Busy: no finding is drawn from this measurement.**" if m["busy"] else ""))
     report.table(pd.DataFrame(rows))
     _layout_table(report, m, names, analysis, statistics.alpha)
+    encoded = "; ".join(f"{key.split('|')[0]} ({key.split('|')[1]} queries): {setting}"
+                        for key, setting in m["encoding_settings"].items())
     report.p("Serving p95: each query's encoding (alone, batch 1, on this machine) plus its search, per round; "
-             "a text-only system encodes nothing, a chunked query's encoding is not measured (-).")
+             "a text-only system encodes nothing, a chunked query's encoding is not measured (-)."
+             + (f" Queries encoded on: {encoded}." if encoded else ""))
     steps = ranking(analysis, range(len(names)), 95, statistics.alpha)
     if steps:
         level = bonferroni_level(len(steps), statistics.alpha)
