@@ -127,9 +127,10 @@ def read_encodings(result: Result) -> np.ndarray:
 
 
 def _time_encodings(specs: list[RetrievalSpec], its, queries: list[str]
-                    ) -> tuple[dict[str, list[float]], list, dict[str, str]]:
+                    ) -> tuple[dict[str, list[float]], list, dict[str, dict]]:
     """Each distinct query encoding of the dense systems (model, query view, prompt) timed per query, batch 1; per
-    system its encoding's key (None: none measured); per key what encoded it (device and precision, or served)."""
+    system its encoding's key (None: none measured); per key its model, query view and what encoded it (device and
+    precision, or served)."""
     keys, texts, encoders = [], {}, {}
     for s, it in zip(specs, its):
         if not (s.definition.vector and it.model) or s.query_chunks:
@@ -138,12 +139,13 @@ def _time_encodings(specs: list[RetrievalSpec], its, queries: list[str]
         prompt = it.model.prompt_for("query", task_type="retrieval", variant=s.prompt_variant) or ""
         key = f"{it.model.id}|{s.qview}|{prompt}"
         keys.append(key)
-        texts[key] = (it.model, prompt, [it.queries.texts[q] for q in queries])
+        texts[key] = (it.model, s.qview, prompt, [it.queries.texts[q] for q in queries])
     out, settings = {}, {}
-    for key, (model, prompt, batch) in texts.items():
+    for key, (model, view, prompt, batch) in texts.items():
         encoder = encoders.setdefault(model.id, make_encoder(model))
         devices = getattr(encoder, "devices", None)  # a served model's encoder has none here: the server's
-        settings[key] = f"{','.join(devices)} {encoder.precision}" if devices else "served by its endpoint"
+        settings[key] = {"model": model.id, "query_view": view,
+                         "setting": f"{','.join(devices)} {encoder.precision}" if devices else "served by its endpoint"}
         for text in batch[:WARM_ENCODES]:
             encoder.encode([text], prompt)
         out[key] = []

@@ -363,8 +363,8 @@ def experiment_section(report: Report, result: results_store.Result, statistics)
              + (" **Busy: no finding is drawn from this measurement.**" if m["busy"] else ""))
     report.table(pd.DataFrame(rows))
     _layout_table(report, m, names, analysis, statistics.alpha)
-    encoded = "; ".join(f"{key.split('|')[0]} ({key.split('|')[1]} queries): {setting}"
-                        for key, setting in m["encoding_settings"].items())
+    encoded = "; ".join(f"{e['model']} ({e['query_view']} queries): {e['setting']}"
+                        for e in m["encoding_settings"].values())
     report.p("Serving p95: each query's encoding (alone, batch 1, on this machine) plus its search, per round; "
              "a text-only system encodes nothing, a chunked query's encoding is not measured (-)."
              + (f" Queries encoded on: {encoded}." if encoded else ""))
