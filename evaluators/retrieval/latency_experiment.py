@@ -3,8 +3,8 @@ by query, the order rotated, busy rounds repeated, percentiles with bootstrap CI
 a chunked query's `_msearch`) built exactly as `evalctl retrieve` builds it and sent once, as latency.py sends them,
 at one request in flight. The queries are the split's first `max_queries` that every system can send. Each system
 is timed in each layout asked for (serving_layout: an index holding only what it searches, made for the
-experiment and removed after, and/or the study's shared index): an arm per system and layout, the arms interleaved
-as the design's systems.
+experiment and removed after, and/or the study's index, holding every view): an arm per system and layout, the arms
+interleaved as the design's systems.
 
 A dense system's query is encoded before it can be searched: each query the rounds send is encoded once more,
 alone (batch 1), by the model on this machine's runtime (the device and precision `evalctl retrieve` would encode
@@ -65,7 +65,7 @@ class ExperimentParams:
     max_queries: int = param(100, min=1, help="Queries per round at most: the split's first ones all systems send.")
     busy_repeats: int = param(2, min=0, help="Rounds run again in all, at most, for rounds the machine was busy in.")
     layouts: tuple[str, ...] = param(("serving",), comma=True, help="Where each system is timed: serving (an index "
-                                     "holding only what it searches, copied from the study's) and/or shared (the "
+                                     "holding only what it searches, copied from the study's) and/or study (the "
                                      "study's index); the first is the one findings read.")
 
     def __post_init__(self):
@@ -219,7 +219,8 @@ def measure_interleaved(client, specs: list[RetrievalSpec], params: ExperimentPa
                              warmup=params.warmup, busy_repeats=params.busy_repeats)
         node = {layout.index: node_settings(client, layout.index) for _, layout in arms}
     labels = labels or [None] * len(specs)
-    systems = [{"label": labels[j], "layout": layout.kind, "layout_asked": kind, "why_shared": layout.why_shared,
+    systems = [{"label": labels[j], "layout": layout.kind, "layout_asked": kind,
+                "why_not_served": layout.why_not_served,
                 "encoding": encoding_keys[j], "retrieval": its[j].identity, "index": layout.index,
                 "method": specs[j].method, "model": specs[j].model, "view": specs[j].view,
                 "run": (run.id if (run := find_run(corpus.name, its[j].identity)) else None),

@@ -1,6 +1,6 @@
 """A system's serving layout: the index a user serving only this system would keep. A study's index holds every
 view's text, vectors and passages of a model (one index per corpus x model), and a system's latency and size in it
-are those of that shared layout, not of the system. For a latency experiment (latency_experiment), each system gets
+are those of that study layout, not of the system. For a latency experiment (latency_experiment), each system gets
 an index of its own, copied from the study's index by `_reindex` (its stored text and vectors: nothing is encoded
 again) holding only the fields the system searches (a view's text for BM25, its vector field for dense, its passage
 field for a passage method, both for a fused method) beside the fields every document carries (ids, family, codes),
@@ -8,7 +8,7 @@ with the study index's settings and mapping for them, merged to one segment, its
 one (index_cost), and removed after the experiment.
 
 A study index whose `_source` leaves out the vectors (`vectors_in_source: false`) cannot be copied without encoding
-again: its dense systems are measured in the shared layout, and the experiment says so.
+again: its dense systems are measured in the study layout, and the experiment says so.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from evalctl.indexers.index_cost import measure_index_cost
 from evalctl.indexers.index_layout import passage_settings, text_field, vector_field
 from evalctl.indexers.passages import PassageSpec, passage_path
 
-LAYOUTS = ("serving", "shared")
+LAYOUTS = ("serving", "study")
 # the study index's settings a copy keeps (flat names): what shapes its answers and its size
 _SETTINGS = ("index.number_of_shards", "index.number_of_replicas", "index.knn", "index.analysis.", "index.similarity.",
              "index.max_result_window")
@@ -31,10 +31,10 @@ COPY_TIMEOUT_S = 3600
 
 @dataclass(frozen=True)
 class Layout:
-    kind: str  # "serving" (an index of its own) or "shared" (the study's index)
+    kind: str  # "serving" (an index of its own) or "study" (the study's index, holding every view)
     index: str
     manifest: dict  # its index manifest, `cost` included
-    why_shared: str | None = None  # a serving layout asked for and not made: why
+    why_not_served: str | None = None  # a serving layout asked for and not made: why
 
 
 def system_fields(spec: RetrievalSpec) -> set[str]:
@@ -73,7 +73,7 @@ def _name(study_index: str, spec: RetrievalSpec) -> str:
 def make_serving(client, spec: RetrievalSpec, study_index: str, manifest: dict) -> Layout:
     """Copy the system's part of `study_index` into an index of its own (see the module docstring)."""
     if spec.definition.vector and not manifest.get("vectors_in_source", True):
-        return Layout("shared", study_index, manifest, "the study index's _source leaves out the vectors "
+        return Layout("study", study_index, manifest, "the study index's _source leaves out the vectors "
                       "(vectors_in_source: false): an index of this system's own would need them encoded again")
     keep = system_fields(spec)
     drop = _other_fields(manifest) - keep
@@ -92,7 +92,8 @@ def make_serving(client, spec: RetrievalSpec, study_index: str, manifest: dict) 
         client.indices.forcemerge(index=name, max_num_segments=1, request_timeout=COPY_TIMEOUT_S)
         client.indices.refresh(index=name)
         # the documents' encoding is the study index's (the copy encoded nothing): what the loader adds to a cost
-        own["cost"] = {**measure_index_cost(client, name, own), "encode": (manifest.get("cost") or {}).get("encode", {})}
+        encoded = (manifest.get("cost") or {}).get("encode", {})
+        own["cost"] = {**measure_index_cost(client, name, own), "encode": encoded}
     except BaseException:
         client.indices.delete(index=name, ignore_unavailable=True)
         raise
@@ -107,8 +108,8 @@ def layouts(client, specs: list[RetrievalSpec], studied: list[tuple[str, dict]],
     try:
         out = {}
         for kind in kinds:
-            if kind == "shared":
-                out[kind] = [Layout("shared", index, manifest) for index, manifest in studied]
+            if kind == "study":
+                out[kind] = [Layout("study", index, manifest) for index, manifest in studied]
                 continue
             copies: dict[str, Layout] = {}  # systems that search the same fields share one copy
             for spec, (index, manifest) in zip(specs, studied):

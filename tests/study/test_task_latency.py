@@ -73,7 +73,7 @@ def test_latency_task_runs_is_kept_and_reported(os_client, tmp_path, monkeypatch
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     corpus = f"lt-{uuid.uuid4().hex[:6]}"
     doc = _doc(corpus, methods=["bm25", "dense"], budget={"p95_ms": 60000, "index_mb_per_10k": 1},
-               layouts=["serving", "shared"])
+               layouts=["serving", "study"])
     doc["retrieval"] = [{"corpus": corpus, "views": ["T"], "methods": ["bm25", "dense"]}]  # the scores it joins
     path = _write(tmp_path, doc)
     try:
@@ -92,13 +92,13 @@ def test_latency_task_runs_is_kept_and_reported(os_client, tmp_path, monkeypatch
         m = res.manifest
         labels = [str(steps[k].id.target) for k in keys]
         assert m["kind"] == "latency-experiment" and [(s["label"], s["layout"]) for s in m["systems"]] == [
-            *((label, "serving") for label in labels), *((label, "shared") for label in labels)]  # an arm each
+            *((label, "serving") for label in labels), *((label, "study") for label in labels)]  # an arm each
         study_index = m["systems"][2]["index"]
         assert m["systems"][3]["index"] == study_index and all(  # the copies: removed after the experiment
             s["index"] != study_index and not os_client.indices.exists(index=s["index"]) for s in m["systems"][:2])
-        shared, served = m["systems"][3]["index_manifest"]["cost"], m["systems"][0]["index_manifest"]["cost"]
+        studied, served = m["systems"][3]["index_manifest"]["cost"], m["systems"][0]["index_manifest"]["cost"]
         # the BM25 copy holds no vector, neither in vector files nor in its _source
-        assert served["store_bytes"] < shared["store_bytes"] - shared["vector_bytes"]
+        assert served["store_bytes"] < studied["store_bytes"] - studied["vector_bytes"]
         _, analysis = analyse(res)
         assert len(read_rounds(res).timings) == 4 * 3 * len(m["quiet"])  # every query to every arm, each round
         encode = read_encodings(res)  # BM25 encodes nothing; each dense query was encoded alone, and timed
@@ -127,12 +127,12 @@ def test_latency_task_runs_is_kept_and_reported(os_client, tmp_path, monkeypatch
             assert ("also the best measured" in claim) != ("the best measured, Dense · all-MiniLM-L6-v2 on T" in claim)
         section = md.split("## Serving latency")[1].split("\n## ")[0]
         rows, layouts, neighbours = section_tables(md, "Serving latency")
-        assert [row["system"] for row in rows] == [f"{name} on T ({layout} layout)" for layout in ("serving", "shared")
+        assert [row["system"] for row in rows] == [f"{name} on T ({layout} layout)" for layout in ("serving", "study")
                                                    for name in ("BM25", "Dense · all-MiniLM-L6-v2")]  # a row per arm
         assert [row["system"] for row in layouts] == ["BM25 on T", "Dense · all-MiniLM-L6-v2 on T"]
         for i, row in enumerate(layouts):  # the same system in both layouts, paired
             d = analysis.difference(i, i + 2, 95, 0.975)
-            assert row["shared − serving ms [CI]"] == f"{d.value:+,.1f} [{d.lo:+,.1f}, {d.hi:+,.1f}]"
+            assert row["study − serving ms [CI]"] == f"{d.value:+,.1f} [{d.lo:+,.1f}, {d.hi:+,.1f}]"
         for i, row in enumerate(rows):
             p50 = analysis.percentile(i, 50)
             assert row["p50 ms [95% CI]"] == f"{p50.value:,.1f} [{p50.lo:,.1f}, {p50.hi:,.1f}]" and row["errors"] == "0"

@@ -103,7 +103,7 @@ class Timed:
     experiment: str
     busy: bool
     index_manifest: dict
-    layout: str  # "serving" (an index of its own) or "shared" (the study's index)
+    layout: str  # "serving" (an index of its own) or "study" (the study's index)
 
 
 def _experiments(steps: list[Recorded]) -> list[results_store.Result]:
@@ -182,8 +182,8 @@ def section(report: Report, systems: list[System], unscored: int, budgets: dict[
         budget = budgets.get(corpus, Budget())
         report.p(f"Corpus {corpus}: each system's {PRIMARY} beside what serving it costs on this machine. "
                  f"{RULES}. Layout: serving, each system timed and sized in an index holding only what it searches "
-                 "(copied from the study's index for the measurement); shared, the study's index, which holds every "
-                 "view of its model: a figure of a shared layout is the layout's, not the system's. Pareto-optimal: "
+                 "(copied from the study's index for the measurement); study, the study's index, which holds every "
+                 "view of its model: a figure of the study layout is the layout's, not the system's. Pareto-optimal: "
                  "no other system is as cheap or cheaper and scores more. "
                  + (f"Budget stated in the spec: {budget.text()}." if budget.stated
                     else "No budget stated (`latency: budget:` in the spec names the best system within one)."))
@@ -394,13 +394,14 @@ def _layout_table(report: Report, m: dict, names: list[str], analysis: Analysis,
     level = bonferroni_level(len(pairs), alpha)
     rows = []
     for a, b in pairs:
+        why = m["systems"][a]["why_not_served"] or m["systems"][b]["why_not_served"] or "-"
         pa, pb, d = analysis.percentile(a, 95), analysis.percentile(b, 95), analysis.difference(a, b, 95, level)
         rows.append({"system": names[a].rsplit(" (", 1)[0], f"p95 ms, {first} [95% CI]": f"{pa.value:,.1f} "
                      f"[{pa.lo:,.1f}, {pa.hi:,.1f}]", f"p95 ms, {second} [95% CI]": f"{pb.value:,.1f} "
                      f"[{pb.lo:,.1f}, {pb.hi:,.1f}]", f"{second} − {first} ms [CI]": f"{d.value:+,.1f} "
                      f"[{d.lo:+,.1f}, {d.hi:+,.1f}]", "verdict": "apart" if apart(d) else
                      "cannot be told apart on this machine",
-                     "why shared": m["systems"][a]["why_shared"] or m["systems"][b]["why_shared"] or "-"})
+                     "why not served": why})
     report.p(f"Layouts: each system timed in its {first} and its {second} layout in the same rounds; the difference "
              f"paired, its CI at {level:.1%} (Bonferroni over the {len(pairs)} systems). Findings read the {first} "
              "layout only.")

@@ -60,7 +60,7 @@ class LatencyEntry:
     rounds: int = 5
     max_queries: int = 100
     busy_repeats: int = 2
-    layouts: tuple[str, ...] = ("serving",)  # serving: an index of each system's own; shared: the study's index
+    layouts: tuple[str, ...] = ("serving",)  # serving: an index of each system's own; study: the study's
     budget: Budget = Budget()  # the report's finding names the best system within it (quality_cost)
     passages: tuple[str, ...] = ()  # passage settings the passage methods are timed on, as RetrievalEntry's
     query_chunks: bool = False  # chunked queries timed too (one _msearch of a query's chunks), as RetrievalEntry's
