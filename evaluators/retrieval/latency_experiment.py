@@ -28,6 +28,7 @@ import io
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 
@@ -50,6 +51,9 @@ from evalctl.parameters import param
 from evalctl.results_store import Result
 
 KIND = "latency-experiment"
+# What the stored manifest holds and how the report reads it: raised when that changes, so an experiment stored
+# in an older form is measured again, never read by code that expects the new one.
+FORMAT = 2
 TIMINGS = "timings.csv"
 ENCODINGS = "encode.csv"
 MIN_ROUNDS = 5
@@ -158,6 +162,11 @@ def _time_encodings(specs: list[RetrievalSpec], its, queries: list[str]
     return out, keys, settings
 
 
+def stored(corpus: str) -> Iterator[Result]:
+    """The corpus's stored experiments in this code's FORMAT (one in an older form is not read: measure again)."""
+    return (r for r in results_store.iter_results(KIND, corpus) if r.manifest.get("format") == FORMAT)
+
+
 def read_rounds(result: Result) -> Rounds:
     """The stored timings as the design's Rounds (checked against their digest)."""
     m, at = result.manifest, {q: i for i, q in enumerate(result.manifest["queries"])}
@@ -227,7 +236,7 @@ def measure_interleaved(client, specs: list[RetrievalSpec], params: ExperimentPa
                 "index_manifest": layout.manifest}
                for kind, (j, layout) in zip([k for k in params.layouts for _ in specs], arms)]
     identity = {"name": "interleaved latency of " + ", ".join(it.identity["name"] for it in its),
-                "system_identities": [it.identity for it in its], **dataclasses.asdict(params),
+                "format": FORMAT, "system_identities": [it.identity for it in its], **dataclasses.asdict(params),
                 "measured_at": utc_now_us(), "measurement": uuid.uuid4().hex[:12]}
     extra = {
         "systems": systems, "queries": queries, "other_load": list(rounds.other_load), "quiet": list(rounds.quiet),

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evalctl import results_store
-from evalctl.evaluators.retrieval.latency_experiment import KIND as EXPERIMENT, analyse
+from evalctl.evaluators.retrieval.latency_experiment import analyse, stored
 from evalctl.evaluators.retrieval.methods import METHODS
 from evalctl.indexers.index_cost import vector_bytes
 from evalctl.indexers.passages import PassageSpec, passage_unit
@@ -177,7 +177,7 @@ def latest_cost(corpus: str, run_id: str) -> ServingCost | None:
         return results_store.result_id(system["retrieval"], "run") == run_id
 
     single = [r for r in results_store.iter_results(KIND, corpus) if timed(r.manifest)]
-    together = [(r, i) for r in results_store.iter_results(EXPERIMENT, corpus)
+    together = [(r, i) for r in stored(corpus)
                 for i, s in enumerate(r.manifest["systems"]) if timed(s)]
     newest = max([(r, None) for r in single] + together, key=lambda x: x[0].manifest["measured_at"], default=None)
     if newest is None:

@@ -64,3 +64,14 @@ def test_a_native_graph_figure_is_taken_for_an_index_with_one_vector_field():
     assert c.graph_source == "native memory" and c.graph_mb == 5_000_000 / DOCS * PER_INDEX / MB
     several = _manifest("all-minilm-l6-v2", 384, native=5_000_000)  # the node's figure is the index's, not T's
     assert _cost(_system("minilm", several)).graph_source == "estimate"
+
+
+def test_an_experiment_stored_in_an_older_form_is_not_read(tmp_path, monkeypatch):
+    """A results store kept across versions (a CI machine's cache, a user's) may hold an experiment whose manifest
+    predates the fields the report reads: it is not adopted nor costed, so it is measured again."""
+    from evalctl import results_store
+    from evalctl.evaluators.retrieval.latency_experiment import FORMAT, KIND, stored
+
+    monkeypatch.setenv("EVALCTL_RESULTS", str(tmp_path))
+    old, new = (results_store.write(KIND, "qs", {"name": "exp", "format": f}, {}) for f in (FORMAT - 1, FORMAT))
+    assert [r.id for r in stored("qs")] == [new.id] and old.id != new.id

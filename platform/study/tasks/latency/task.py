@@ -26,8 +26,8 @@ from evalctl.config_files import SpecError
 from evalctl.corpus.qrels import SPLITS
 from evalctl.corpus.store import load_corpus
 from evalctl.evaluators.retrieval.latency import LatencyError
-from evalctl.evaluators.retrieval.latency_experiment import (ExperimentParams, analyse, measure_interleaved,
-                                                             summaries)
+from evalctl.evaluators.retrieval.latency_experiment import (FORMAT, ExperimentParams, analyse,
+                                                             measure_interleaved, stored, summaries)
 from evalctl.evaluators.retrieval.params import RetrievalParams
 from evalctl.evaluators.retrieval.retrieve import RetrievalSpec, identify, retrieval_spec
 from evalctl.indexers.index_layout import index_name
@@ -137,7 +137,7 @@ class LatencyTask(AbsTask):
 
         return {"corpus_hash": load_corpus(entry.corpus).content_hash, "index": index(sid.target),
                 "retrieval": asdict(_spec(entry, sid.target)), "settings": asdict(_params(entry)),
-                "experiment": [{"retrieval": asdict(_spec(e, t)), "index": index(t)}
+                "experiment_format": FORMAT, "experiment": [{"retrieval": asdict(_spec(e, t)), "index": index(t)}
                                for e, t in self._systems(ctx, entry.corpus)]}
 
     def adopt(self, ctx, entry: LatencyEntry, sid: TaskStepId) -> Computed | None:
@@ -147,8 +147,7 @@ class LatencyTask(AbsTask):
         systems = self._systems(ctx, entry.corpus)
         names = [identify(client, _spec(e, t), corpus).identity for e, t in systems]
         settings = asdict(_params(entry))
-        mine = [r for r in results_store.iter_results("latency-experiment", corpus.name)
-                if r.manifest.get("system_identities") == names
+        mine = [r for r in stored(corpus.name) if r.manifest.get("system_identities") == names
                 and all(r.manifest.get(k) == (list(v) if isinstance(v, tuple) else v) for k, v in settings.items())]
         newest = max(mine, key=lambda r: r.manifest["measured_at"], default=None)
         return newest and _computed(newest, _position(newest, sid.target))
