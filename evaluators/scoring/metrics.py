@@ -28,6 +28,14 @@ METRICS: tuple[str, ...] = ("ndcg@10", "ndcg@100", "recall@10", "recall@100", "m
 PRIMARY = "ndcg@10"
 
 
+def metric_parts(metric: str) -> tuple[str, int]:
+    """A metric's measure and cut-off: "ndcg@10" -> ("ndcg", 10)."""
+    name, _, k = metric.partition("@")
+    if not k.isdigit():
+        raise ValueError(f"{metric!r}: a metric is written measure@k (e.g. {PRIMARY})")
+    return name, int(k)
+
+
 @dataclass(frozen=True)
 class Scores:
     mean: dict[str, float]

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from ranx import Run
 
 Ranking = dict[str, list[tuple[str, float]]]  # query id -> [(doc id, score)], best first
+# evalctl's one order inside a tie, in every run, export and referee (`ranked`); tie_aware.py scores without it
+TIE_RULE = "score descending, then document id ascending"
 KIND = "run"
 PASSAGES = "passages.json"  # a passage run's best passage per hit (save_run)
 # How scores count the queries that have no text in the run's query view (searched with no body, so no hit):
@@ -131,7 +133,10 @@ def run_label(manifest: dict) -> str:
 
 def save_run(corpus: str, identity: dict, ranking: Ranking, extra: dict | None = None,
              passages: dict[str, dict[str, list[int]]] | None = None) -> StoredRun:
-    """`passages`: a passage run's {query: {doc: [start, end]}}, each hit's best passage in the view's text."""
+    """`passages`: a passage run's {query: {doc: [start, end]}}, each hit's best passage in the view's text. The
+    ranking is stored in TIE_RULE's order and its manifest says so."""
+    ranking = {q: ranked(docs) for q, docs in ranking.items()}
+    extra = {**(extra or {}), "tie_rule": TIE_RULE}
     files = {"run.trec": to_trec(ranking, identity["name"]), "run.json": to_json(ranking),
              **({PASSAGES: json.dumps(passages, sort_keys=True)} if passages else {})}
     return StoredRun(results_store.write(KIND, corpus, identity, files, extra=extra), ranking)

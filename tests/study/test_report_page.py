@@ -481,3 +481,29 @@ def test_limitations_state_the_facts_of_the_run(report_dir):
     without = _md_table(md, "no text in the query view")[1]["documents without the document view"]  # TA
     assert f"TA has {n_docs - int(without.split(' of ')[0].replace(',', '')):,} of the {n_docs:,} documents" in said
     assert f"Vectors were encoded on {', '.join(sorted(encode_devices(MODEL)))}." in said
+
+
+def test_ties_table_sets_each_runs_tie_aware_scores_beside_its_ordinary_ones(report_dir):
+    from evalctl.evaluators.scoring.run_queries import run_queries
+    from evalctl.evaluators.scoring.runs import TIE_RULE, load_run
+    from evalctl.evaluators.scoring.tie_aware import tie_scores
+
+    out, _ = report_dir
+    page = Page((out / "report.html").read_text())
+    ties = next(rows for _, rows in page.tables() if "ndcg@10 tie-aware" in rows[0])
+    header, *rows = ties
+    mains = {r[1]: r[t[0].index("ndcg@10")] for _, t in page.tables() if t[0][:2] == ["system", "run"]
+             for r in t[1:]}
+    assert len(rows) == len(SYSTEMS) * len(VIEWS)
+    for row in rows:
+        cell = dict(zip(header, row))
+        run = load_run(cell["run"])
+        assert run.manifest["tie_rule"] == TIE_RULE
+        judged = run_queries(run).judged(run.manifest["split"], None, None)
+        expected = tie_scores(run.ranking, judged, ("ndcg@10", "mrr@10"), depth=run.manifest["k"])
+        assert cell["ndcg@10 tie-aware"] == f"{expected.mean('ndcg@10'):.4f}"
+        assert cell["mrr@10 tie-aware"] == f"{expected.mean('mrr@10'):.4f}"
+        assert int(cell["queries with a tie in the top 10"]) == expected.tied_queries
+        assert mains[cell["run"]].startswith(cell["ndcg@10"])  # the retrieval table's own mean
+    said = next(e[2] for e in page.elements if e[0] == "p" and e[2].startswith("Ties: "))
+    assert TIE_RULE in said and "CI's width" in said

@@ -42,6 +42,7 @@ from evalctl.study.tasks.retrieval.headline import headline
 from evalctl.study.tasks.retrieval.methods_section import methods_section
 from evalctl.study.tasks.retrieval.queries import query_pages
 from evalctl.study.tasks.retrieval.scores import corpus_letters
+from evalctl.study.tasks.retrieval.ties import section as ties_section
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -294,6 +295,7 @@ class RetrievalTask(AbsTask):
                  "client fusion):")
         report.table(pd.DataFrame(gains) if gains else pd.DataFrame([{"note": "no fused runs"}]))
         passage_section.section(report, groups)
+        ties_section(report, groups)
         for page_name, query_page in query_pages(report, groups, out):
             write_into(out, f"{page_name}.md", query_page.markdown())
             write_into(out, f"{page_name}.html", query_page.html(out))
