@@ -29,7 +29,7 @@ import pandas as pd
 
 from evalctl.corpus.export import ExportedTask
 from evalctl.evaluators.retrieval.query_bodies import truncate_terms
-from evalctl.evaluators.scoring.metrics import METRICS, score
+from evalctl.evaluators.scoring.metrics import METRICS, metric_parts, score
 from evalctl.evaluators.scoring.runs import Ranking, ranked
 from evalctl.indexers.model_loader import load_model
 from evalctl.models import get_model
@@ -55,13 +55,13 @@ def _need(module: str, package: str):
 
 def _trec_measure(metric: str) -> tuple[str, str, int]:
     """evalctl metric name -> (pytrec_eval measure to request, result key, run depth to cut at)."""
-    name, k = metric.split("@")
+    name, k = metric_parts(metric)
     measures = {"ndcg": ("ndcg_cut", f"ndcg_cut_{k}"), "recall": ("recall", f"recall_{k}"),
                 "map": ("map_cut", f"map_cut_{k}"), "precision": ("P", f"P_{k}"), "mrr": ("recip_rank", "recip_rank")}
     if name not in measures:
         raise ValueError(f"no trec_eval measure for {metric!r}")
     measure, key = measures[name]
-    return (f"{measure}.{k}" if measure != "recip_rank" else measure), key, int(k)
+    return (f"{measure}.{k}" if measure != "recip_rank" else measure), key, k
 
 
 def trec_eval_scores(ranking: Ranking, qrels: dict[str, dict[str, int]],

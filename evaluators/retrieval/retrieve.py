@@ -338,6 +338,17 @@ def retrieve(client, spec: RetrievalSpec, options: RetrievalOptions | None = Non
     return save_run(corpus.name, it.identity, ranking, extra, best)
 
 
+def query_bodies(client, spec: RetrievalSpec) -> tuple[str, dict[str, dict | None]]:
+    """The index `retrieve(client, spec)` searches and each query's body as it sends it (vectors from the cache),
+    for another tool to send again (a referee); a method that is not one body per query is refused."""
+    if spec.query_chunks or (spec.definition.fused and spec.fusion_mode == "client") or spec.definition.pipeline:
+        raise RetrievalError(f"--method {spec.method}: not one search body per query (a search pipeline, client "
+                             "fusion or query chunks)")
+    it = identify(client, spec, load_corpus(spec.corpus))
+    bodies, _ = search_bodies(client, spec, it.queries, it.manifest, it.model, RetrievalOptions(progress=False))
+    return it.index, dict(zip(it.queries.ids, bodies))
+
+
 def search_bodies(client, spec: RetrievalSpec, queries: QuerySet, manifest: dict, model, opts: RetrievalOptions
             ) -> tuple[list[dict | None], dict]:
     """One body per query id (None for queries without text), and counts for the manifest."""

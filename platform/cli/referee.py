@@ -9,6 +9,7 @@ import click
 from evalctl.cli.choices import MODEL, MODEL_HELP
 from evalctl.corpus.store import CorpusNotFound
 from evalctl.errors import UserError
+from evalctl.evaluators.referee import REFEREES
 from evalctl.evaluators.retrieval.retrieve import RetrievalError
 from evalctl.opensearch.connection import make_client
 from evalctl.output_folder import check_folder, claim_folder, write_into
@@ -25,17 +26,21 @@ from evalctl.paths import cache_root
 @click.option("--split", default="test", show_default=True)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for the BEIR export and the table (default: <cache>/referee/<corpus>).")
+@click.option("--with", "referees", multiple=True, type=click.Choice(REFEREES),
+              help="A referee to run (repeatable; default: every one): trec_eval, MTEB and Pyserini as installed "
+                   "(pip install 'evalctl[referee]'), rank-eval the node's own Ranking Evaluation API.")
 @click.option("--force", is_flag=True, help="Write into an --out folder holding files that are not an evalctl "
               "referee table (replacing the files of the same names).")
-def referee(corpus_name, model, view, query_view, qrels_name, split, out_dir, force) -> None:
-    """Score CORPUS_NAME's landscape with evalctl and its referees (trec_eval, MTEB, Pyserini); print the table."""
+def referee(corpus_name, model, view, query_view, qrels_name, split, out_dir, referees, force) -> None:
+    """Score CORPUS_NAME's landscape with evalctl and its referees (trec_eval, MTEB, Pyserini, the node's
+    `_rank_eval`); print the table."""
     from evalctl.corpus.export import ExportError  # pyarrow
     from evalctl.evaluators.referee.table import LandscapeSpec, referee_landscape  # pandas
 
     out_dir = out_dir or cache_root() / "referee" / corpus_name
     # an export cut short is recognised by its beir/export.json: the mark comes once the table is scored
     check_folder(out_dir, "referee table", ("beir/export.json", "corpus_hash"), force=force)
-    spec = LandscapeSpec(corpus_name, model, view, query_view, qrels_name, split)
+    spec = LandscapeSpec(corpus_name, model, view, query_view, qrels_name, split, referees=referees or REFEREES)
     try:
         report = referee_landscape(make_client(), spec, out_dir)
     except (CorpusNotFound, FileNotFoundError, ExportError, RetrievalError) as e:

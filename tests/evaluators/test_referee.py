@@ -245,9 +245,28 @@ def _rows(report, referee: str):
 @needs_trec_eval
 def test_trec_eval_scores_evalctl_runs_identically(refereed):
     rows = _rows(refereed, "trec_eval")
-    assert {r.system.split(":")[0] for r in rows} == {"exact", "bm25"} and len(rows) == 12
+    assert {r.system for r in rows} == {"exact", "dense", "bm25"} and len(rows) == 18
     for r in rows:
         assert abs(r.diff) <= 1e-6, r
+
+
+@pytest.mark.opensearch
+@pytest.mark.models
+def test_the_nodes_rank_eval_scores_evalctl_runs_identically(refereed):
+    """The node searches each run's bodies again, ties in evalctl's order: every query's nDCG@10, recall@100 and
+    MRR@10 equal ranx's but where a tie crosses the metric's cut (the run kept the engine's pick of the tied
+    documents, `_rank_eval` the lowest ids), which a k-NN search cannot have; native fusion is listed as what it
+    cannot judge."""
+    rows = _rows(refereed, "_rank_eval")
+    assert {(r.system, r.metric) for r in rows} == {(s, m) for s in ("exact", "dense", "bm25")
+                                                    for m in ("ndcg@10", "recall@100", "mrr@10")}
+    at_cut = refereed.facts["_rank_eval queries that differ at a tie across the metric's cut"]
+    n = refereed.export["queries"]
+    for r in rows:
+        assert abs(r.diff) <= at_cut[r.system][r.metric] / n + 1e-9, (r, at_cut)
+    assert not any(at_cut["dense"].values())
+    assert max(refereed.facts["_rank_eval largest per-query difference (not at a tie across the cut)"].values()) <= 1e-6
+    assert "search_pipeline" in refereed.facts["_rank_eval cannot judge"]
 
 
 @pytest.mark.opensearch
