@@ -192,15 +192,24 @@ COLUMNS = ("p50 ms", "p95 ms", "query encode p50 ms", "serving p95 ms", "QPS", f
 _DIGITS = (1, 1, 1, 1, 1, 1, 1, 1, 1)
 
 
-def cost_cells(c: ServingCost | None, text: bool = True) -> dict:
+NOT_MEASURED = "not measured (`evalctl latency`)"
+
+
+def unmeasured(run_manifest: dict) -> str:
+    """What the latency column of a run without a cost row says: why it was never served, where its manifest says
+    (`not_served`: an imported run), else how to measure it."""
+    return run_manifest.get("not_served") or NOT_MEASURED
+
+
+def cost_cells(c: ServingCost | None, text: bool = True, why_none: str = NOT_MEASURED) -> dict:
     """A system's cost columns (COLUMNS) as tables show them: rounded text ("-": not measured or not applicable; a
     latency with its CI, an estimated graph marked "est."), or the numbers (None for those) when `text` is False
-    (CSV)."""
+    (CSV). `why_none`: what the latency column says when there is no cost row (`unmeasured`)."""
     values = ((c.p50_ms, c.p95_ms, c.encode_p50_ms, c.serving_p95_ms, c.qps, c.vector_mb_per_10k, c.graph_mb,
                c.index_mb_per_10k, c.encode_s_per_1k) if c else (None,) * len(_DIGITS))
     cells = [(f"{v:,.{d}f}" if v is not None else "-") if text else v for v, d in zip(values, _DIGITS)]
     if c is None:
-        return dict(zip(COLUMNS, [*cells, "-" if text else None, "not measured (`evalctl latency`)" if text else None]))
+        return dict(zip(COLUMNS, [*cells, "-" if text else None, why_none if text else None]))
     if text:
         for k, ci in ((0, c.p50_ci), (1, c.p95_ci), (3, c.serving_p95_ci)):
             if ci and values[k] is not None:

@@ -205,14 +205,17 @@ def logs(lines) -> None:
 from evalctl.cli.corpus import corpus  # noqa: E402
 from evalctl.cli.dashboards import dashboards  # noqa: E402
 from evalctl.cli.data import data  # noqa: E402
+from evalctl.cli.export import export  # noqa: E402
 from evalctl.cli.finetune import finetune, pairs, recipes, transfer  # noqa: E402
 from evalctl.cli.index import index  # noqa: E402
 from evalctl.cli.models import encode, models  # noqa: E402
 from evalctl.cli.referee import referee  # noqa: E402
 from evalctl.cli.retrieval import compare, evaluate, fusion_sweep, latency, retrieve  # noqa: E402
 from evalctl.cli.run import report, run  # noqa: E402
+from evalctl.cli.runs import qrels, runs  # noqa: E402
 from evalctl.cli.tasks import classify, cluster_cmd, tables, vectors  # noqa: E402
 
-for _command in (data, corpus, models, encode, index, run, report, dashboards, vectors, classify, cluster_cmd, tables,
-                 finetune, recipes, pairs, transfer, retrieve, evaluate, compare, fusion_sweep, latency, referee):
+for _command in (data, corpus, qrels, models, encode, index, run, report, dashboards, vectors, classify, cluster_cmd,
+                 tables, finetune, recipes, pairs, transfer, retrieve, runs, evaluate, compare, fusion_sweep, latency,
+                 referee, export):
     cli.add_command(_command)

@@ -21,7 +21,7 @@ from evalctl.evaluators.retrieval.latency import LatencyError, LatencyParams, me
 from evalctl.evaluators.retrieval.params import RetrievalOptions, RetrievalParams
 from evalctl.evaluators.retrieval.retrieve import (RetrievalError, SearchFailed, retrieval_spec,
                                                    retrieve as run_retrieval)
-from evalctl.evaluators.retrieval.serving_cost import RULES as COST_RULES, cost_cells, latest_cost
+from evalctl.evaluators.retrieval.serving_cost import RULES as COST_RULES, cost_cells, latest_cost, unmeasured
 from evalctl.evaluators.scoring.metrics import ann_loss, evaluate_and_store
 from evalctl.evaluators.scoring.runs import RunNotFound, load_run
 from evalctl.evaluators.scoring.significance_params import StatsProtocol
@@ -119,12 +119,14 @@ def compare(runs, baseline, fmt, out, latex, markdown, cost, force, **params) ->
         if out:
             check_folder(out, "comparison", force=force)
         loaded = [load_run(r) for r in runs]
-        rep = compare_runs(loaded, load_run(baseline) if baseline else None, protocol=build(StatsProtocol, params))
+        base = load_run(baseline) if baseline else None
+        rep = compare_runs(loaded, base, protocol=build(StatsProtocol, params))
         corpus = loaded[0].manifest["corpus"]  # one for all: compare_runs refuses runs of two corpora
-        measured = [latest_cost(corpus, i) for i in rep.run_ids] if cost else []
+        manifests = {r.id: r.manifest for r in (*loaded, base) if r is not None}
+        measured = [(latest_cost(corpus, i), unmeasured(manifests[i])) for i in rep.run_ids] if cost else []
 
     def shown(f: str) -> str:
-        costs = [cost_cells(c, text=f != "csv") for c in measured] if cost else None
+        costs = [cost_cells(c, text=f != "csv", why_none=why) for c, why in measured] if cost else None
         return render(rep, f, costs, COST_RULES)
 
     click.echo(shown(fmt))
