@@ -5,7 +5,7 @@ The layout is mteb's ResultCache: <out>/results/<org__model>/<revision>/<TaskNam
 (dataset_revision, task_name, mteb_version, scores {split: [{main_score, hf_subset, languages, metrics ...}]},
 evaluation_time), and a model_meta.json beside them (ResultCache.load_results skips a revision folder without one, and
 ModelMeta takes only an organization/model name). A file holds one model revision's result on one task, one score per
-split: of two results that would share one, the first given is written.
+split: of two results that would share one, an exact search's (MTEB's kind), else the first given, is written.
 
 A result is one embedding model's: dense or exact retrieval of whole queries over whole documents, classification and
 clustering of its vectors. Everything else (BM25, fusion, passages, chunked or sampled queries, other tasks) and what
@@ -24,7 +24,7 @@ from pathlib import Path
 from evalctl import results_store
 from evalctl.config_files import SpecError
 from evalctl.corpus.store import CorpusNotFound, load_corpus
-from evalctl.evaluators.retrieval.methods import METHODS
+from evalctl.evaluators.retrieval.methods import EXACT, METHODS
 from evalctl.evaluators.scoring.metrics import PRIMARY, evaluate_run, stored_scores
 from evalctl.evaluators.scoring.runs import KIND as RUN_KIND, load_run, run_label, view_pair
 from evalctl.models import get_model
@@ -106,6 +106,7 @@ class MtebScore:
     main_score: float
     metrics: dict[str, float]  # keyed as MTEB names them (ndcg_at_10, f1, v_measure, ...)
     source: str  # the stored result it comes from, as the listing names it
+    exhaustive: bool = False  # an exact (brute-force) search: what MTEB's retrieval does, so preferred to HNSW
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,7 @@ def result_entries(result: Result, main_score: float | None,
                           source=what)]
     task = task_name(m["corpus"], view_pair(m.get("query_view"), m["view"], joiner="To"), m["kind"])
     score = MtebScore(model=model, task=task, split=m["split"] or "all", dataset_revision=m["corpus_hash"],
-                      main_score=main_score, source=what,
+                      main_score=main_score, source=what, exhaustive=m["method"] == EXACT,
                       metrics={metric.replace("@", "_at_"): v for metric, v in (means or {}).items()})
     return [score, *([NotExported(f"{task} as MTEB's DAPFAM task", DAPFAM)] if _is_dapfam(m["corpus"]) else [])]
 
@@ -254,7 +255,8 @@ def collect(entries: Iterable[MtebScore | NotExported]) -> MtebExport:
     model revision, task and split (or of another corpus version), and STANDING."""
     files: dict[tuple[str, str, str], TaskFile] = {}
     left: list[NotExported] = []
-    for e in entries:
+    # of a model's exact and HNSW runs on one task, the exact one is MTEB's kind of search: it is taken first
+    for e in sorted(entries, key=lambda e: not (isinstance(e, MtebScore) and e.exhaustive)):
         if isinstance(e, NotExported):
             left.append(e)
             continue

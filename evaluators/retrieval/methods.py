@@ -70,12 +70,13 @@ class RetrievalMethod:
 
 
 _BUILTIN = "evalctl.evaluators.retrieval.builtin_methods"
+EXACT = "exact"  # the built-in brute-force method: every other vector method searches the HNSW graph
 METHODS: Registry[RetrievalMethod] = Registry("retrieval method", {
     "bm25": f"{_BUILTIN}:BM25",
     "dense": f"{_BUILTIN}:DENSE",
     "hybrid": f"{_BUILTIN}:HYBRID",
     "rrf": f"{_BUILTIN}:RRF",
-    "exact": f"{_BUILTIN}:EXACT",
+    EXACT: f"{_BUILTIN}:EXACT",
     "dense-maxp": f"{_BUILTIN}:DENSE_MAXP",
     "exact-maxp": f"{_BUILTIN}:EXACT_MAXP",
     "dense-sump": f"{_BUILTIN}:DENSE_SUMP",

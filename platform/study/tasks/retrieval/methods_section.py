@@ -14,10 +14,10 @@ from dataclasses import MISSING, dataclass
 from evalctl.corpus.qrels import qrels_manifest
 from evalctl.corpus.store import load_corpus
 from evalctl.corpus.views import load_views
-from evalctl.evaluators.retrieval.methods import METHODS
+from evalctl.evaluators.retrieval.methods import EXACT, METHODS
 from evalctl.evaluators.retrieval.fusion_sweep import SWEEP_SETS
 from evalctl.evaluators.retrieval.params import RetrievalParams
-from evalctl.evaluators.scoring.runs import StoredRun, view_pair
+from evalctl.evaluators.scoring.runs import TIE_RULE, StoredRun, view_pair
 from evalctl.parameters import parameters
 from evalctl.study.page.names import system_title
 from evalctl.study.spec.experiment import ExperimentSpec
@@ -25,7 +25,6 @@ from evalctl.study.page.document import Report
 from evalctl.study.tasks.retrieval.groups import ViewGroup
 from evalctl.study.spec.step_ids import Target
 
-EXACT = "exact"  # the built-in brute-force method: every other vector method searches the HNSW graph
 NONE = "-"
 
 
@@ -148,7 +147,9 @@ def methods_section(report: Report, spec: ExperimentSpec, groups: list[ViewGroup
     `fusion_mode` in the spec entry that plans it."""
     import pandas as pd
 
-    report.p("Methods, as the stored runs record them (the spec's own description is at the end of the report).")
+    report.p("Methods, as the stored runs record them (the spec's own description is at the end of the report). "
+             f"Every ranking orders documents of equal score by one rule, {TIE_RULE}, in every run, export and "
+             "referee (the Ties table sets tie-aware scores beside the ordinary ones).")
     for corpus in dict.fromkeys(g.corpus for g in groups):
         mine = [g for g in groups if g.corpus == corpus]
         rows = [(run_method(r, report.runs.stored), asked.get(s.target, "native"))
