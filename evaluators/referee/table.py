@@ -24,10 +24,12 @@ from evalctl.evaluators.retrieval.retrieve import (RetrievalOptions, RetrievalSp
                                                    retrieve)
 from evalctl.evaluators.scoring.metrics import metric_parts, score
 from evalctl.evaluators.scoring.runs import StoredRun
+from evalctl.evaluators.scoring.tie_aware import tie_scores
 from evalctl.indexers.index_loader import index_corpus
 from evalctl.models import get_model
 
 DENSE_METRICS = ("ndcg@10", "ndcg@100")  # the MTEB comparison; MTEB's DAPFAM main score is nDCG@100
+TIE_METRICS = ("ndcg@10", "recall@100", "mrr@10")
 SAME = 1e-9  # two computations of one metric differ in the last bits (1e-16) where nothing else differs
 SYSTEMS = ("exact", "dense", "bm25")  # every system a referee can judge: one search body per query
 
@@ -170,6 +172,10 @@ def referee_landscape(client, spec: LandscapeSpec, out_dir: Path) -> RefereeRepo
     report.labels.update({m: r.label for m, r in runs.items()})
     land = Landscape(client, spec, task, runs, {m: score(r.ranking, qrels).per_query for m, r in runs.items()},
                      {q: qrels[q] for q in qrels if q in task.queries})
+    # the mean over every order of the tied documents: where each tool's own tie rule lands around
+    ties = {m: tie_scores(r.ranking, land.qrels, TIE_METRICS, spec.k) for m, r in runs.items()}
+    report.facts["evalctl tie-aware (every order of the ties)"] = {m: {k: round(t.mean(k), 6) for k in TIE_METRICS}
+                                                                  for m, t in ties.items()}
     for name in spec.referees:
         referee, label = _REFEREES[name]
         try:

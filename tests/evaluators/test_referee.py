@@ -267,6 +267,9 @@ def test_the_nodes_rank_eval_scores_evalctl_runs_identically(refereed):
     assert not any(at_cut["dense"].values())
     assert max(refereed.facts["_rank_eval largest per-query difference (not at a tie across the cut)"].values()) <= 1e-6
     assert "search_pipeline" in refereed.facts["_rank_eval cannot judge"]
+    tie_aware = refereed.facts["evalctl tie-aware (every order of the ties)"]
+    assert set(tie_aware) == {"exact", "dense", "bm25"} and all(set(v) == {"ndcg@10", "recall@100", "mrr@10"}
+                                                                for v in tie_aware.values())
 
 
 @pytest.mark.opensearch
