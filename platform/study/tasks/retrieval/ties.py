@@ -17,6 +17,7 @@ from evalctl.study.tasks.retrieval.groups import ViewGroup
 from evalctl.study.tasks.retrieval.scores import view_scores
 
 METRICS = (PRIMARY, "recall@100", "mrr@10")
+TITLE = "Ties in the rankings"  # a section of its own, after the passage section
 
 
 def section(report: Report, groups: list[ViewGroup]) -> None:
@@ -42,6 +43,7 @@ def section(report: Report, groups: list[ViewGroup]) -> None:
                 apart.append(f"{score.title} ({g.label}: {gap:+.4f})")
     if not rows:
         return
+    report.h(TITLE)
     report.p(f"Ties: each run orders documents of equal score by one rule ({TIE_RULE}), in every run, export and "
              "referee; another scorer's rule moves the tied ones. Tie-aware values (McSherry and Najork, ECIR 2008) "
              "are each metric's mean over every order of the tied documents, on the run's judged queries; a tie at "
