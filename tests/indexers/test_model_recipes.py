@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import json
 import shutil
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -95,7 +96,7 @@ def _build(kind: str, folder: Path, tokenizer_file: Path) -> dict:
     from sentence_transformers.base.modules import Dense, Normalize, Transformer
     from sentence_transformers.sentence_transformer.modules import Pooling
 
-    torch.manual_seed(hash(kind) % 1000)
+    torch.manual_seed(zlib.crc32(kind.encode()) % 1000)  # str hash() differs per process: weights would too
     backbone = folder / "backbone"
     if kind == "qwen3":  # Qwen3-Embedding: causal, last token (the appended eos), left padding; saved in bf16
         from transformers import Qwen3Config, Qwen3Model
