@@ -89,3 +89,28 @@ def test_a_cost_ci_is_a_horizontal_error_bar_inside_the_axis(cost_hi, log):
         assert (ax.get_xscale() == "log") == log
     finally:
         plt_module().close(fig)
+
+
+def test_a_label_stays_off_another_points_error_bar_where_a_spot_as_near_allows():
+    """The first spot right of a point is crossed by its neighbour's tall error bar (not its marker): the label takes
+    a spot on the same ring that crosses no bar."""
+    from matplotlib.text import Text
+
+    near = Point("near label", 10.0, 0.5, 0.49, 0.51, True)
+    tall = Point("tall", 10.04, 0.45, 0.3, 0.6, False)
+    far = Point("far", 11.0, 0.4, 0.39, 0.41, False)  # the axis spans 1 ms: the two first points 4% of it apart
+    fig = pareto_chart([near, tall, far], "p95 latency (ms)", "ndcg@10 (95% CI)")
+    try:
+        ax = fig.axes[0]
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        label = next(a for a in ax.texts if a.get_text() == near.label)
+        box = Text.get_window_extent(label, renderer)
+        (bar_x, bar_lo), (_, bar_hi) = ax.transData.transform([(tall.cost, tall.lo), (tall.cost, tall.hi)])
+        (near_x, _), = ax.transData.transform([(near.cost, near.score)])
+        assert bar_x - near_x < 60  # the neighbour's bar is near enough to cross a label right of the point
+        assert not (box.x0 <= bar_x <= box.x1 and box.y0 <= bar_hi and bar_lo <= box.y1)
+        assert label.arrow_patch is None  # the nearest ring: no leader needed
+        assert label_overlaps(fig) == []
+    finally:
+        plt_module().close(fig)

@@ -6,6 +6,7 @@ where it covers no other label and no marker (label_overlaps checks a figure for
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -150,15 +151,15 @@ def _label_points(fig, ax, points: Sequence[Point]) -> None:
     fig.canvas.draw()  # constrained layout places the axes at draw time: measure only once it has
     fig.set_layout_engine("none")  # and keep it from moving them under the placed labels
     renderer = fig.canvas.get_renderer()
-    markers, placed, key = _marker_boxes(ax, renderer), [], []
+    drawn, placed, key = _Drawn(_marker_boxes(ax, renderer), _line_paths(ax)), [], []
     order = sorted(points, key=lambda p: (-p.score, p.cost, p.label))  # stable: the best points choose first
     # a spot for every point's number first, so that the long labels placed before it cannot leave it without one
     widest = "9" * len(str(len(points)))
-    kept = [_spot(ax, renderer, p, widest, markers, placed) for p in order]  # each joins placed as it is found
+    kept = [_spot(ax, renderer, p, widest, drawn, placed) for p in order]  # each joins placed as it is found
     for p, own in zip(order, kept):
         if own is not None:
             placed.remove(own)  # free for its own label
-        spot, text = _spot(ax, renderer, p, p.label, markers, placed), p.label
+        spot, text = _spot(ax, renderer, p, p.label, drawn, placed), p.label
         if spot is None:
             key.append(f"{len(key) + 1}: {p.label}")
             # without a kept spot (no room at all), beside the point all the same: label_overlaps reports it
@@ -176,23 +177,32 @@ def _offset(ring: int, dx: int, dy: int) -> tuple[float, float]:  # in points, f
     return dx * (MARKER_PT / 2 + RINGS_PT[ring]), dy * (MARKER_PT / 2 + RINGS_PT[ring])
 
 
-def _spot(ax, renderer, p: Point, text: str, markers: list, placed: list) -> _Spot | None:
-    """The first free spot for text around p, added to placed; None where there is none."""
+class _Drawn(NamedTuple):
+    """In display pixels: what a label never covers (the markers' boxes) and what it stays off where a spot as near
+    allows (the error bars and the front's line, paths)."""
+
+    markers: list
+    lines: list
+
+
+def _spot(ax, renderer, p: Point, text: str, drawn: _Drawn, placed: list) -> _Spot | None:
+    """The first free spot for text around p, added to placed; None where there is none. On each ring a spot off
+    every drawn line comes before one across a line."""
     from matplotlib.path import Path
 
     frame, xy = ax.get_window_extent(renderer), ax.transData.transform((p.cost, p.score))
     probe = ax.annotate(text, (p.cost, p.score), xytext=(0, 0), textcoords="offset points", fontsize=FONT_PT)
     try:
-        for ring in range(len(RINGS_PT)):
-            for dx, dy in DIRECTIONS:
-                offset = _offset(ring, dx, dy)
-                probe.set(x=offset[0], y=offset[1], ha=ALIGN[0][dx], va=ALIGN[1][dy])
-                box = probe.get_window_extent(renderer).padded(renderer.points_to_pixels(1))  # a point of air
-                leader = Path([xy, xy + renderer.points_to_pixels(np.array(offset))]) if ring else None
-                if _within(box, frame) and not any(box.overlaps(m) for m in markers) and not any(
-                        box.overlaps(s.box) or _crosses(leader, s.box) or _crosses(s.leader, box) for s in placed):
-                    placed.append(_Spot(ring, dx, dy, box, leader))
-                    return placed[-1]
+        for ring, off_lines, (dx, dy) in itertools.product(range(len(RINGS_PT)), (True, False), DIRECTIONS):
+            offset = _offset(ring, dx, dy)
+            probe.set(x=offset[0], y=offset[1], ha=ALIGN[0][dx], va=ALIGN[1][dy])
+            box = probe.get_window_extent(renderer).padded(renderer.points_to_pixels(1))  # a point of air
+            leader = Path([xy, xy + renderer.points_to_pixels(np.array(offset))]) if ring else None
+            if _within(box, frame) and not any(box.overlaps(m) for m in drawn.markers) and not (
+                    off_lines and any(_crosses(line, box) for line in drawn.lines)) and not any(
+                    box.overlaps(s.box) or _crosses(leader, s.box) or _crosses(s.leader, box) for s in placed):
+                placed.append(_Spot(ring, dx, dy, box, leader))
+                return placed[-1]
         return None
     finally:
         probe.remove()
@@ -222,12 +232,29 @@ def _marker_boxes(ax, renderer) -> list:
 
     boxes = []
     for line in ax.lines:
-        if line.get_marker() in (None, "None", "none", "", " "):
+        if not _has_marker(line):
             continue
         half = renderer.points_to_pixels(line.get_markersize()) / 2
         boxes += [Bbox.from_extents(x - half, y - half, x + half, y + half)
                   for x, y in line.get_transform().transform(line.get_xydata())]
     return boxes
+
+
+def _line_paths(ax) -> list:
+    """The error bars' segments and every line drawn without markers (the front's steps), in display pixels."""
+    from matplotlib import cbook
+    from matplotlib.collections import LineCollection
+    from matplotlib.path import Path
+
+    bars = [c.get_transform().transform_path(path) for c in ax.collections if isinstance(c, LineCollection)
+            for path in c.get_paths()]
+    steps = [(line, cbook.STEP_LOOKUP_MAP[line.get_drawstyle()](line.get_xdata(), line.get_ydata()))
+             for line in ax.lines if not _has_marker(line)]  # a line's path is its points: the steps drawn between
+    return bars + [line.get_transform().transform_path(Path(np.column_stack(xy))) for line, xy in steps]
+
+
+def _has_marker(line) -> bool:
+    return line.get_marker() not in (None, "None", "none", "", " ")
 
 
 def _within(box, frame) -> bool:
