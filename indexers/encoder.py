@@ -344,16 +344,22 @@ class EncodeReport:
 
 
 _VECTOR_PACKAGES = ("torch", "transformers", "sentence-transformers")
+# evalctl's own arithmetic on a half-precision embedding, raised when it changes such vectors (2: normalised in
+# float32, not in the model's dtype). float32 and int8 embeddings never went through it: their versions, and so
+# their cache digests and index identities, stay as they were.
+HALF_PRECISION_ARITHMETIC = 2
+HALF_PRECISIONS = ("bfloat16", "float16")
 
 
-def encoding_versions(spec: ModelSpec | None = None) -> str:
+def encoding_versions(spec: ModelSpec | None = None, precision: str | None = None) -> str:
     """The major.minor versions of the packages whose numerics make the vectors (a patch release does not
-    change kernels' results; a minor one may), e.g. "torch 2.15, transformers 5.24, sentence-transformers 6.2";
-    for a served model (`spec` with an endpoint),
-    its served name and revision label instead."""
+    change kernels' results; a minor one may), e.g. "torch 2.15, transformers 5.24, sentence-transformers 6.2",
+    and for bfloat16 or float16 vectors evalctl's HALF_PRECISION_ARITHMETIC; for a served model (`spec` with an
+    endpoint), its served name and revision label instead."""
     if spec is not None and spec.endpoint is not None:
         return served_versions(spec.endpoint)
-    return ", ".join(f"{p} {'.'.join(importlib.metadata.version(p).split('.')[:2])}" for p in _VECTOR_PACKAGES)
+    packages = ", ".join(f"{p} {'.'.join(importlib.metadata.version(p).split('.')[:2])}" for p in _VECTOR_PACKAGES)
+    return f"{packages}, evalctl half {HALF_PRECISION_ARITHMETIC}" if precision in HALF_PRECISIONS else packages
 
 
 def cache_key(spec: ModelSpec, role: Role, view: str, variant: str | None, *, prompt: str,
@@ -366,7 +372,7 @@ def cache_key(spec: ModelSpec, role: Role, view: str, variant: str | None, *, pr
     return CacheKey(
         model_id=spec.id, hf_id=spec.hf_id, revision=spec.revision, prompt_variant=variant or spec.default_variant,
         prompt=prompt, role=role, view=view, dim=spec.dim, precision=precision,
-        versions=encoding_versions(spec) if versions == INSTALLED else versions,
+        versions=encoding_versions(spec, precision) if versions == INSTALLED else versions,
         corpus=corpus if versions == IMPORTED else None,
     )
 
@@ -437,7 +443,7 @@ def encode_texts(spec: ModelSpec, role: Role, view: str, ids: Sequence[str], tex
         cache.record_run({"device": ",".join(getattr(enc, "devices", [])) or None, "precision": precision,
                           "max_batch_tokens": budget, "oom_halvings": halvings, "n_encoded": len(todo),
                           "n_truncated": n_truncated, "seconds": round(time.perf_counter() - started, 3),
-                          "versions": encoding_versions(spec), "cost": cost, **served})
+                          "versions": encoding_versions(spec, precision), "cost": cost, **served})
     return EncodeReport(
         vectors=cache.get(hashes), cache_dir=cache.dir, prompt=prompt, precision=precision, n_texts=len(texts),
         n_unique=len(unique), n_cached=len(unique) - len(todo), n_encoded=len(todo), n_reused=n_reused,

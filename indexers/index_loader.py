@@ -670,7 +670,7 @@ def _prepare_manifest(load: _Load, tasks: dict[str, dict], encoding: EncodeOptio
                                          **({"precision": imported.precision} if imported else {})) if model else None
     if encoder is not None:  # vectors of another precision or package versions are other vectors
         meta.update(precision=encoder.precision,
-                    encoding_versions=IMPORTED if imported else encoding_versions(model))
+                    encoding_versions=IMPORTED if imported else encoding_versions(model, encoder.precision))
     if imported is not None:
         meta["vectors_import"] = imported.provenance
     # every window against the model before the mapping or _meta names it: a refused setting leaves the index as it was

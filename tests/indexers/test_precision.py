@@ -87,7 +87,11 @@ def test_each_precision_is_its_own_entry_and_auto_reuses_its_choice(tmp_path, mo
     assert len({r.cache_dir for r in runs.values()}) == 3
     for precision, r in runs.items():
         assert r.precision == precision and r.n_encoded == len(texts)
-        assert json.loads((r.cache_dir / "meta.json").read_text())["precision"] == precision
+        assert np.linalg.norm(r.vectors, axis=1) == pytest.approx(1, abs=1e-6)  # normalised in float32
+        meta = json.loads((r.cache_dir / "meta.json").read_text())
+        assert meta["precision"] == precision
+        # half-precision vectors name evalctl's arithmetic on them (it changed), float32 and int8 ones do not
+        assert meta["versions"].endswith(", evalctl half 2") is (precision == "bfloat16")
         key = cache_key(MINILM, "document", "TA", None, prompt="", precision=precision)
         cost = EmbeddingCache(key, root=tmp_path).runs()[-1]["cost"]
         assert cost["precision"] == precision and cost["native_bf16"] is (precision == "bfloat16")
