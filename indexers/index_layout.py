@@ -88,6 +88,13 @@ class BulkSettings:
     max_retries: int = 5
     initial_backoff: float = 2.0
     max_backoff: float = 60.0
+    # How long the node holds a document whose shard has no active primary before refusing it (503): the bulk
+    # request's `timeout`, in OpenSearch's time units. The loader then names the red index (send_bulk).
+    timeout: str = "1m"
+
+    def __post_init__(self):
+        if not re.fullmatch(r"[1-9][0-9]*(ms|s|m|h)", str(self.timeout)):
+            raise ValueError(f"bulk timeout {self.timeout!r}: a whole number and a unit, ms, s, m or h (e.g. 1m)")
 
 
 @dataclass(frozen=True)

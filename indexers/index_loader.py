@@ -444,13 +444,14 @@ def send_bulk(client, request: list[tuple[str, bytes]], bulk, report: "IndexRepo
     """Post one pre-built `_bulk` request; documents refused with 429 (queue full) are sent again after
     a backoff that doubles from bulk.initial_backoff, up to bulk.max_retries times (as opensearch-py's
     streaming_bulk does); other refusals are recorded in report.failed with the document id. A document
-    refused because its shard has no active primary (503, after the node's one-minute wait) stops the load
+    refused because its shard has no active primary (503, after the node's wait: bulk.timeout) stops the load
     with the index named red and its shards (IndexUnavailable) when no copy is left; else it is sent again.
     A `create` refused because the document is there counts as already present, not loaded: another load
     of the index wrote it (two loads started together each send every document; each creates some)."""
     pending, backoff = request, bulk.initial_backoff
     for attempt in range(bulk.max_retries + 1):
-        resp = client.bulk(body=b"".join(line for _, line in pending), params={"filter_path": _BULK_FILTER})
+        resp = client.bulk(body=b"".join(line for _, line in pending),
+                           params={"filter_path": _BULK_FILTER, "timeout": bulk.timeout})
         if not resp.get("errors"):
             report.n_loaded += len(pending)
             return

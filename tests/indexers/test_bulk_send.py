@@ -63,6 +63,7 @@ class QueueFullOnce:
 
     def bulk(self, body, params):
         self.bodies.append(body)
+        self.params = params
         n = body.count(b"\n") // 2
         if len(self.bodies) == 1:
             items = [{"index": {"status": 201}}, {"index": {"status": 429, "error": {"type": "es_rejected"}}}]
@@ -78,6 +79,19 @@ def test_queue_full_documents_are_sent_again(monkeypatch):
     send_bulk(client, request, BulkSettings(initial_backoff=0.5), report)
     assert report.n_loaded == 3 and not report.failed and sleeps == [0.5]
     assert client.bodies[1] == request[1][1]  # only the refused document, its bytes unchanged
+    assert client.params["timeout"] == "1m"  # the node's wait for a shard without a primary: bulk.timeout
+
+
+def test_a_bulk_timeout_is_a_time_of_opensearch_or_refused_naming_the_file():
+    from evalctl.config_files import SpecError
+    from evalctl.indexers.index_layout import load_index_settings
+
+    assert BulkSettings(timeout="5s").timeout == "5s" and load_index_settings().bulk.timeout == "1m"
+    for bad in ("5", "1 m", "0s", "-1s", "5 minutes"):
+        with pytest.raises(ValueError, match=f"bulk timeout '{bad}': a whole number and a unit, ms, s, m or h"):
+            BulkSettings(timeout=bad)
+    with pytest.raises(SpecError, match=r"configs/index.yaml.*bulk timeout '5'"):
+        load_index_settings(bulk={"timeout": "5"})
 
 
 class QueueAlwaysFull(QueueFullOnce):

@@ -266,11 +266,14 @@ def test_an_index_turning_red_mid_load_is_named(world, capsys):
     env = _env(world, "redload")
     world["mp"].setenv("EVALCTL_INDEX_PREFIX", env["EVALCTL_INDEX_PREFIX"])
     name = _index_name(world)
-    # requests of 10 documents (a copied configs folder): the load is still sending when the node is gone
+    # requests of 10 documents (a copied configs folder): the load is still sending when the node is gone; the
+    # node holds a document for the lost shard 5 s, not a minute, before refusing it
     configs = world["root"] / "configs-small-bulk"
     shutil.copytree(REPO / "configs", configs)
     index_yaml = configs / "index.yaml"
-    index_yaml.write_text(index_yaml.read_text().replace("  max_docs: 500", "  max_docs: 10"))
+    small = index_yaml.read_text().replace("  max_docs: 500", "  max_docs: 10").replace("  timeout: 1m", "  timeout: 5s")
+    assert "timeout: 5s" in small
+    index_yaml.write_text(small)
     env["EVALCTL_CONFIGS"] = str(configs)
     args = ("index", "--corpus", world["corpus"], "--view", "T", "--shards", 3, "--replicas", 0)
     proc = _evalctl(*args, env=env)
