@@ -42,6 +42,7 @@ from evalctl.indexers.passages import (PassageError, PassageSpec, check_window, 
 from evalctl.indexers.vectors_import import ImportedVectors, imported_for_index, require_covered
 from evalctl.opensearch.cluster_info import (IndexUnavailable, require_available, require_engine, simd_vectors,
                                              snapshot_read, wait_until_settled)
+from evalctl.opensearch.connection import load_settings
 from evalctl.provenance import code_version
 
 # Manifest keys that must match for new documents to join an existing index.
@@ -449,9 +450,11 @@ def send_bulk(client, request: list[tuple[str, bytes]], bulk, report: "IndexRepo
     A `create` refused because the document is there counts as already present, not loaded: another load
     of the index wrote it (two loads started together each send every document; each creates some)."""
     pending, backoff = request, bulk.initial_backoff
+    # opensearch-py takes a `timeout` param for its own read timeout unless request_timeout is given: with both,
+    # the node gets its wait and the client keeps the connection's
+    params = {"filter_path": _BULK_FILTER, "timeout": bulk.timeout, "request_timeout": load_settings().timeout}
     for attempt in range(bulk.max_retries + 1):
-        resp = client.bulk(body=b"".join(line for _, line in pending),
-                           params={"filter_path": _BULK_FILTER, "timeout": bulk.timeout})
+        resp = client.bulk(body=b"".join(line for _, line in pending), params=params)
         if not resp.get("errors"):
             report.n_loaded += len(pending)
             return

@@ -79,7 +79,8 @@ def test_queue_full_documents_are_sent_again(monkeypatch):
     send_bulk(client, request, BulkSettings(initial_backoff=0.5), report)
     assert report.n_loaded == 3 and not report.failed and sleeps == [0.5]
     assert client.bodies[1] == request[1][1]  # only the refused document, its bytes unchanged
-    assert client.params["timeout"] == "1m"  # the node's wait for a shard without a primary: bulk.timeout
+    # the node's wait for a shard without a primary (bulk.timeout), and the client's own read timeout beside it
+    assert client.params["timeout"] == "1m" and client.params["request_timeout"] > 0
 
 
 def test_a_bulk_timeout_is_a_time_of_opensearch_or_refused_naming_the_file():
