@@ -42,7 +42,6 @@ from evalctl.indexers.passages import (PassageError, PassageSpec, check_window, 
 from evalctl.indexers.vectors_import import ImportedVectors, imported_for_index, require_covered
 from evalctl.opensearch.cluster_info import (IndexUnavailable, require_available, require_engine, simd_vectors,
                                              snapshot_read, wait_until_settled)
-from evalctl.opensearch.connection import load_settings
 from evalctl.provenance import code_version
 
 # Manifest keys that must match for new documents to join an existing index.
@@ -451,8 +450,9 @@ def send_bulk(client, request: list[tuple[str, bytes]], bulk, report: "IndexRepo
     of the index wrote it (two loads started together each send every document; each creates some)."""
     pending, backoff = request, bulk.initial_backoff
     # opensearch-py takes a `timeout` param for its own read timeout unless request_timeout is given: with both,
-    # the node gets its wait and the client keeps the connection's
-    params = {"filter_path": _BULK_FILTER, "timeout": bulk.timeout, "request_timeout": load_settings().timeout}
+    # the node gets its wait and the request keeps the client's own read timeout
+    params = {"filter_path": _BULK_FILTER, "timeout": bulk.timeout,
+              "request_timeout": client.transport.kwargs["timeout"]}
     for attempt in range(bulk.max_retries + 1):
         resp = client.bulk(body=b"".join(line for _, line in pending), params=params)
         if not resp.get("errors"):

@@ -4,6 +4,7 @@ recorded by id (real node), and 429 refusals sent again after a backoff (the ret
 from __future__ import annotations
 
 import uuid
+from types import SimpleNamespace
 
 import orjson
 import pytest
@@ -60,6 +61,7 @@ class QueueFullOnce:
 
     def __init__(self):
         self.bodies: list[bytes] = []
+        self.transport = SimpleNamespace(kwargs={"timeout": 120.0})  # where opensearch-py keeps its read timeout
 
     def bulk(self, body, params):
         self.bodies.append(body)
@@ -80,7 +82,7 @@ def test_queue_full_documents_are_sent_again(monkeypatch):
     assert report.n_loaded == 3 and not report.failed and sleeps == [0.5]
     assert client.bodies[1] == request[1][1]  # only the refused document, its bytes unchanged
     # the node's wait for a shard without a primary (bulk.timeout), and the client's own read timeout beside it
-    assert client.params["timeout"] == "1m" and client.params["request_timeout"] > 0
+    assert client.params["timeout"] == "1m" and client.params["request_timeout"] == 120.0
 
 
 def test_a_bulk_timeout_is_a_time_of_opensearch_or_refused_naming_the_file():
